@@ -1,0 +1,31 @@
+# Two entry points that do all the set-up on a fresh machine.
+# torch is pinned first: 2.13.0 is a local CPU build here, and any other request for torch
+# would pull gigabytes of CUDA wheels.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.divelab-installed
+
+.PHONY: demo test install lint clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/divelab reproduce --scale quick --out divelab-report
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) divelab-report

@@ -1,0 +1,271 @@
+"""Claims and reproductions: the paper's number beside ours, with a verdict.
+
+A reproduction never hard-codes a measured value: ``Claim.measured`` is always computed by the
+code that builds the claim. Verdicts are decided by the reproduction (it knows the claim's
+shape); :func:`verdict_from_interval` and :func:`verdict_from_ratio` are the common rules.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    REPRODUCED = "reproduced"
+    PARTLY = "partly"
+    NOT_REPRODUCED = "not reproduced"
+    NOT_CHECKABLE = "not checkable here"
+
+
+VERDICT_VALUES = [v.value for v in Verdict]
+
+
+@dataclass
+class Claim:
+    """One claim of a paper, measured here.
+
+    ``paper_value`` is the value as the paper (or the review) states it, free text, with
+    ``source`` naming where it is stated. ``measured`` is ours: a number, a short string,
+    or ``None`` when not checkable here (then ``note`` must say why).
+    """
+
+    statement: str
+    paper_value: str
+    measured: float | str | None
+    verdict: Verdict
+    unit: str = ""
+    source: str = ""
+    note: str = ""
+    ci: tuple[float, float] | None = None  # confidence interval of `measured`, if any
+
+    def __post_init__(self) -> None:
+        if isinstance(self.verdict, str) and not isinstance(self.verdict, Verdict):
+            try:
+                self.verdict = Verdict(self.verdict)
+            except ValueError:
+                raise ValueError(
+                    f"unknown verdict {self.verdict!r}; allowed: {', '.join(VERDICT_VALUES)}"
+                ) from None
+        if self.verdict is Verdict.NOT_CHECKABLE and not self.note:
+            raise ValueError(f"claim {self.statement!r} is 'not checkable here' but gives no reason in note")
+        if isinstance(self.measured, float) and math.isnan(self.measured):
+            raise ValueError(f"claim {self.statement!r}: measured value is NaN")
+        if self.ci is not None:
+            self.ci = (float(self.ci[0]), float(self.ci[1]))
+
+    def measured_text(self) -> str:
+        if self.measured is None:
+            return "—"
+        if isinstance(self.measured, float):
+            text = format_number(self.measured)
+        else:
+            text = str(self.measured)
+        if self.unit:
+            text = f"{text} {self.unit}"
+        if self.ci is not None:
+            text += f" [{format_number(self.ci[0])}, {format_number(self.ci[1])}]"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        d["ci"] = list(self.ci) if self.ci is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Claim:
+        d = dict(d)
+        if d.get("ci") is not None:
+            d["ci"] = tuple(d["ci"])
+        return cls(**d)
+
+
+def format_number(x: float) -> str:
+    if x == 0:
+        return "0"
+    ax = abs(x)
+    if ax >= 1000 or ax < 0.001:
+        return f"{x:.3g}"
+    if ax >= 100:
+        return f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+@dataclass
+class Figure:
+    """A figure of a reproduction, kept as PNG bytes (base64) so reports are self-contained."""
+
+    name: str
+    caption: str
+    png_base64: str
+
+    @classmethod
+    def from_matplotlib(cls, fig: Any, name: str, caption: str, dpi: int = 110) -> Figure:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return cls(name=name, caption=caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
+
+    def png_bytes(self) -> bytes:
+        return base64.b64decode(self.png_base64)
+
+
+def environment_facts() -> dict[str, str]:
+    """Facts about the machine a reproduction ran on (recorded with every result)."""
+    import os
+
+    facts = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": str(os.cpu_count()),
+    }
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        facts["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+    try:
+        import transformers
+
+        facts["transformers"] = transformers.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return facts
+
+
+@dataclass
+class Reproduction:
+    """All claims of one system at one scale and seed, with figures and how it ran."""
+
+    system: str  # registry key, e.g. "backtrack"
+    title: str
+    scale: str
+    seed: int
+    claims: list[Claim] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    setup: str = ""  # what was run, in a paragraph: models, data, what stands in for what
+    details: dict[str, Any] = field(default_factory=dict)  # raw measured tables (JSON-serialisable)
+    environment: dict[str, str] = field(default_factory=environment_facts)
+    runtime_s: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    def add(self, claim: Claim) -> Claim:
+        self.claims.append(claim)
+        return claim
+
+    def verdict_counts(self) -> dict[str, int]:
+        counts = {v: 0 for v in VERDICT_VALUES}
+        for c in self.claims:
+            counts[c.verdict.value] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "title": self.title,
+            "scale": self.scale,
+            "seed": self.seed,
+            "setup": self.setup,
+            "claims": [c.to_dict() for c in self.claims],
+            "figures": [asdict(f) for f in self.figures],
+            "details": self.details,
+            "environment": self.environment,
+            "runtime_s": self.runtime_s,
+            "started_at": self.started_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Reproduction:
+        return cls(
+            system=d["system"],
+            title=d["title"],
+            scale=d["scale"],
+            seed=d["seed"],
+            setup=d.get("setup", ""),
+            claims=[Claim.from_dict(c) for c in d["claims"]],
+            figures=[Figure(**f) for f in d.get("figures", [])],
+            details=d.get("details", {}),
+            environment=d.get("environment", {}),
+            runtime_s=d.get("runtime_s", 0.0),
+            started_at=d.get("started_at", 0.0),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Common verdict rules. Each returns a Verdict; the reproduction explains its choice in `note`.
+
+
+def verdict_from_interval(
+    measured: float, lo: float, hi: float, partly_lo: float | None = None, partly_hi: float | None = None
+) -> Verdict:
+    """``reproduced`` inside [lo, hi]; ``partly`` inside the wider [partly_lo, partly_hi]."""
+    if lo <= measured <= hi:
+        return Verdict.REPRODUCED
+    plo = lo if partly_lo is None else partly_lo
+    phi = hi if partly_hi is None else partly_hi
+    if plo <= measured <= phi:
+        return Verdict.PARTLY
+    return Verdict.NOT_REPRODUCED
+
+
+def verdict_from_ratio(measured: float, paper: float, tolerance: float = 0.25, partly: float = 0.6) -> Verdict:
+    """Relative agreement with a paper value: within ``tolerance`` → reproduced, ``partly`` → partly."""
+    if paper == 0:
+        return Verdict.REPRODUCED if abs(measured) <= tolerance else Verdict.NOT_REPRODUCED
+    rel = abs(measured - paper) / abs(paper)
+    if rel <= tolerance:
+        return Verdict.REPRODUCED
+    if rel <= partly:
+        return Verdict.PARTLY
+    return Verdict.NOT_REPRODUCED
+
+
+def verdict_from_direction(effect: float, ci: tuple[float, float] | None, expected_sign: int = 1) -> Verdict:
+    """A directional claim ("A beats B"): reproduced when the CI excludes zero in the expected
+    direction, partly when the point estimate has the right sign but the CI covers zero."""
+    s = 1 if expected_sign >= 0 else -1
+    if ci is not None and min(ci[0] * s, ci[1] * s) > 0:
+        return Verdict.REPRODUCED
+    if effect * s > 0:
+        return Verdict.PARTLY
+    return Verdict.NOT_REPRODUCED
+
+
+def not_checkable(statement: str, paper_value: str, why: str, source: str = "") -> Claim:
+    """A claim this machine cannot check; ``why`` is shown in the report."""
+    return Claim(
+        statement=statement,
+        paper_value=paper_value,
+        measured=None,
+        verdict=Verdict.NOT_CHECKABLE,
+        source=source,
+        note=why,
+    )

@@ -1,0 +1,135 @@
+"""The ``divelab`` command: list systems, run reproductions, render reports.
+
+Systems add their own commands by defining ``<package>/cli.py`` with ``register(app)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import time
+import traceback
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from divelab import registry
+from divelab.claims import Reproduction
+from divelab.scale import DEFAULT_SCALE, SCALES, check_scale
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="divelab: the systems of one week of AI research, built and reproduced.")
+out_console = Console()
+err_console = Console(stderr=True)
+
+VERDICT_STYLE = {"reproduced": "green", "partly": "yellow", "not reproduced": "red", "not checkable here": "dim"}
+
+
+@app.command("list")
+def list_systems() -> None:
+    """All eighteen systems: E-number, key, arXiv id, theme, status."""
+    t = Table(title="divelab systems")
+    for col in ("E", "key", "system", "arXiv", "theme", "status"):
+        t.add_column(col)
+    for s in registry.SYSTEMS:
+        style = "green" if s.implemented else "dim"
+        t.add_row(s.alias, s.key, s.name, s.arxiv, s.theme, f"[{style}]{s.status}[/{style}]")
+    out_console.print(t)
+
+
+def print_claims(reps: list[Reproduction]) -> None:
+    t = Table(title="claims", show_lines=False)
+    for col in ("system", "claim", "paper", "ours", "verdict"):
+        t.add_column(col, overflow="fold")
+    for r in reps:
+        for c in r.claims:
+            v = c.verdict.value
+            t.add_row(r.system, c.statement, c.paper_value, c.measured_text(),
+                      f"[{VERDICT_STYLE[v]}]{v}[/{VERDICT_STYLE[v]}]")
+    out_console.print(t)
+
+
+@app.command()
+def reproduce(
+    systems: list[str] = typer.Argument(None, help="system keys or E-numbers (default: all implemented)"),
+    scale: str = typer.Option(DEFAULT_SCALE, help=f"one of {', '.join(SCALES)}"),
+    seed: int = typer.Option(0, help="seed for every random choice"),
+    out: Path = typer.Option(Path("divelab-report"), help="directory for report.html, report.md, results.json"),
+) -> None:
+    """Run reproductions and write the report of every claim."""
+    from divelab.report import write_report
+
+    try:
+        check_scale(scale)
+        chosen = registry.resolve_implemented(systems or [])
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if not chosen:
+        err_console.print("[red]error:[/red] no system is implemented yet")
+        raise typer.Exit(2)
+    reps: list[Reproduction] = []
+    failed: list[str] = []
+    for s in chosen:
+        err_console.rule(f"[bold]{s.alias} {s.key}[/bold] — {s.name} (scale {scale}, seed {seed})")
+        t0 = time.perf_counter()
+        try:
+            rep = s.reproduce_module().reproduce(scale=scale, seed=seed)
+        except KeyboardInterrupt:
+            err_console.print("[red]interrupted[/red]; cached work is kept, re-run to resume")
+            raise typer.Exit(130) from None
+        except Exception:  # a broken system must not hide the others' results
+            err_console.print(f"[red]{s.key} failed:[/red]\n{traceback.format_exc()}")
+            failed.append(s.key)
+            continue
+        rep.runtime_s = time.perf_counter() - t0
+        reps.append(rep)
+        paths = write_report(reps, out)  # after each system, so a long run's results survive
+    if reps:
+        print_claims(reps)
+        out_console.print(f"report: {paths['html']}  ({paths['markdown'].name}, {paths['json'].name})")
+    if failed:
+        err_console.print(f"[red]error:[/red] reproductions failed: {', '.join(failed)}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a directory holding results.json")) -> None:
+    """Re-render a run's report (HTML, Markdown) from its results.json."""
+    from divelab.report import load_results, write_report
+
+    try:
+        reps = load_results(run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    paths = write_report(reps, run_dir if run_dir.is_dir() else run_dir.parent)
+    print_claims(reps)
+    out_console.print(f"report: {paths['html']}")
+
+
+# Shared engines that also offer commands (e.g. `divelab train-lm`), beside the systems' own.
+ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat")
+
+
+def _register_system_commands() -> None:
+    for package in (*ENGINE_PACKAGES, *(s.module for s in registry.SYSTEMS)):
+        try:
+            spec = importlib.util.find_spec(f"{package}.cli")
+        except ModuleNotFoundError:
+            spec = None
+        if spec is not None:
+            importlib.import_module(f"{package}.cli").register(app)
+
+
+_register_system_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""divelab.coding: systems of this theme (see divelab.registry)."""

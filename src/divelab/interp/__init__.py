@@ -1,0 +1,1 @@
+"""divelab.interp: systems of this theme (see divelab.registry)."""

@@ -1,0 +1,1 @@
+"""divelab.lm: tiny language models trained offline on CPython's stdlib, and helpers for any HF causal LM."""

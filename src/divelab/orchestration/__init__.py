@@ -1,0 +1,1 @@
+"""divelab.orchestration: systems of this theme (see divelab.registry)."""

@@ -1,0 +1,1 @@
+"""divelab.oversight: systems of this theme (see divelab.registry)."""

@@ -1,0 +1,1 @@
+"""divelab.safety: systems of this theme (see divelab.registry)."""

@@ -1,0 +1,1 @@
+"""divelab.science: systems of this theme (see divelab.registry)."""

@@ -1,0 +1,1 @@
+"""divelab.selfimprove: systems of this theme (see divelab.registry)."""

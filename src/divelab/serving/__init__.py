@@ -1,0 +1,1 @@
+"""divelab.serving: systems of this theme (see divelab.registry)."""

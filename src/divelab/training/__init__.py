@@ -1,0 +1,1 @@
+"""divelab.training: systems of this theme (see divelab.registry)."""
