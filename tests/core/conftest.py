@@ -1,0 +1,44 @@
+"""A stand-in system for testing the CLI and report plumbing without training anything."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from divelab import registry
+from divelab.registry import System
+
+FAKE_REPRODUCE = '''
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable
+
+def reproduce(scale="quick", seed=0):
+    rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale=scale, seed=seed,
+                       setup="a stand-in for plumbing tests")
+    rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, Verdict.REPRODUCED, unit="x"))
+    rep.add(Claim("a | pipe in text", "2", 3.0, Verdict.NOT_REPRODUCED, note="disagrees"))
+    rep.add(not_checkable("needs a GPU", "5", "no GPU here"))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, seed])
+    rep.figures.append(Figure.from_matplotlib(fig, "curve", "a curve"))
+    return rep
+'''
+
+
+@pytest.fixture
+def fake_system(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakepkg" / "fakesys"
+    pkg.mkdir(parents=True)
+    (tmp_path / "fakepkg" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reproduce.py").write_text(textwrap.dedent(FAKE_REPRODUCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = System(999, "fake", "Fake system", "0000.00000", "testing", "fakepkg.fakesys")
+    monkeypatch.setattr(registry, "SYSTEMS", (*registry.SYSTEMS, fake))
+    yield fake
+    for name in [m for m in sys.modules if m.startswith("fakepkg")]:
+        del sys.modules[name]

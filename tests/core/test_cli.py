@@ -1,0 +1,63 @@
+import json
+import os
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from divelab.cli import app
+
+runner = CliRunner()
+
+
+def test_list_shows_all_eighteen():
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    for e in range(162, 180):
+        assert f"e{e}" in res.output
+    from divelab import registry
+
+    assert res.output.count("implemented") == len(registry.implemented())
+    assert res.output.count("planned") == 18 - len(registry.implemented())
+
+
+def test_reproduce_writes_report(fake_system, tmp_path):
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--seed", "4", "--out", str(tmp_path)],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "results.json").read_text())
+    rep = data["reproductions"][0]
+    assert rep["seed"] == 4 and rep["scale"] == "smoke" and rep["claims"][0]["measured"] == 5.0
+    assert rep["runtime_s"] > 0
+    assert (tmp_path / "report.html").exists()
+    # and `divelab report` re-renders from results.json alone
+    (tmp_path / "report.html").unlink()
+    res = runner.invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 0 and (tmp_path / "report.html").exists()
+
+
+def test_bad_scale_and_names_fail_clearly(tmp_path):
+    res = runner.invoke(app, ["reproduce", "backtrack", "--scale", "huge", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "allowed: smoke, quick, full" in res.output
+    res = runner.invoke(app, ["reproduce", "nosuch", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "valid names" in res.output
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_report_on_missing_dir_fails_clearly(tmp_path):
+    res = runner.invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "no results.json" in res.output
+
+
+def test_console_script_end_to_end_on_e163(tmp_path):
+    """The real entry point, the real first system, smoke scale."""
+    exe = os.path.join(os.path.dirname(sys.executable), "divelab")
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([exe, "reproduce", "e163", "--scale", "smoke", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "results.json").read_text())
+    rep = data["reproductions"][0]
+    assert rep["system"] == "backtrack" and len(rep["claims"]) >= 4
+    assert all(c["verdict"] for c in rep["claims"])
+    assert rep["figures"], "E163 reproduction should carry figures"
