@@ -1,0 +1,293 @@
+"""Reproduce InfoTree's claims (E162) on the decision chain and random brute-forceable instances."""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from divelab.claims import (  # noqa: E402
+    Claim,
+    Figure,
+    Reproduction,
+    Verdict,
+    verdict_from_direction,
+    verdict_from_ratio,
+)
+from divelab.progress import track  # noqa: E402
+from divelab.scale import check_scale, pick  # noqa: E402
+from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample  # noqa: E402
+from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy  # noqa: E402
+from divelab.training.infotree.collapse import (  # noqa: E402
+    DifficultyMix,
+    collapse_probability,
+    mixed_ratio_curve,
+    simulate_collapse,
+)
+from divelab.training.infotree.objective import brute_force, greedy, random_tree_instance  # noqa: E402
+from divelab.training.infotree.overhead import measure_overhead  # noqa: E402
+from divelab.training.infotree.proxy import proxy_true_correlation  # noqa: E402
+from divelab.training.infotree.train import ChainTrainConfig, train_chain  # noqa: E402
+from divelab.training.infotree.tree import SamplerConfig, UUCBConfig, sample_tree  # noqa: E402
+
+SRC = "training-rl.md §1"
+A, DMAX, P_REVEAL, Q_POLICY = 4, 16, 0.5, 0.7
+
+
+def _ci(x: np.ndarray) -> tuple[float, float]:
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return (float(x.mean()), float(x.mean()))
+    h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return (float(x.mean() - h), float(x.mean() + h))
+
+
+def _mixed_at_budget(policy: TabularPolicy, ds: np.ndarray, G: int, seed: int) -> dict[str, tuple[float, float]]:
+    """(mixed ratio, env steps used / budget) for each sampler on the same prompts."""
+    envs = [DecisionChainEnv(d=int(d), n_actions=A, p_reveal=P_REVEAL) for d in ds]
+    budgets = [G * int(d) for d in ds]
+    out = {}
+    for name, scfg in (("independent", SamplerConfig(init_rollouts=1, uucb=UUCBConfig(selector="independent"))),
+                       ("tree", SamplerConfig())):
+        rng = np.random.default_rng(seed)
+        trees = [sample_tree(e, policy, b, scfg, rng) for e, b in zip(envs, budgets, strict=True)]
+        out[name] = (float(np.mean([t.prompt_mixed for t in trees])),
+                     sum(t.stats.env_steps for t in trees) / sum(budgets))
+    trees = allocate_and_sample(envs, policy, budgets, AllocatorConfig(), np.random.default_rng(seed))
+    out["tree+allocator"] = (float(np.mean([t.prompt_mixed for t in trees])),
+                             sum(t.stats.env_steps for t in trees) / sum(budgets))
+    return out
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    t_start = time.perf_counter()
+    sz = pick(scale,
+              smoke=dict(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, proxy_prompts=6, train_iters=3,
+                         train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5),
+              quick=dict(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, proxy_prompts=40, train_iters=30,
+                         train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10),
+              full=dict(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, proxy_prompts=200,
+                        train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12))
+    rep = Reproduction(system="infotree", title="InfoTree: submodular tree rollouts against advantage collapse",
+                       scale=scale, seed=seed)
+    rng = np.random.default_rng(seed)
+
+    # ---- 1. the collapse law --------------------------------------------------------------------------
+    grid = [(q, d, G) for q in (0.6, 0.8, 0.95) for d in (1, 4, 8) for G in (2, 8, 32)]
+    errs, zs = [], []
+    for q, d, G in track(grid, "infotree: collapse law"):
+        exact = float(collapse_probability(q**d, G))
+        mc = simulate_collapse(q, d, G, sz["mc"], rng)
+        se = max(np.sqrt(exact * (1 - exact) / sz["mc"]), 1e-9)
+        errs.append(abs(mc - exact))
+        zs.append(abs(mc - exact) / se)
+    max_err, max_z = float(max(errs)), float(max(zs))
+    rep.add(Claim(
+        statement="Collapse law: P(GRPO group all-same) = p^G + (1-p)^G with p = q^d, matches Monte Carlo",
+        paper_value="impossibility result; the closed form is the notes' reconstruction [R]", measured=max_err,
+        unit="max |MC - formula|", source=SRC,
+        verdict=Verdict.REPRODUCED if max_z < 4.5 else Verdict.NOT_REPRODUCED,
+        note=f"27 (q, d, G) cells, {sz['mc']} simulated groups each; largest deviation {max_z:.2f} standard "
+             "errors (rule: reproduced if every cell is within 4.5 SE)."))
+
+    mix = DifficultyMix(d_range=(1, DMAX), q_range=(0.5, 0.95))
+    Gs_curve = np.array([2, 4, 8, 16, 32, 64, 128, 256])
+    curve = mixed_ratio_curve(mix, Gs_curve)
+    gain_4x = float(curve[list(Gs_curve).index(64)] - curve[list(Gs_curve).index(16)])
+    per_doubling = gain_4x / 2
+    rep.add(Claim(
+        statement="Independent sampling: the mixed-group ratio flattens as the budget G grows (difficulty mix)",
+        paper_value="flatlines near 45%", measured=float(curve[list(Gs_curve).index(16)]),
+        unit=f"mixed ratio at G=16 (+{per_doubling:.3f} per doubling of G up to 64)", source="review; notes §1 [S]",
+        verdict=Verdict.PARTLY if per_doubling < 0.1 else Verdict.NOT_REPRODUCED,
+        note="Exact population curve for prompts with d~U{1..16} decisions, q~U(0.5,0.95) (chosen before "
+             "measuring). Growth is only logarithmic in the budget (a near-constant gain per doubling: "
+             "diminishing returns, as the law predicts), but it is not a flat line, and the level is set by the "
+             "difficulty mix, not a universal 45%. Rule: 'partly' if each doubling adds < 10 points."))
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    Gx = np.arange(1, 257)
+    for d in (1, 2, 4, 8, 16):
+        ax[0].plot(Gx, 1 - collapse_probability(0.75**d, Gx), label=f"d={d}")
+    ax[0].set_xscale("log")
+    ax[0].set_xlabel("group size G")
+    ax[0].set_ylabel("P(mixed group)")
+    ax[0].set_title("q=0.75 per decision")
+    ax[0].legend(fontsize=7)
+    ax[1].plot(Gs_curve, curve, "o-", label="closed form")
+    ax[1].set_xscale("log")
+    ax[1].set_xlabel("group size G")
+    ax[1].set_ylabel("mixed-group ratio")
+    ax[1].set_title("difficulty mix d~U{1..16}, q~U(.5,.95)")
+    rep.figures.append(Figure.from_matplotlib(fig, "collapse_law", "Mixed-group probability vs budget: linear "
+                                              "in G at first, exponentially worse in d; the population "
+                                              "ratio flattens."))
+
+    # ---- 2. mixed ratio at equal budget: independent vs tree vs tree + allocator --------------------
+    policy = TabularPolicy.with_accuracy(DMAX, A, Q_POLICY)
+    per_G: dict[int, dict[str, list[float]]] = {}
+    budget_ratio: dict[str, list[float]] = {"independent": [], "tree": [], "tree+allocator": []}
+    for G in sz["Gs"]:
+        per_G[G] = {"independent": [], "tree": [], "tree+allocator": []}
+        for s in track(range(sz["seeds"]), f"infotree: mixed ratio G={G}"):
+            ds = np.random.default_rng(seed * 1000 + s).integers(1, DMAX + 1, size=sz["prompts"])
+            res = _mixed_at_budget(policy, ds, G, seed * 1000 + s)
+            for k, (m, b) in res.items():
+                per_G[G][k].append(m)
+                if G == 8:
+                    budget_ratio[k].append(b)
+    m8 = {k: np.array(v) for k, v in per_G[8].items()}
+    d_tree = m8["tree"] - m8["independent"]
+    d_alloc = m8["tree+allocator"] - m8["tree"]
+    extra = float(np.mean(budget_ratio["tree+allocator"]) / np.mean(budget_ratio["tree"]) - 1)
+    rep.add(Claim(
+        statement="Mixed-outcome ratio at equal env-step budget (G=8): independent / tree / tree+allocator",
+        paper_value="58.1% -> 76.3% with the allocator; independent ~45%", source="notes §1 [V]/[S]",
+        measured=f"{m8['independent'].mean():.1%} / {m8['tree'].mean():.1%} / {m8['tree+allocator'].mean():.1%}",
+        verdict=(Verdict.REPRODUCED if (_ci(d_tree)[0] > 0 and _ci(d_alloc)[0] > 0) else Verdict.PARTLY
+                 if (d_tree.mean() > 0 and d_alloc.mean() > 0) else Verdict.NOT_REPRODUCED),
+        note=f"Decision chain, d~U{{1..{DMAX}}}, {A} actions, policy right w.p. {Q_POLICY} per step, half the "
+             f"errors silent; budget G*d env steps per prompt; {sz['seeds']} seeds x {sz['prompts']} prompts. "
+             f"Tree - independent = {d_tree.mean():+.3f} (95% CI {_ci(d_tree)[0]:+.3f}..{_ci(d_tree)[1]:+.3f}); "
+             f"allocator - tree = {d_alloc.mean():+.3f} (CI {_ci(d_alloc)[0]:+.3f}..{_ci(d_alloc)[1]:+.3f}). "
+             "Rule: reproduced if both gains have CIs above 0 (the direction; levels depend on the task)."))
+    rep.add(Claim(
+        statement="Allocator's extra budget over the plain tree sampler",
+        paper_value="under 5%", measured=extra * 100, unit="%", source="notes §1 [V]",
+        verdict=Verdict.REPRODUCED if extra < 0.05 else Verdict.NOT_REPRODUCED,
+        note="Actual env steps used (tree+allocator / tree) - 1 at G=8; the allocator pools 40% of each "
+             "prompt's budget plus 4% extra."))
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for k in ("independent", "tree", "tree+allocator"):
+        ax.plot(sz["Gs"], [np.mean(per_G[G][k]) for G in sz["Gs"]], "o-", label=k)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("budget (G full-length rollouts' worth of env steps)")
+    ax.set_ylabel("mixed-outcome ratio")
+    ax.legend()
+    rep.figures.append(Figure.from_matplotlib(fig, "mixed_ratio", "Mixed-outcome (informative) prompt ratio "
+                                              "at equal env-step budget on the decision chain."))
+
+    # ---- 3. greedy vs brute-force optimum --------------------------------------------------------------
+    ratios = []
+    for _ in track(range(sz["inst"]), "infotree: greedy vs optimum"):
+        inst = random_tree_instance(rng, n_nodes=int(rng.integers(4, 8)), root_weight=float(rng.choice([1.0, 4.0])))
+        k = int(rng.integers(2, 5))
+        g = inst.value(greedy(inst, k))
+        _, opt = brute_force(inst, k)
+        base = inst.value(np.zeros(inst.n_candidates))
+        # the guarantee is about the gain over the empty set (F(empty) may be > 0: already-mixed groups)
+        ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
+    ratios_a = np.array(ratios)
+    bound = 1 - 1 / np.e
+    rep.add(Claim(
+        statement="Greedy expansion set reaches at least (1-1/e) of the brute-force optimum",
+        paper_value=">= 0.632 (Nemhauser-Wolsey-Fisher)", measured=float(ratios_a.min()), unit="worst ratio",
+        source=SRC, verdict=Verdict.REPRODUCED if ratios_a.min() >= bound - 1e-9 else Verdict.NOT_REPRODUCED,
+        note=f"{len(ratios)} random rollout-tree instances (4-7 nodes, budget 2-4 continuations); ratio of "
+             f"gains over F(empty). Mean {ratios_a.mean():.4f}, 5th percentile {np.percentile(ratios_a, 5):.4f}, "
+             f"greedy optimal in {np.mean(ratios_a > 1 - 1e-9):.1%} of instances."))
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.hist(ratios_a, bins=30, range=(min(0.6, ratios_a.min()), 1.0))
+    ax.axvline(bound, color="r", ls="--", label="1-1/e")
+    ax.set_xlabel("greedy / optimal gain")
+    ax.legend()
+    rep.figures.append(Figure.from_matplotlib(fig, "greedy_ratio", "Greedy vs brute-force optimum on random "
+                                              "instances of the submodular objective."))
+
+    # ---- 4. proxy vs true objective ---------------------------------------------------------------------
+    ds = rng.integers(1, DMAX + 1, size=sz["proxy_prompts"])
+    pr = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7))
+    pr_val = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7),
+                                    cfg=SamplerConfig(uucb=UUCBConfig(selector="value")))
+    pr_rev = proxy_true_correlation(policy, ds, 8, A, 1.0, np.random.default_rng(seed + 7))
+    rep.add(Claim(
+        statement="Correlation of the proxy score greedy maximises (UUCB) with the true marginal gain",
+        paper_value="0.82", measured=pr.pearson, unit="Pearson r", source="review (notes §1: unconfirmed [S])",
+        verdict=verdict_from_ratio(pr.pearson, 0.82, tolerance=0.15, partly=0.5),
+        note=f"Pooled over {pr.n_points} (candidate, step) pairs on the decision chain; true gain uses the "
+             f"exact success probability of each node's state. Spearman {pr.spearman:.2f}. Value term alone: "
+             f"r={pr_val.pearson:.2f}; with every error revealed (no hidden dead prefixes): r={pr_rev.pearson:.2f}. "
+             "Rule: within 15% of 0.82 reproduced, within 50% partly."))
+
+    # ---- 5. training at equal env steps ----------------------------------------------------------------
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"independent": [], "tree": [], "tree+allocator": []}
+    for s in track(range(sz["train_seeds"]), "infotree: training"):
+        for name in curves:
+            r = train_chain(ChainTrainConfig(sampler=name, iterations=sz["train_iters"], lr=8.0,
+                                             prompts_per_iter=sz["train_prompts"], d_range=(1, 8),
+                                             seed=seed * 100 + s))
+            curves[name].append((np.array(r.env_steps, dtype=float), np.array(r.success)))
+    common = min(c[0][-1] for v in curves.values() for c in v)
+    at = {k: np.array([np.interp(common, x, y) for x, y in v]) for k, v in curves.items()}
+    eff = at["tree"] - at["independent"]
+    rep.add(Claim(
+        statement="Success after training at equal env steps: tree vs independent (decision chain, tabular GRPO)",
+        paper_value="tree beats flat GRPO on 9 benchmarks (numbers not retrievable)", source="notes §1 [V]",
+        measured=float(eff.mean()), ci=_ci(eff), unit="success gain",
+        verdict=verdict_from_direction(float(eff.mean()), _ci(eff) if eff.size > 1 else None),
+        note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: independent "
+             f"{at['independent'].mean():.3f}, tree {at['tree'].mean():.3f}, tree+allocator "
+             f"{at['tree+allocator'].mean():.3f}; {sz['train_seeds']} seeds, CI over seeds. Stand-in for the "
+             "TextWorld/maze runs (see the next claim)."))
+    rep.add(Claim(
+        statement="Success after training tree vs independent on TextWorld games and the E163 maze family",
+        paper_value="(not stated for these envs)", measured=None, verdict=Verdict.NOT_CHECKABLE,
+        source="issue 7",
+        note="Not run in this reproduction: the tree sampler plugs into the engine's GRPOTrainer "
+             "(TreeSampler, tested on the corridor env), but a TextWorld LM-policy comparison with enough "
+             "seeds to separate the arms does not fit the quick budget on 2 cores; not yet run at full scale."))
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    grid_x = np.linspace(0, common, 50)
+    for k, v in curves.items():
+        ys = np.array([np.interp(grid_x, x, y) for x, y in v])
+        ax.plot(grid_x, ys.mean(0), label=k)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("success (mean over d=1..8)")
+    ax.legend()
+    rep.figures.append(Figure.from_matplotlib(fig, "training", "GRPO on the decision chain at equal env steps."))
+
+    # ---- 6. bookkeeping overhead ------------------------------------------------------------------------
+    oh = measure_overhead(batches=(1, 4), n_prompts=sz["oh_prompts"], d=sz["oh_d"], seed=seed)
+    o_sync, o_spec = oh[0].overhead, oh[1].overhead
+    rep.add(Claim(
+        statement="Wall-clock overhead of tree bookkeeping: synchronous -> speculative expansion",
+        paper_value="14.3% -> 4.8%", measured=f"{o_sync:.1%} -> {o_spec:.1%}", source="notes §1 [V]",
+        verdict=(Verdict.REPRODUCED if o_spec < o_sync and o_spec < 0.1 else
+                 Verdict.PARTLY if o_spec < o_sync else Verdict.NOT_REPRODUCED),
+        note="Bookkeeping (scoring + node updates) / generation (tiny-100k Llama forward + env), "
+             "speculative = 4 expansions per scoring round in lockstep. Depends on the policy's cost: a real "
+             "LLM makes generation far slower, so both fractions would shrink. Rule: reproduced if speculative "
+             "is lower and under 10%."))
+
+    rep.details = {
+        "mixed_ratio": {str(G): {k: list(map(float, v)) for k, v in d.items()} for G, d in per_G.items()},
+        "budget_ratio_G8": {k: list(map(float, v)) for k, v in budget_ratio.items()},
+        "collapse_curve": {"G": Gs_curve.tolist(), "mixed": curve.tolist()},
+        "greedy_ratio": {"mean": float(ratios_a.mean()), "min": float(ratios_a.min()),
+                         "p05": float(np.percentile(ratios_a, 5)), "n": len(ratios)},
+        "proxy": {"pearson": pr.pearson, "spearman": pr.spearman, "n": pr.n_points,
+                  "value_only_pearson": pr_val.pearson, "all_revealed_pearson": pr_rev.pearson},
+        "training_at_common_steps": {k: v.tolist() for k, v in at.items()}, "common_env_steps": common,
+        "overhead": {str(o.batch): {"overhead": o.overhead, "t_policy": o.stats.t_policy, "t_env": o.stats.t_env,
+                                    "t_select": o.stats.t_select, "t_update": o.stats.t_update,
+                                    "env_steps": o.stats.env_steps} for o in oh},
+    }
+    rep.setup = (
+        "No LLM and no agent benchmark: a synthetic *decision chain* stands in for a tool-use task. A prompt needs "
+        f"d correct decisions among {A} actions; a wrong one ends the episode (revealed, like a tool error) with "
+        f"probability {P_REVEAL}, otherwise it is silent and the episode runs on, doomed. A tabular softmax policy "
+        "stands in for the LM (for mixed ratios it is fixed at per-step accuracy "
+        f"{Q_POLICY}; for training it starts uniform). Budgets are environment steps: G*d per prompt, what G "
+        "independent full-length rollouts cost. Tree rollouts restore a prefix's state and branch; siblings "
+        "form comparison groups. The objective (expected mixed subtree groups), UUCB's exact terms and the "
+        "allocator (closed-form greedy, not the paper's learned ABA) are our reconstruction. Greedy-vs-optimum "
+        "uses random small tree instances; the overhead uses an untrained tiny-100k Llama for generation cost.")
+    rep.runtime_s = time.perf_counter() - t_start
+    return rep

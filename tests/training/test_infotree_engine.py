@@ -1,0 +1,101 @@
+"""InfoTree inside the RL engine: TreeSampler with every estimator, a GRPO smoke run, adapters, reproduce."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from divelab.envs.toy import CorridorEnv
+from divelab.rl.advantages import StepBatch, available_advantages, get_advantage
+from divelab.rl.warmstart import UniformPolicy
+from divelab.training.infotree.adapters import trl_rollout_func, verl_agent_loop_outputs
+from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy
+from divelab.training.infotree.engine import TreeSampler, make_sampler
+from divelab.training.infotree.train import ChainTrainConfig, train_chain
+
+
+def _make_env(gid: str) -> CorridorEnv:
+    return CorridorEnv(n_rooms=5, goal=4, max_steps=8, game_id=gid)
+
+
+@pytest.mark.parametrize("name", ["tree", "tree+allocator"])
+def test_tree_sampler_gives_complete_trajectories_for_every_estimator(name):
+    sampler = make_sampler(name, max_steps=8)
+    groups = sampler.collect(UniformPolicy(), _make_env, ["a", "b", "c"], 6, np.random.default_rng(0))
+    assert len(groups) == 3
+    for gi, g in enumerate(groups):
+        assert len(g) >= 6  # branching buys more leaves than G for the same steps
+        ids = [t.traj_id for t in g]
+        for t in g:
+            assert t.group_index == gi
+            assert [s.step_id for s in t.steps] == list(range(len(t.steps)))
+            assert t.steps[-1].done or t.truncated
+            if t.parent is not None:
+                src = next(x for x in g if x.traj_id == t.parent[0])
+                k = t.parent[1]
+                assert [s.action for s in src.steps[:k]] == [s.action for s in t.steps[:k]]
+        assert len(set(ids)) == len(ids)
+    batch = StepBatch.from_groups(groups)
+    for est in available_advantages():
+        if est in ("grpo", "gigpo", "g2po"):
+            adv = get_advantage(est)(batch)
+            assert adv.shape == (len(batch),) and np.all(np.isfinite(adv))
+    st = sampler.stats()
+    assert 0.0 <= st["mixed_ratio"] <= 1.0 and st["env_steps"] > 0
+
+
+def test_make_sampler_rejects_unknown():
+    with pytest.raises(ValueError, match="allowed: independent, tree, tree\\+allocator"):
+        make_sampler("beam")
+
+
+def test_grpo_trainer_smoke_with_tree_sampler():
+    torch = pytest.importorskip("torch")
+    from divelab.lm.models import build_model
+    from divelab.rl.grpo import GRPOConfig, GRPOTrainer
+    from divelab.rl.policy import LMPolicy, train_word_tokenizer
+
+    env = _make_env("x")
+    texts = [env.reset(0), "room 1. you see nothing.", "room 4. you see a key.", "you win.",
+             "look wait go west go east take key"]
+    tok = train_word_tokenizer(texts, vocab_size=64)
+    model = build_model("tiny-100k", vocab_size=tok.get_vocab_size(), seed=0)
+    policy = LMPolicy(model, tok)
+    cfg = GRPOConfig(iterations=2, group_size=4, max_steps=6, ppo_epochs=1, seed=0)
+    trainer = GRPOTrainer(policy, _make_env, ["g0"], cfg, sampler=TreeSampler(max_steps=6))
+    logs = trainer.train()
+    assert len(logs) == 2 and all(np.isfinite(x.loss) for x in logs)
+    assert any(t.parent is not None for g in trainer.last_groups for t in g)
+    assert torch.isfinite(next(model.parameters())).all()
+
+
+def test_chain_training_tree_learns_and_is_seeded():
+    cfg = ChainTrainConfig(sampler="tree", iterations=6, prompts_per_iter=6, d_range=(1, 4), lr=8.0, seed=3)
+    a = train_chain(cfg)
+    b = train_chain(cfg)
+    assert a.success == b.success and a.env_steps == b.env_steps
+    assert a.success[-1] > a.success[0] + 0.05
+
+
+def test_adapters_shapes():
+    policy = TabularPolicy.with_accuracy(6, 4, 0.7)
+    rf = trl_rollout_func(lambda p: DecisionChainEnv(d=len(p)), policy, budget_per_prompt=30)
+    out = rf(["abc", "abcdef"])
+    n = len(out["completion_ids"])
+    assert n > 2 and all(len(out[k]) == n for k in ("prompt_ids", "group_uid", "tree_advantage"))
+    rows = verl_agent_loop_outputs([DecisionChainEnv(d=5)], policy, [40])
+    uids = {r["non_tensor_batch"]["uid"] for r in rows}
+    assert "0/0" in uids and all(len(r["response_ids"]) == len(r["response_mask"]) for r in rows)
+
+
+def test_reproduce_smoke_computes_claims():
+    from divelab.claims import Verdict
+    from divelab.training.infotree.reproduce import reproduce
+
+    rep = reproduce(scale="smoke", seed=0)
+    assert rep.system == "infotree" and len(rep.claims) >= 8
+    checked = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
+    assert all(c.measured is not None for c in checked)
+    assert rep.figures and rep.setup
+    greedy = next(c for c in rep.claims if "1-1/e" in c.statement)
+    assert greedy.measured >= 1 - 1 / np.e
