@@ -1,0 +1,395 @@
+"""Run an untrusted Python program in a subprocess with limits, and say how it ended.
+
+What is enforced (see :func:`enforcement` for this host):
+
+- **time**: wall clock (the parent kills the whole process group with SIGKILL) and CPU time
+  (``RLIMIT_CPU``: SIGXCPU, then SIGKILL);
+- **memory**: ``RLIMIT_AS`` (address space), so allocation fails with ``MemoryError``;
+- **processes**: ``RLIMIT_NPROC``. Linux never applies it to real uid 0, so when divelab runs as
+  root the child drops to a fresh unprivileged uid first (then the limit binds, and that uid owns
+  nothing on the host, so the program cannot write outside its directory or read root's files);
+- **file size**: ``RLIMIT_FSIZE`` (also bounds stdout/stderr, which go to files);
+- **network**: a new network namespace (only a down loopback inside) when the kernel lets us
+  make one, else a socket-blocking audit hook (best effort: C extensions can bypass it);
+- **environment**: a minimal one is built from scratch; the parent's variables never pass through;
+- **directory**: a fresh temporary directory is the cwd and is removed afterwards, as is anything
+  the sandbox uid left in the world-writable temp directories.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import random
+import shutil
+import signal
+import stat
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from divelab.sandbox._bootstrap import MEMORY_EXIT_CODE, MEMORY_MARKER
+
+BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
+TAIL_BYTES = 8192
+_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+class Status(StrEnum):
+    PASSED = "passed"  # exit code 0
+    FAILED = "failed"  # non-zero exit (an exception, a failed assert, sys.exit(1))
+    TIMEOUT = "timeout"  # wall-clock or CPU limit
+    MEMORY = "memory"  # MemoryError under the address-space limit
+    CRASHED = "crashed"  # killed by a signal (segfault, file-size limit, ...)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run. ``None`` switches a limit off."""
+
+    wall_s: float = 10.0
+    cpu_s: int | None = 10
+    memory_mb: int | None = 512
+    processes: int | None = 16
+    file_size_mb: float | None = 16.0
+    open_files: int | None = 256
+    isolate_network: bool = True
+    drop_privileges: bool = True  # only meaningful when running as root
+
+    def __post_init__(self) -> None:
+        if not self.wall_s > 0:
+            raise ValueError(f"Limits.wall_s must be > 0 seconds, got {self.wall_s!r}")
+        for name in ("cpu_s", "memory_mb", "processes", "open_files"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"Limits.{name} must be a positive int or None, got {v!r}")
+        if self.memory_mb is not None and self.memory_mb < 64:
+            raise ValueError(f"Limits.memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+        if self.file_size_mb is not None and self.file_size_mb < 0:
+            raise ValueError(f"Limits.file_size_mb must be >= 0 or None, got {self.file_size_mb!r}")
+
+
+@dataclass
+class SandboxResult:
+    status: Status
+    returncode: int | None
+    stdout: str  # the last TAIL_BYTES of stdout
+    stderr: str
+    wall_s: float
+    cpu_s: float
+    max_rss_kb: int
+    reason: str = ""  # why it ended this way, in words
+    signal: str | None = None
+    enforced: dict[str, Any] = field(default_factory=dict)  # what the child could actually enforce
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+
+def minimal_env(workdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    for k, v in (extra or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k or "=" in k:
+            raise ValueError(f"env entries must be str -> str with a non-empty name without '=', got {k!r}: {v!r}")
+        env[k] = v
+    return env
+
+
+def _world_readable(path: Path) -> bool:
+    """Can an unprivileged stranger read ``path`` (every parent traversable)?"""
+    try:
+        p = path.resolve()
+        for parent in [*reversed(p.parents)]:
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                return False
+        return bool(p.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+def _interpreter_for_unprivileged() -> str | None:
+    """A Python an unprivileged uid can run *and* import its standard library from.
+
+    ``sys.executable`` may live under a 0700 home (pyenv in /root here); then a system Python of
+    the same minor version is used, else None (no uid drop)."""
+    candidates = [sys.executable]
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates += [f"/usr/bin/{ver}", f"/usr/local/bin/{ver}"]
+    for exe in candidates:
+        exe_path = Path(exe)
+        if not exe_path.exists() or not _world_readable(exe_path):
+            continue
+        if exe == sys.executable:
+            stdlib = Path(sysconfig.get_paths()["stdlib"]) / "os.py"
+            if not _world_readable(stdlib):
+                continue
+        return str(exe_path)
+    return None
+
+
+def _fresh_uid() -> int:
+    """A uid no account and no process on this host uses (so killing 'all its processes' is safe)."""
+    rng = random.SystemRandom()
+    for _ in range(100):
+        uid = rng.randrange(1_000_000, 2_000_000_000)
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        if not _pids_of_uid(uid):
+            return uid
+    raise RuntimeError("could not find a free uid for the sandbox")
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    """Live processes owned by ``uid`` (zombies are dead already; init reaps them)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(f"/proc/{entry.name}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    out.append(int(entry.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def _kill_uid(uid: int) -> None:
+    for _ in range(50):
+        pids = _pids_of_uid(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+def _remove_files_of_uid(uid: int) -> None:
+    for d in _WORLD_WRITABLE:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def run_python(
+    code: str,
+    *,
+    limits: Limits | None = None,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
+    argv: list[str] | tuple[str, ...] = (),
+) -> SandboxResult:
+    """Run ``code`` (Python source) as ``__main__`` in a sandbox; see the module docstring.
+
+    ``files`` are written into the fresh work directory first (relative names only); ``env`` adds
+    variables to a minimal environment (nothing of the caller's leaks in); ``stdin`` is fed whole.
+
+    >>> run_python("print(6 * 7)").stdout
+    '42\\n'
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str of Python source, got {type(code).__name__}")
+    limits = limits or Limits()
+    is_root = os.geteuid() == 0
+    uid = None
+    python = sys.executable
+    if is_root and limits.drop_privileges:
+        unpriv = _interpreter_for_unprivileged()
+        if unpriv is not None:
+            python, uid = unpriv, _fresh_uid()
+    ctrl = Path(tempfile.mkdtemp(prefix="divelab-sbx-ctl-"))
+    work = Path(tempfile.mkdtemp(prefix="divelab-sbx-"))
+    proc = None
+    try:
+        for name, text in (files or {}).items():
+            target = (work / name).resolve()
+            if work.resolve() not in target.parents:
+                raise ValueError(f"files names must be relative paths inside the work dir, got {name!r}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        if uid is not None:
+            for root, dirs, fnames in os.walk(work):
+                for n in [*dirs, *fnames]:
+                    os.chown(os.path.join(root, n), uid, uid)
+            os.chown(work, uid, uid)
+        (ctrl / "main.py").write_text(code, encoding="utf-8")
+        cfg = {
+            "code_path": str(ctrl / "main.py"),
+            "workdir": str(work),
+            "uid": uid,
+            "isolate_network": limits.isolate_network,
+            "argv": list(argv),
+            "limits": {
+                "cpu_s": limits.cpu_s,
+                "memory_mb": limits.memory_mb,
+                "processes": limits.processes,
+                "file_size_mb": limits.file_size_mb,
+                "open_files": limits.open_files,
+            },
+        }
+        (ctrl / "config.json").write_text(json.dumps(cfg))
+        if stdin is not None:
+            (ctrl / "stdin").write_text(stdin, encoding="utf-8")
+        stdin_f = open(ctrl / "stdin", "rb") if stdin is not None else open(os.devnull, "rb")
+        out_f = open(ctrl / "stdout", "wb")
+        err_f = open(ctrl / "stderr", "wb")
+        import subprocess
+
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                [python, "-I", str(BOOTSTRAP), str(ctrl / "config.json")],
+                stdin=stdin_f, stdout=out_f, stderr=err_f, env=minimal_env(str(work), env),
+                cwd=str(work), start_new_session=True, close_fds=True,
+            )
+        finally:
+            for f in (stdin_f, out_f, err_f):
+                f.close()
+        deadline = t0 + limits.wall_s
+        timed_out = False
+        delay = 0.0005
+        while True:
+            pid, wstatus, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() >= deadline:
+                timed_out = True
+                _killpg(proc.pid)
+                pid, wstatus, rusage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(wstatus)  # reaped here; keep Popen quiet
+        _killpg(proc.pid)  # background children left in the group
+        if uid is not None:
+            _kill_uid(uid)  # children that escaped the group with setsid()
+        meta = {}
+        if (ctrl / "meta.json").exists():
+            meta = json.loads((ctrl / "meta.json").read_text())
+        stdout, stderr = _tail(ctrl / "stdout"), _tail(ctrl / "stderr")
+        rc = proc.returncode
+        cpu = rusage.ru_utime + rusage.ru_stime
+        status, reason, signame = _classify(rc, timed_out, cpu, stderr, limits)
+        return SandboxResult(
+            status=status, returncode=rc, stdout=stdout, stderr=stderr, wall_s=wall, cpu_s=cpu,
+            max_rss_kb=int(rusage.ru_maxrss), reason=reason, signal=signame,
+            enforced={**meta, "uid_dropped": uid is not None, "interpreter": python},
+        )
+    finally:
+        if proc is not None and proc.returncode is None:
+            _killpg(proc.pid)
+            try:
+                os.wait4(proc.pid, 0)
+            except ChildProcessError:
+                pass
+        if uid is not None:
+            _kill_uid(uid)
+            _remove_files_of_uid(uid)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(ctrl, ignore_errors=True)
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _classify(rc: int, timed_out: bool, cpu: float, stderr: str, limits: Limits) -> tuple[Status, str, str | None]:
+    signame = None
+    if rc < 0:
+        try:
+            signame = signal.Signals(-rc).name
+        except ValueError:
+            signame = str(-rc)
+    if timed_out:
+        return Status.TIMEOUT, f"wall-clock limit of {limits.wall_s:g} s reached; process group killed", signame
+    if signame == "SIGXCPU" or (signame == "SIGKILL" and limits.cpu_s and cpu >= limits.cpu_s - 0.05):
+        return Status.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s reached", signame
+    if rc == MEMORY_EXIT_CODE and MEMORY_MARKER.decode().strip() in stderr:
+        return Status.MEMORY, f"memory limit of {limits.memory_mb} MB reached (MemoryError)", signame
+    if signame == "SIGXFSZ":
+        return Status.CRASHED, f"file-size limit of {limits.file_size_mb} MB reached", signame
+    if signame is not None:
+        return Status.CRASHED, f"killed by {signame}", signame
+    if rc == 0:
+        return Status.PASSED, "exited 0", None
+    return Status.FAILED, f"exited {rc}", None
+
+
+_ENFORCEMENT: dict[str, Any] | None = None
+
+
+def enforcement() -> dict[str, Any]:
+    """What this host actually enforces, found by running a tiny program once (cached)."""
+    global _ENFORCEMENT
+    if _ENFORCEMENT is None:
+        r = run_python("pass", limits=Limits(wall_s=20))
+        e = dict(r.enforced)
+        e.update({
+            "wall_time": "enforced (process group SIGKILL)",
+            "cpu_time": "enforced (RLIMIT_CPU)",
+            "memory": "enforced (RLIMIT_AS)",
+            "file_size": "enforced (RLIMIT_FSIZE)",
+            "processes": "enforced (RLIMIT_NPROC)" if e.get("nproc_enforced") else
+            "NOT enforced (running as uid 0 without a uid drop; the kernel exempts root)",
+            "writes_outside_workdir": "blocked by file permissions (fresh uid)" if e.get("uid_dropped") else
+            "NOT blocked (same uid as the caller)",
+        })
+        _ENFORCEMENT = e
+    return dict(_ENFORCEMENT)
