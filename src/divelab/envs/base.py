@@ -1,0 +1,205 @@
+"""The text-environment protocol every divelab RL component talks to.
+
+An environment is a deterministic function of (seed, action prefix): ``reset(seed)`` then the same
+actions always give the same observations. That is true of TextWorld games (the engine under
+ALFWorld) and of every toy env here, and it is what tree rollouts rely on: **state is restored by
+replay** (``restore(actions)`` re-resets with the last seed and replays the prefix), and
+``clone()`` returns an independent env already at the current state. :class:`ReplayCache` makes
+replay cheap by remembering every (prefix → result) it has seen.
+
+Observations are strings. ``state_key(observation)`` maps one to a hashable key that graph
+methods (GiGPO anchors, G2PO nodes) merge on; two observations with the same key are treated as
+the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+StepResult = tuple[str, float, bool, dict[str, Any]]
+
+
+@runtime_checkable
+class TextEnv(Protocol):
+    """What an environment must provide.
+
+    - ``reset(seed)`` → first observation (the seed picks the episode's randomness, if any).
+    - ``step(action)`` → ``(observation, reward, done, info)``; ``info`` carries at least
+      ``"won"`` (bool) once ``done``.
+    - ``admissible_actions()`` → the commands allowed now (non-empty unless done).
+    - ``state_key(observation)`` → hashable key for graph merging.
+    - ``restore(actions)`` → re-reset with the last seed and replay ``actions``; returns the
+      observation reached (state restoration for tree rollouts).
+    - ``clone()`` → an independent env at the same state (default: new env + ``restore``).
+    - ``actions_taken`` → the action prefix since the last reset.
+    """
+
+    def reset(self, seed: int | None = None) -> str: ...
+
+    def step(self, action: str) -> StepResult: ...
+
+    def admissible_actions(self) -> list[str]: ...
+
+    def state_key(self, observation: str) -> Hashable: ...
+
+    def restore(self, actions: Sequence[str]) -> str: ...
+
+    def clone(self) -> TextEnv: ...
+
+    @property
+    def actions_taken(self) -> list[str]: ...
+
+
+EnvFactory = Callable[[str], TextEnv]
+"""``make_env(game_id) -> TextEnv``: how trainers and samplers build an env for a game."""
+
+
+class InvalidAction(ValueError):
+    """An action that is not admissible in the current state."""
+
+
+def check_action(action: str, allowed: Sequence[str]) -> None:
+    if action not in allowed:
+        shown = ", ".join(repr(a) for a in list(allowed)[:12])
+        more = "" if len(allowed) <= 12 else f", ... ({len(allowed)} in all)"
+        raise InvalidAction(f"action {action!r} is not admissible here; allowed: {shown}{more}")
+
+
+@dataclass
+class _Edge:
+    obs: str
+    reward: float
+    done: bool
+    info: dict[str, Any]
+    node: _Node
+
+
+@dataclass
+class _Node:
+    obs: str  # the observation on first arrival (used for reset roots)
+    admissible: list[str]
+    prefix: list[str]  # a shortest known action prefix that reaches this node (for repositioning)
+    done: bool = False
+    children: dict[str, _Edge] = field(default_factory=dict)
+
+
+@dataclass
+class _Shared:
+    tries: dict[int | None, _Node] = field(default_factory=dict)
+    by_state: dict[tuple[int | None, Hashable], _Node] = field(default_factory=dict)
+    inner: tuple[int | None, list[str]] | None = None  # (seed, prefix) the wrapped env is really at
+    real_steps: int = 0
+
+
+class ReplayCache:
+    """Wraps a deterministic env; remembers every transition it has seen.
+
+    Stepping along a known transition costs a dict lookup; a new one steps the wrapped env (after
+    replaying a known prefix into it if it is elsewhere). The cache is shared by ``clone()``, so
+    the G rollouts of a game and every branch of a rollout tree pay for each distinct transition
+    once. If the wrapped env has ``canonical_state() -> hashable`` (its full internal state, e.g.
+    TextWorld's set of world facts), nodes with the same canonical state are merged, so the cache
+    is a graph over states rather than a tree over prefixes and its size stays bounded by
+    states x actions. Envs with ``seed_invariant = True`` share one cache for every seed. Only
+    valid for deterministic envs (all envs in ``divelab.envs`` are); episode step caps belong to
+    the sampler, not to the wrapped env, once states are merged.
+    """
+
+    def __init__(self, env: TextEnv, _shared: _Shared | None = None) -> None:
+        self.env = env
+        # the cache and the wrapped env's true position are shared by all clones, so a clone
+        # costs nothing (no second game process) and every clone reuses every transition
+        self._shared = _Shared() if _shared is None else _shared
+        self._seed: int | None = None
+        self._path: list[str] = []
+        self._node: _Node | None = None
+
+    @property
+    def real_steps(self) -> int:
+        """Transitions actually computed by the wrapped env (the rest came from the cache)."""
+        return self._shared.real_steps
+
+    def _canonical(self) -> Hashable | None:
+        fn = getattr(self.env, "canonical_state", None)
+        return fn() if fn is not None else None
+
+    # -- protocol ---------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> str:
+        if getattr(self.env, "seed_invariant", False):
+            seed = None  # one cache for every seed
+        self._seed = seed
+        self._path = []
+        sh = self._shared
+        root = sh.tries.get(seed)
+        if root is None:
+            obs = self.env.reset(seed)
+            sh.inner = (seed, [])
+            root = _Node(obs, list(self.env.admissible_actions()), [])
+            sh.tries[seed] = root
+            canon = self._canonical()
+            if canon is not None:
+                sh.by_state[(seed, canon)] = root
+        self._node = root
+        return root.obs
+
+    def step(self, action: str) -> StepResult:
+        node = self._require()
+        if node.done:
+            raise RuntimeError("step() after the episode ended; call reset() first")
+        edge = node.children.get(action)
+        if edge is None:
+            check_action(action, node.admissible)
+            sh = self._shared
+            if sh.inner != (self._seed, node.prefix):
+                self.env.reset(self._seed)
+                for a in node.prefix:
+                    self.env.step(a)
+                    sh.real_steps += 1
+            obs, reward, done, info = self.env.step(action)
+            sh.real_steps += 1
+            prefix = node.prefix + [action]
+            sh.inner = (self._seed, prefix)
+            canon = None if done else self._canonical()
+            child = sh.by_state.get((self._seed, canon)) if canon is not None else None
+            if child is None:
+                child = _Node(obs, [] if done else list(self.env.admissible_actions()), prefix, bool(done))
+                if canon is not None:
+                    sh.by_state[(self._seed, canon)] = child
+            edge = _Edge(obs, float(reward), bool(done), dict(info), child)
+            node.children[action] = edge
+        self._path.append(action)
+        self._node = edge.node
+        return edge.obs, edge.reward, edge.done, dict(edge.info)
+
+    def admissible_actions(self) -> list[str]:
+        return list(self._require().admissible)
+
+    def state_key(self, observation: str) -> Hashable:
+        return self.env.state_key(observation)
+
+    def restore(self, actions: Sequence[str]) -> str:
+        obs = self.reset(self._seed)
+        for a in actions:
+            obs, _, done, _ = self.step(a)
+        return obs
+
+    def clone(self) -> ReplayCache:
+        twin = ReplayCache(self.env, _shared=self._shared)
+        twin._seed, twin._path, twin._node = self._seed, list(self._path), self._node
+        return twin
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return list(self._path)
+
+    def _require(self) -> _Node:
+        if self._node is None:
+            raise RuntimeError("call reset() before step()/admissible_actions()")
+        return self._node
+
+    def __getattr__(self, name: str) -> Any:  # expose the wrapped env's extras (game_id, ...)
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)

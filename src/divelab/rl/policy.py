@@ -1,0 +1,148 @@
+"""A causal LM as a command-choosing policy: score each admissible command by its log-probability.
+
+``log pi(a | ctx) = log_softmax_a( sum_tokens log p_LM(a_tokens, <eos> | ctx, <sep>) )`` over the
+admissible candidates, the way LLM agents on ALFWorld/TextWorld are usually scored. Any HF causal
+LM works (``model(input_ids, attention_mask).logits``); the default here is a tiny divelab Llama
+(:func:`divelab.lm.models.build_model`) with a word-level tokenizer trained with ``tokenizers`` on
+the games' own text (observations and commands), so nothing is downloaded.
+
+The context is the last ``history`` (action, observation) pairs and the current observation,
+each passed through ``view`` (an optional observation-to-text function, e.g. TextWorld's
+:func:`~divelab.envs.textworld.compact_view`, which keeps the feedback, room name and inventory and
+drops flavour text), optionally prefixed by the first observation (``include_first``, which
+carries the quest), and truncated in token space to ``head_tokens`` from the start and
+``tail_tokens`` from the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+SPECIALS = ["[PAD]", "[UNK]", "[SEP]", "[EOS]"]
+
+
+def train_word_tokenizer(texts: Iterable[str], vocab_size: int = 2000) -> Tokenizer:
+    """A lower-cased word-level tokenizer (``tokenizers`` WordLevel) over the given texts.
+    Words it never saw become ``[UNK]`` (e.g. the control variant's session ids)."""
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                                              min_frequency=1))
+    return tok
+
+
+@dataclass
+class PolicyConfig:
+    history: int = 1  # earlier (action, observation) pairs shown before the current observation
+    include_first: bool = False  # prefix the first observation (the quest)
+    head_tokens: int = 32
+    tail_tokens: int = 64
+    batch_rows: int = 512  # (context, candidate) rows per forward pass
+
+
+class LMPolicy:
+    """Wraps a causal LM and a ``tokenizers.Tokenizer`` that has ``[PAD] [SEP] [EOS]``."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, config: PolicyConfig | None = None,
+                 view: Callable[[str], str] | None = None) -> None:
+        self.model = model
+        self.view = view or (lambda obs: obs)
+        self.tokenizer = tokenizer
+        self.config = config or PolicyConfig()
+        ids = {t: tokenizer.token_to_id(t) for t in ("[PAD]", "[SEP]", "[EOS]")}
+        missing = [t for t, i in ids.items() if i is None]
+        if missing:
+            raise ValueError(f"tokenizer lacks special tokens {missing}; train it with train_word_tokenizer()")
+        self.pad_id, self.sep_id, self.eos_id = ids["[PAD]"], ids["[SEP]"], ids["[EOS]"]
+        self._probs_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._enc_cache: dict[str, list[int]] = {}
+
+    # -- Policy protocol -------------------------------------------------------------------
+    def context(self, observations: Sequence[str], actions: Sequence[str]) -> str:
+        if len(actions) != len(observations) - 1:
+            raise ValueError(f"need len(actions) == len(observations) - 1, got {len(actions)} and {len(observations)}")
+        n = len(observations)
+        start = max(0, n - 1 - self.config.history)
+        parts = [self.view(observations[0])] if self.config.include_first and start > 0 else []
+        for i in range(start, n):
+            if i > start:
+                parts.append(f"> {actions[i - 1]}")
+            parts.append(self.view(observations[i]))
+        return " ".join(parts)
+
+    @torch.no_grad()
+    def action_probs(self, context: str, candidates: Sequence[str]) -> np.ndarray:
+        """Candidate probabilities; memoised until :meth:`invalidate` (called after each update),
+        because the G rollouts of a game revisit the same contexts many times."""
+        key = (context, tuple(candidates))
+        hit = self._probs_cache.get(key)
+        if hit is None:
+            lp = self.candidate_logprobs([context], [list(candidates)])[0]
+            hit = lp.exp().double().numpy()
+            self._probs_cache[key] = hit
+        return hit
+
+    def invalidate(self) -> None:
+        self._probs_cache.clear()
+
+    # -- scoring ----------------------------------------------------------------------------
+    def _encode(self, text: str) -> list[int]:
+        ids = self._enc_cache.get(text)
+        if ids is None:
+            ids = self.tokenizer.encode(text).ids
+            if len(self._enc_cache) > 200_000:
+                self._enc_cache.clear()
+            self._enc_cache[text] = ids
+        return ids
+
+    def _context_ids(self, context: str) -> list[int]:
+        ids = self._encode(context)
+        h, t = self.config.head_tokens, self.config.tail_tokens
+        return ids if len(ids) <= h + t else ids[:h] + ids[-t:]
+
+    def candidate_logprobs(self, contexts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[torch.Tensor]:
+        """For each context, ``log pi(candidate | context)`` over its candidates (differentiable
+        when called with grad enabled)."""
+        if len(contexts) != len(candidates):
+            raise ValueError(f"{len(contexts)} contexts but {len(candidates)} candidate lists")
+        rows: list[tuple[list[int], int]] = []  # (ids, number of scored tokens at the end)
+        owner: list[int] = []
+        for ci, (ctx, cands) in enumerate(zip(contexts, candidates, strict=True)):
+            if not cands:
+                raise ValueError(f"context {ci} has no candidates")
+            cids = self._context_ids(ctx) + [self.sep_id]
+            for c in cands:
+                tail = self._encode(c) + [self.eos_id]
+                rows.append((cids + tail, len(tail)))
+                owner.append(ci)
+        scores = torch.cat([self._score_rows(rows[i:i + self.config.batch_rows])
+                            for i in range(0, len(rows), self.config.batch_rows)])
+        out: list[torch.Tensor] = []
+        start = 0
+        for cands in candidates:
+            out.append(torch.log_softmax(scores[start:start + len(cands)], dim=0))
+            start += len(cands)
+        return out
+
+    def _score_rows(self, rows: list[tuple[list[int], int]]) -> torch.Tensor:
+        """Sum of log-probs of the last ``n`` tokens of each row (right-padded batch)."""
+        width = max(len(ids) for ids, _ in rows)
+        device = next(self.model.parameters()).device
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        score_mask = torch.zeros((len(rows), width), dtype=torch.bool)
+        for r, (ids, n) in enumerate(rows):
+            input_ids[r, :len(ids)] = torch.tensor(ids)
+            attn[r, :len(ids)] = 1
+            score_mask[r, len(ids) - n:len(ids)] = True
+        input_ids, attn, score_mask = input_ids.to(device), attn.to(device), score_mask.to(device)
+        logits = self.model(input_ids=input_ids, attention_mask=attn).logits[:, :-1].float()
+        targets = input_ids[:, 1:]
+        tok_lp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return (tok_lp * score_mask[:, 1:]).sum(dim=1)
