@@ -6,7 +6,7 @@ Systems add their own commands by defining ``<package>/cli.py`` with ``register(
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -19,15 +19,12 @@ from divelab import registry
 from divelab.claims import Reproduction
 from divelab.scale import DEFAULT_SCALE, SCALES, check_scale
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="divelab: the systems of one week of AI research, built and reproduced.")
 out_console = Console()
 err_console = Console(stderr=True)
 
 VERDICT_STYLE = {"reproduced": "green", "partly": "yellow", "not reproduced": "red", "not checkable here": "dim"}
 
 
-@app.command("list")
 def list_systems() -> None:
     """All eighteen systems: E-number, key, arXiv id, theme, status."""
     t = Table(title="divelab systems")
@@ -51,7 +48,6 @@ def print_claims(reps: list[Reproduction]) -> None:
     out_console.print(t)
 
 
-@app.command()
 def reproduce(
     systems: list[str] = typer.Argument(None, help="system keys or E-numbers (default: all implemented)"),
     scale: str = typer.Option(DEFAULT_SCALE, help=f"one of {', '.join(SCALES)}"),
@@ -95,7 +91,6 @@ def reproduce(
         raise typer.Exit(1)
 
 
-@app.command()
 def report(run_dir: Path = typer.Argument(..., help="a directory holding results.json")) -> None:
     """Re-render a run's report (HTML, Markdown) from its results.json."""
     from divelab.report import load_results, write_report
@@ -112,23 +107,40 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
 
 # Shared engines that also offer commands (e.g. `divelab train-lm`), beside the systems' own.
 ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat")
+CORE_COMMANDS = ("list", "reproduce", "report")
 
 
-def _register_system_commands() -> None:
+def _register_system_commands(app: typer.Typer) -> None:
     for package in (*ENGINE_PACKAGES, *(s.module for s in registry.SYSTEMS)):
-        try:
-            spec = importlib.util.find_spec(f"{package}.cli")
-        except ModuleNotFoundError:
-            spec = None
-        if spec is not None:
+        if registry.module_file(f"{package}.cli") is not None:
             importlib.import_module(f"{package}.cli").register(app)
 
 
-_register_system_commands()
+def make_app(plugins: bool = True) -> typer.Typer:
+    """The CLI. ``plugins=False`` leaves out the systems' own commands, whose imports (torch,
+    transformers) cost seconds that `divelab list` should not pay."""
+    app = typer.Typer(add_completion=False, no_args_is_help=True,
+                      help="divelab: the systems of one week of AI research, built and reproduced.")
+    app.command("list")(list_systems)
+    app.command()(reproduce)
+    app.command()(report)
+    if plugins:
+        _register_system_commands(app)
+    return app
 
 
-def main() -> None:
-    app()
+def __getattr__(name: str) -> typer.Typer:
+    # `from divelab.cli import app` gives the full CLI, built on first use (PEP 562).
+    if name == "app":
+        globals()["app"] = full = make_app(plugins=True)
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    core_only = bool(args) and args[0] in CORE_COMMANDS
+    make_app(plugins=not core_only)(args=args, prog_name="divelab")
 
 
 if __name__ == "__main__":

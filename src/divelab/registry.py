@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 
@@ -29,10 +30,9 @@ class System:
 
     @property
     def implemented(self) -> bool:
-        try:
-            return importlib.util.find_spec(f"{self.module}.reproduce") is not None
-        except ModuleNotFoundError:
-            return False
+        # Looked up on disk, not imported: importing a system package pulls in torch, and
+        # `divelab list` should not pay seconds for eighteen status checks.
+        return module_file(f"{self.module}.reproduce") is not None
 
     @property
     def status(self) -> str:
@@ -80,6 +80,20 @@ SYSTEMS: tuple[System, ...] = (
     System(179, "dspark", "DSpark: confidence-scheduled speculative decoding", "2607.05147",
            "serving", "divelab.serving.dspark"),
 )
+
+
+def module_file(dotted: str) -> Path | None:
+    """The source file of a divelab module (``pkg/mod.py`` or ``pkg/mod/__init__.py``), or None."""
+    top, _, rest = dotted.partition(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        base = Path(root).joinpath(*rest.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 class UnknownSystemError(ValueError):
