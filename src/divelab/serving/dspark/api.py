@@ -1,0 +1,122 @@
+"""The user-facing API: train a drafter for any HF causal LM on text, save/load it, calibrate it,
+and build an engine.
+
+>>> from divelab.lm import pretrained                                          # doctest: +SKIP
+>>> from divelab.serving.dspark import train_drafter_on_text, SpecEngine
+>>> target, tok = pretrained("smoke")
+>>> drafter = train_drafter_on_text(target, tok, texts, kind="markov", gamma=8)
+>>> engine = SpecEngine(target, drafter, scheduler="dspark", temperature=0.0)
+>>> print(tok.decode(engine.generate(tok.encode("def add(a, b):"), max_new_tokens=32)))
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from divelab.cache import atomic_dir
+from divelab.serving.dspark.calibration import STSCalibration, fit_sts, survival_labels
+from divelab.serving.dspark.drafter import Drafter, DrafterConfig
+from divelab.serving.dspark.engine import Request, SpecEngine
+from divelab.serving.dspark.training import DrafterTrainConfig, TrainLog, train_drafter
+
+CONFIG_FILE = "drafter_config.json"
+WEIGHTS_FILE = "drafter.safetensors"
+CALIB_FILE = "sts.json"
+
+
+def encode_texts(tokenizer, texts: list[str]) -> np.ndarray:
+    """One token stream (each text followed by eos when the tokenizer has one)."""
+    eos = getattr(tokenizer, "eos_token_id", None)
+    parts = []
+    for t in texts:
+        ids = tokenizer.encode(t, add_special_tokens=False)
+        parts.extend(ids + ([eos] if eos is not None else []))
+    if not parts:
+        raise ValueError("no text to train on: give at least one non-empty text")
+    return np.asarray(parts, dtype=np.int64)
+
+
+def train_drafter_on_text(target: torch.nn.Module, tokenizer, texts: list[str] | np.ndarray,
+                          kind: str = "markov", gamma: int = 8,
+                          train_config: DrafterTrainConfig | None = None, **config: object
+                          ) -> Drafter:
+    """Train a drafter of ``kind`` (parallel | markov | rnn | ar) for ``target`` on ``texts``
+    (strings, encoded with ``tokenizer``, or an already-encoded token array)."""
+    if gamma < 1:
+        raise ValueError(f"gamma must be >= 1, got {gamma}")
+    tokens = np.asarray(texts) if isinstance(texts, np.ndarray) else encode_texts(tokenizer, list(texts))
+    if tokens.size and int(tokens.max()) >= int(target.config.vocab_size):
+        raise ValueError(f"token id {int(tokens.max())} outside the target's vocabulary ({target.config.vocab_size})")
+    drafter = Drafter.for_target(target, DrafterConfig(kind=kind, gamma=gamma, **config))  # type: ignore[arg-type]
+    drafter.train_log = train_drafter(target, drafter, tokens, train_config, description=f"{kind} γ={gamma}")
+    return drafter
+
+
+def save_drafter(drafter: Drafter, path: str | Path, calibration: STSCalibration | None = None) -> Path:
+    """Write the drafter (config JSON + safetensors, not the shared target weights) atomically."""
+    path = Path(path)
+    with atomic_dir(path) as tmp:
+        (tmp / CONFIG_FILE).write_text(json.dumps(drafter.config.to_dict(), indent=2))
+        save_file({k: v.detach().contiguous() for k, v in drafter.state_dict().items()}, str(tmp / WEIGHTS_FILE))
+        if calibration is not None:
+            (tmp / CALIB_FILE).write_text(json.dumps(calibration.to_dict()))
+    return path
+
+
+def load_drafter(path: str | Path, target: torch.nn.Module) -> tuple[Drafter, STSCalibration | None]:
+    """Load a saved drafter and bind it to ``target`` (errors if vocab / hidden size differ)."""
+    path = Path(path)
+    if not (path / CONFIG_FILE).exists():
+        raise FileNotFoundError(f"{path} is not a saved drafter (no {CONFIG_FILE})")
+    cfg = json.loads((path / CONFIG_FILE).read_text())
+    cfg["target_layers"] = tuple(cfg["target_layers"])
+    drafter = Drafter(DrafterConfig(**cfg))
+    drafter.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+    drafter.attach(target)
+    drafter.to(next(target.parameters()).dtype).eval()
+    cal = None
+    if (path / CALIB_FILE).exists():
+        cal = STSCalibration(np.asarray(json.loads((path / CALIB_FILE).read_text())["temperatures"]))
+    return drafter, cal
+
+
+def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int,
+                   temperature: float = 1.0, seed: int = 0, gamma: int | None = None) -> dict:
+    """Decode with full-γ verification (fixed-γ) and log each round: raw confidence logits,
+    accepted count. Used for τ, per-position acceptance, and calibration."""
+    g = gamma or drafter.config.gamma
+    eng = SpecEngine(target, drafter, scheduler=f"fixed-{g}", sps=None, temperature=temperature, gamma=g, seed=seed)
+    eng.record_rounds = True
+    seq_s, draft_s, step_s = [], [], []
+    for p in prompts:
+        st = eng.prefill(Request(p, max_new_tokens))
+        while not st.done:
+            rec = eng.step([st])
+            seq_s.append(rec.sequential_s)
+            draft_s.append(rec.draft_s)
+            step_s.append(rec.step_s)
+    full = [r for r in eng.round_log if r["avail"] == g]
+    z = np.stack([r["conf_logits"] for r in full]) if full else np.zeros((0, g))
+    acc = np.array([r["accepted"] for r in full], dtype=np.int64)
+    return {"conf_logits": z, "accepted": acc, "labels": survival_labels(acc, g), "gamma": g,
+            "sequential_s": float(np.mean(seq_s)) if seq_s else 0.0,
+            "draft_s": float(np.mean(draft_s)) if draft_s else 0.0,
+            "step_s": float(np.mean(step_s)) if step_s else 0.0}
+
+
+def calibrate(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int = 48,
+              temperature: float = 1.0, seed: int = 0) -> STSCalibration:
+    """Fit Sequential Temperature Scaling on held-out prompts."""
+    rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed)
+    if len(rounds["accepted"]) == 0:
+        raise ValueError("no full-γ verification rounds collected; give longer generations or more prompts")
+    return fit_sts(rounds["conf_logits"], rounds["labels"])
+
+
+__all__ = ["CONFIG_FILE", "DrafterTrainConfig", "TrainLog", "calibrate", "collect_rounds", "encode_texts",
+           "load_drafter", "save_drafter", "train_drafter_on_text"]

@@ -1,0 +1,298 @@
+"""Drafters that read the target's hidden states and share its frozen embedding and LM head.
+
+One module covers the four drafters of the paper's comparison:
+
+* ``parallel`` — DFlash-style backbone: the block's γ slots (anchor = slot 1, then γ−1 mask
+  tokens) attend bidirectionally to each other and to the target's fused hidden states of the
+  last ``window`` committed positions (injected as extra keys/values, "KV injection"); all γ
+  draft distributions come out of one pass.
+* ``markov`` — the parallel backbone + DSpark's Markov sequential head: a low-rank bias
+  ``W1[x_{k−1}] W2`` from the previously drafted token, sampled left to right.
+* ``rnn`` — the parallel backbone + a gated RNN head over [state; W1[x_{k−1}]; h_k].
+* ``ar`` — EAGLE-style autoregressive baseline: one causal layer over the same injected target
+  features; γ sequential passes, each fed the previous draft token. (Simplification of EAGLE-3:
+  it feeds back tokens, not its own hidden states, so no training-time test is needed.)
+
+Every drafter has a confidence head ``c_k = σ(wᵀ[h_k; W1[x_{k−1}]])`` (the Markov feature only
+when a sequential head exists), predicting that draft k survives given drafts < k survived.
+Per-token draft probabilities are exact softmaxes, as lossless rejection sampling needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+DRAFTER_KINDS = ("parallel", "markov", "rnn", "ar")
+
+
+@dataclass
+class DrafterConfig:
+    kind: str = "markov"
+    gamma: int = 8
+    n_layers: int = 2
+    rank: int = 32  # r of the Markov/RNN head
+    window: int = 16  # committed positions of target features the drafter attends to
+    n_heads: int = 4
+    ffn_mult: int = 2
+    target_layers: tuple[int, ...] = ()  # indices into HF hidden_states; () = auto
+    vocab_size: int = 0  # filled from the target
+    hidden_size: int = 0  # filled from the target
+    target_name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in DRAFTER_KINDS:
+            raise ValueError(f"unknown drafter kind {self.kind!r}; allowed: {', '.join(DRAFTER_KINDS)}")
+        if self.gamma < 1:
+            raise ValueError(f"gamma (draft block length) must be >= 1, got {self.gamma}")
+        if self.n_layers < 1 or self.window < 1:
+            raise ValueError("n_layers and window must be >= 1")
+        if self.kind in ("markov", "rnn") and self.rank < 1:
+            raise ValueError(f"the {self.kind} head needs rank >= 1, got {self.rank}")
+        self.target_layers = tuple(int(i) for i in self.target_layers)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["target_layers"] = list(self.target_layers)
+        return d
+
+
+def default_target_layers(n_layers: int) -> tuple[int, ...]:
+    """Low, middle and last layers (HF ``hidden_states`` indices; index n is the normed output)."""
+    return tuple(sorted({1, max(1, n_layers // 2), n_layers}))
+
+
+def _rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding; x (..., T, D), pos (T,) or (N, T)."""
+    d = x.shape[-1]
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
+    ang = pos.to(torch.float32)[..., None] * inv  # (..., T, D/2)
+    if ang.dim() == 3:
+        ang = ang[:, None]  # broadcast over heads
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.flatten(-2)
+
+
+class DraftLayer(nn.Module):
+    """Pre-norm attention (queries from the block; keys/values from [context; block]) + MLP."""
+
+    def __init__(self, d: int, n_heads: int, ffn_mult: int) -> None:
+        super().__init__()
+        if d % n_heads:
+            raise ValueError(f"drafter hidden size {d} not divisible by n_heads {n_heads}")
+        self.h, self.dh = n_heads, d // n_heads
+        self.norm1, self.norm2, self.norm_ctx = nn.RMSNorm(d), nn.RMSNorm(d), nn.RMSNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.mlp = nn.Sequential(nn.Linear(d, ffn_mult * d, bias=False), nn.SiLU(), nn.Linear(ffn_mult * d, d, bias=False))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        n, t, d = x.shape
+        w = ctx.shape[1]
+        hx, hc = self.norm1(x), self.norm_ctx(ctx)
+        kv_in = torch.cat([hc, hx], dim=1)
+
+        def heads(z: torch.Tensor) -> torch.Tensor:
+            return z.view(n, z.shape[1], self.h, self.dh).transpose(1, 2)
+
+        q = _rope(heads(self.q(hx)), pos[w:])
+        k = _rope(heads(self.k(kv_in)), pos)
+        v = heads(self.v(kv_in))
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+        x = x + self.o(att.transpose(1, 2).reshape(n, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+@dataclass
+class DraftOutput:
+    tokens: torch.Tensor  # (R, γ) drafted tokens
+    probs: torch.Tensor | None  # (R, γ, V) exact draft distributions (None when greedy)
+    conf_logits: torch.Tensor  # (R, γ) raw confidence logits
+    timings: dict = field(default_factory=dict)
+
+
+class Drafter(nn.Module):
+    """A draft model bound to one target (its embedding, LM head and hidden-state layout)."""
+
+    def __init__(self, config: DrafterConfig) -> None:
+        super().__init__()
+        if config.vocab_size < 2 or config.hidden_size < 1:
+            raise ValueError("DrafterConfig needs vocab_size and hidden_size (use Drafter.for_target)")
+        self.config = c = config
+        d, m = c.hidden_size, len(c.target_layers)
+        if m == 0:
+            raise ValueError("DrafterConfig.target_layers is empty (use Drafter.for_target)")
+        self.fuse = nn.Linear(m * d, d, bias=False)
+        self.fuse_norm = nn.RMSNorm(d)
+        self.mask_embed = nn.Parameter(torch.randn(d) * 0.02)
+        self.layers = nn.ModuleList(DraftLayer(d, c.n_heads, c.ffn_mult) for _ in range(c.n_layers))
+        self.out_norm = nn.RMSNorm(d)
+        seq = c.kind in ("markov", "rnn")
+        if seq:
+            self.w1 = nn.Embedding(c.vocab_size, c.rank)
+            nn.init.normal_(self.w1.weight, std=0.02)
+            self.w2 = nn.Linear(c.rank, c.vocab_size, bias=False)
+            nn.init.zeros_(self.w2.weight)  # start as the pure backbone
+        if c.kind == "rnn":
+            self.rnn = nn.Linear(2 * c.rank + d, 3 * c.rank)
+        self.conf_head = nn.Linear(d + (c.rank if seq else 0), 1)
+        self._target: dict = {}
+
+    # ----------------------------------------------------------------------------------------
+    @classmethod
+    def for_target(cls, target: nn.Module, config: DrafterConfig | None = None, **kwargs: object) -> Drafter:
+        config = config or DrafterConfig(**kwargs)  # type: ignore[arg-type]
+        tc = target.config
+        n_layers = int(tc.num_hidden_layers)
+        config.vocab_size = int(tc.vocab_size)
+        config.hidden_size = int(tc.hidden_size)
+        if not config.target_layers:
+            config.target_layers = default_target_layers(n_layers)
+        bad = [i for i in config.target_layers if not 0 <= i <= n_layers]
+        if bad:
+            raise ValueError(f"target_layers {bad} out of range: the target has hidden_states 0..{n_layers}")
+        d = cls(config)
+        d.attach(target)
+        return d
+
+    def attach(self, target: nn.Module) -> Drafter:
+        """Bind the frozen target embedding and LM head (shared, not copied, not trained)."""
+        tc = target.config
+        if int(tc.vocab_size) != self.config.vocab_size:
+            raise ValueError(f"drafter does not match the target: drafter vocab_size {self.config.vocab_size}, "
+                             f"target vocab_size {tc.vocab_size}")
+        if int(tc.hidden_size) != self.config.hidden_size:
+            raise ValueError(f"drafter does not match the target: drafter hidden_size {self.config.hidden_size}, "
+                             f"target hidden_size {tc.hidden_size}")
+        if max(self.config.target_layers) > int(tc.num_hidden_layers):
+            raise ValueError(f"drafter reads target layer {max(self.config.target_layers)} but the target has "
+                             f"{tc.num_hidden_layers} layers")
+        self._target = {"embed": target.get_input_embeddings(), "head": target.get_output_embeddings()}
+        return self
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._target["embed"](ids)
+
+    def lm_head(self, h: torch.Tensor) -> torch.Tensor:
+        return self._target["head"](h)
+
+    def fuse_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Fuse the selected target layers' hidden states: RMSNorm(W_c [H^l1; ...; H^lm])."""
+        feats = torch.cat([hidden_states[i] for i in self.config.target_layers], dim=-1)
+        return self.fuse_norm(self.fuse(feats.to(self.fuse.weight.dtype)))
+
+    # ----------------------------------------------------------------------------------------
+    def _mask(self, ctx_mask: torch.Tensor, t: int) -> torch.Tensor:
+        n, w = ctx_mask.shape
+        block = torch.ones(t, t, dtype=torch.bool, device=ctx_mask.device)
+        if self.config.kind == "ar":
+            block = torch.tril(block)
+        return torch.cat([ctx_mask[:, None, :].expand(n, t, w), block.expand(n, t, t)], dim=2)
+
+    def backbone(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """Hidden states h (N, T, d) of block inputs (N, T, d) given context features (N, W, d)."""
+        w, t = ctx.shape[1], inputs.shape[1]
+        pos = torch.arange(w + t, device=ctx.device)
+        mask = self._mask(ctx_mask, t)
+        x = inputs
+        for layer in self.layers:
+            x = layer(x, ctx, mask, pos)
+        return self.out_norm(x)
+
+    def _block_inputs(self, anchor: torch.Tensor, prev: torch.Tensor | None, t: int) -> torch.Tensor:
+        a = self.embed(anchor)[:, None]
+        if self.config.kind == "ar":
+            return a if prev is None or t == 1 else torch.cat([a, self.embed(prev[:, : t - 1])], dim=1)
+        return torch.cat([a, self.mask_embed.expand(a.shape[0], t - 1, -1)], dim=1)
+
+    def _seq_bias(self, h_k: torch.Tensor, prev_tok: torch.Tensor, state: torch.Tensor | None
+                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(logit bias, Markov feature for the confidence head, new RNN state) at one slot."""
+        kind = self.config.kind
+        if kind not in ("markov", "rnn"):
+            return None, None, None
+        e = self.w1(prev_tok)
+        if kind == "markov":
+            return self.w2(e), e, None
+        z = torch.cat([state, e, h_k], dim=-1)
+        g, c, o = self.rnn(z).chunk(3, dim=-1)
+        gate = torch.sigmoid(g)
+        state = gate * state + (1 - gate) * torch.tanh(c)
+        return self.w2(torch.tanh(o)), e, state
+
+    def _conf(self, h_k: torch.Tensor, feat: torch.Tensor | None) -> torch.Tensor:
+        x = h_k if feat is None else torch.cat([h_k, feat], dim=-1)
+        return self.conf_head(x).squeeze(-1)
+
+    def forward_train(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, anchor: torch.Tensor,
+                      targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced block: draft logits (N, γ, V) and confidence logits (N, γ); the previous
+        tokens fed to the sequential head / AR inputs are the ground truth (anchor, targets[:-1])."""
+        g = targets.shape[1]
+        prev = torch.cat([anchor[:, None], targets[:, :-1]], dim=1)
+        h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, targets, g))
+        logits = self.lm_head(h)
+        kind = self.config.kind
+        if kind == "markov":
+            e = self.w1(prev)
+            return logits + self.w2(e), self._conf(h, e)
+        if kind == "rnn":
+            state = h.new_zeros(h.shape[0], self.config.rank)
+            biases, feats = [], []
+            for k in range(g):
+                b, e, state = self._seq_bias(h[:, k], prev[:, k], state)
+                biases.append(b)
+                feats.append(e)
+            return logits + torch.stack(biases, 1), self._conf(h, torch.stack(feats, 1))
+        return logits, self._conf(h, None)
+
+    @torch.no_grad()
+    def draft(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, anchor: torch.Tensor, temperature: float,
+              generator: torch.Generator | None = None, gamma: int | None = None) -> DraftOutput:
+        """Draft γ tokens for R requests; exact per-token draft distributions are returned for
+        rejection sampling (temperature > 0) — greedy drafts take the argmax."""
+        import time
+
+        g = gamma or self.config.gamma
+        n = anchor.shape[0]
+        greedy = temperature <= 0
+        t0 = time.perf_counter()
+        tokens = torch.zeros(n, g, dtype=torch.long, device=anchor.device)
+        probs = None if greedy else torch.zeros(n, g, self.config.vocab_size, dtype=torch.float64)
+        conf = torch.zeros(n, g)
+
+        def pick(logits: torch.Tensor, k: int) -> None:
+            if greedy:
+                tokens[:, k] = logits.argmax(-1)
+            else:
+                p = torch.softmax(logits.double() / temperature, dim=-1)
+                probs[:, k] = p
+                tokens[:, k] = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+
+        if self.config.kind == "ar":
+            for k in range(g):  # γ sequential passes (the AR cost the parallel drafters avoid)
+                h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, tokens, k + 1))[:, -1]
+                conf[:, k] = self._conf(h, None)
+                pick(self.lm_head(h), k)
+            return DraftOutput(tokens, probs, conf, {"backbone_s": time.perf_counter() - t0, "sequential_s": 0.0})
+        h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, None, g))
+        base = self.lm_head(h)
+        t1 = time.perf_counter()
+        prev = anchor
+        state = h.new_zeros(n, self.config.rank) if self.config.kind == "rnn" else None
+        for k in range(g):  # the sequential head: cheap left-to-right loop
+            bias, feat, state = self._seq_bias(h[:, k], prev, state)
+            logits = base[:, k] if bias is None else base[:, k] + bias
+            conf[:, k] = self._conf(h[:, k], feat)
+            pick(logits, k)
+            prev = tokens[:, k]
+        t2 = time.perf_counter()
+        return DraftOutput(tokens, probs, conf, {"backbone_s": t1 - t0, "sequential_s": t2 - t1})
+
+
+def count_trainable(drafter: Drafter) -> int:
+    return sum(p.numel() for p in drafter.parameters())

@@ -1,0 +1,397 @@
+"""Reproduce DSpark's claims at tiny scale (notes §6): losslessness, acceptance decay, calibration,
+scheduling under load, and the sequential head's overhead.
+
+``smoke``: a tiny-100k target trained for a few seconds on a synthetic Markov-chain stream.
+``quick``/``full``: the divelab zoo target (``small`` / ``quick``) on the CPython stdlib corpus,
+drafters trained against it on the train split (cached), STS fitted on the val split, every
+measurement on test-split prompts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from divelab.cache import entry_path, stable_hash
+from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable, verdict_from_direction
+from divelab.scale import check_scale, pick
+from divelab.serving.dspark import exact
+from divelab.serving.dspark.api import collect_rounds, load_drafter, save_drafter
+from divelab.serving.dspark.calibration import calibration_report, fit_sts, reliability
+from divelab.serving.dspark.drafter import Drafter, DrafterConfig
+from divelab.serving.dspark.engine import Request, SpecEngine
+from divelab.serving.dspark.scheduler import (
+    ConfidenceScheduler,
+    FixedK,
+    GlobalArgmaxScheduler,
+    StaleKScheduler,
+    StaticThreshold,
+    make_scheduler,
+)
+from divelab.serving.dspark.sps import SPSCurve, measure_sps
+from divelab.serving.dspark.training import DrafterTrainConfig, train_drafter
+
+_VERSION = 1
+NOTES = "papers/serving-dspark.md"
+KINDS = ("parallel", "markov", "rnn", "ar")
+
+
+# ------------------------------------------------------------------------------------------ setup
+def _markov_stream(vocab: int, n: int, seed: int) -> np.ndarray:
+    """A peaked order-1 Markov chain: learnable structure for the smoke target."""
+    rng = np.random.default_rng(seed)
+    trans = rng.dirichlet(np.full(vocab, 0.08), size=vocab)
+    x = np.zeros(n, dtype=np.int64)
+    for i in range(1, n):
+        x[i] = rng.choice(vocab, p=trans[x[i - 1]])
+    return x
+
+
+def _smoke_target(seed: int) -> tuple[torch.nn.Module, np.ndarray, str]:
+    from divelab.lm.models import build_model
+
+    vocab = 64
+    stream = _markov_stream(vocab, 30_000, seed)
+    model = build_model("tiny-100k", vocab, seed=seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        starts = rng.integers(0, len(stream) - 65, size=8)
+        batch = torch.from_numpy(np.stack([stream[s: s + 64] for s in starts]))
+        loss = model(batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    return model, stream, f"smoke-markov-tiny-100k-{seed}"
+
+
+def _setup(scale: str, seed: int):
+    if scale == "smoke":
+        model, stream, key = _smoke_target(seed)
+        cut = int(len(stream) * 0.8)
+        return model, stream[:cut], stream[cut: cut + 3000], stream[cut + 3000:], key, \
+            "a tiny-100k Llama (V=64) trained 40 steps on a synthetic peaked Markov chain"
+    from divelab.lm import encode_split, pretrained
+    from divelab.lm.zoo import recipe, recipe_key
+
+    name = pick(scale, smoke="smoke", quick="small", full="quick")
+    model, tok = pretrained(name)
+    model.eval()
+    return (model, encode_split(tok, "train"), encode_split(tok, "val"), encode_split(tok, "test"),
+            f"zoo-{recipe_key(recipe(name))}",
+            f"the divelab zoo '{name}' target ({recipe(name).model}, BPE vocab {model.config.vocab_size}) "
+            "trained on the CPython stdlib corpus")
+
+
+def _prompts(stream: np.ndarray, n: int, length: int, seed: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(stream) - length - 1, size=n)
+    return [stream[s: s + length].astype(np.int64).tolist() for s in starts]
+
+
+def _drafter(target, target_key: str, kind: str, gamma: int, tokens: np.ndarray, tcfg: DrafterTrainConfig,
+             dcfg: dict) -> Drafter:
+    cfg = DrafterConfig(kind=kind, gamma=gamma, **dcfg)
+    key = stable_hash({"target": target_key, "cfg": cfg.to_dict(), "train": tcfg.to_dict(), "v": _VERSION})
+    path = entry_path("dspark-drafters", key)
+    if (path / "drafter.safetensors").exists():
+        return load_drafter(path, target)[0]
+    torch.manual_seed(tcfg.seed)  # drafter initialisation is part of the seeded run
+    d = Drafter.for_target(target, cfg)
+    train_drafter(target, d, tokens, tcfg, description=f"{kind} γ={gamma}")
+    save_drafter(d, path)
+    return d
+
+
+# ------------------------------------------------------------------------------------------ metrics
+def _cond_accept(acc: np.ndarray, gamma: int) -> np.ndarray:
+    reached = np.array([(acc >= k).sum() for k in range(gamma)], dtype=np.float64)
+    ok = np.array([(acc >= k + 1).sum() for k in range(gamma)], dtype=np.float64)
+    return np.where(reached > 0, ok / np.maximum(reached, 1), np.nan)
+
+
+def _gain_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, n_boot: int = 400) -> tuple[float, tuple]:
+    """Relative τ gain mean(a+1)/mean(b+1) − 1 with a bootstrap CI over rounds."""
+    ta, tb = a + 1.0, b + 1.0
+    point = ta.mean() / tb.mean() - 1
+    boots = [rng.choice(ta, len(ta)).mean() / rng.choice(tb, len(tb)).mean() - 1 for _ in range(n_boot)]
+    return float(point), (float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5)))
+
+
+def _exact_checks(seed: int, n_problems: int) -> dict:
+    rng = np.random.default_rng(seed)
+    sps_curves = {"smooth": SPSCurve(np.arange(1, 8), 1.0 / (1 + 0.35 * np.arange(7))),
+                  "staircase": SPSCurve.synthetic_accelerator(1.0, 2, tile=2, max_b=16),
+                  "random": SPSCurve(np.arange(1, 8), rng.uniform(0.2, 1.0, 7)),
+                  "paper-steep": exact.COUNTEREXAMPLE_SPS}
+    worst: dict[str, float] = {"fixed-1": 0.0, "fixed-2": 0.0, "threshold": 0.0, "alg1": 0.0, "stale-K": 0.0, "global-argmax": 0.0}
+    for i in range(n_problems):
+        prob = exact.SpecProblem.random(int(rng.integers(1, 3)), 3, 2, seed=seed * 1000 + i, peaked=0.6)
+        # two earlier rounds' confidences: fixed, so the stale budget cannot depend on this round's drafts
+        history = np.random.default_rng(i).uniform(0.05, 1.0, size=(2, prob.n_requests, prob.gamma))
+
+        for sps in sps_curves.values():
+            def prime(s, h=history, c=sps):
+                if isinstance(s, StaleKScheduler):
+                    for old in h:
+                        s(old, c)
+
+            for name, sch in (("fixed-1", FixedK(1)), ("fixed-2", FixedK(2)), ("threshold", StaticThreshold(0.4)),
+                              ("alg1", ConfidenceScheduler()), ("stale-K", StaleKScheduler()),
+                              ("global-argmax", GlobalArgmaxScheduler())):
+                worst[name] = max(worst[name], exact.max_tv_error(prob, sch, sps, prime))
+    ce = exact.SpecProblem.counterexample()
+    return {"worst_tv": worst,
+            "counterexample_break": exact.first_token_distribution(ce, ConfidenceScheduler(), exact.COUNTEREXAMPLE_SPS).tolist(),
+            "counterexample_argmax": exact.first_token_distribution(ce, GlobalArgmaxScheduler(),
+                                                                    exact.COUNTEREXAMPLE_SPS).tolist()}
+
+
+def _sweep(target, drafter, cal, prompts, loads, max_new, curves: dict[str, SPSCurve], gamma: int, seed: int) -> dict:
+    scheds = ["plain", "fixed-1", f"fixed-{gamma}", "threshold-0.5", "dspark", "stale-k"]
+    out: dict = {}
+    for cname, curve in curves.items():
+        for sname in scheds:
+            pts = []
+            for load in loads:
+                reqs = [Request(prompts[i % len(prompts)], max_new, 0.0, i) for i in range(2 * load)]
+                eng = SpecEngine(target, None if sname == "plain" else drafter,
+                                 make_scheduler("fixed-0" if sname == "plain" else sname, gamma), sps=curve,
+                                 calibration=cal, temperature=1.0, gamma=gamma, seed=seed)
+                res = eng.serve(reqs, max_batch=load, clock="wall" if cname == "measured" else curve)
+                budget = [float(np.mean(s.ell)) + 1 for s in res.steps] if res.steps else [1.0]
+                pts.append({"load": load, "throughput": res.throughput, "per_user": res.per_user_speed,
+                            "tau": res.tau, "verify_per_request": float(np.mean(budget))})
+            out.setdefault(cname, {})[sname] = pts
+    return out
+
+
+def _matched_speedup(pts_a: list[dict], pts_b: list[dict]) -> tuple[float, str]:
+    """Per-user speed of A over B at matched aggregate throughput (interpolated on B's frontier);
+    falls back to equal load when the throughput ranges do not overlap."""
+    xb = np.array([p["throughput"] for p in pts_b])
+    yb = np.array([p["per_user"] for p in pts_b])
+    order = np.argsort(xb)
+    xb, yb = xb[order], yb[order]
+    ratios = [p["per_user"] / np.interp(p["throughput"], xb, yb) for p in pts_a if xb[0] <= p["throughput"] <= xb[-1]]
+    if ratios:
+        return float(np.mean(ratios)) - 1, "matched throughput"
+    return float(np.mean([a["per_user"] / b["per_user"] for a, b in zip(pts_a, pts_b, strict=True)])) - 1, "equal load"
+
+
+# ------------------------------------------------------------------------------------------ main
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    rep = Reproduction("dspark", "DSpark: confidence-scheduled speculative decoding", scale, seed)
+    target, train_tok, val_tok, test_tok, tkey, tdesc = _setup(scale, seed)
+    gammas = pick(scale, smoke=[4], quick=[4, 8, 16], full=[4, 8, 16])
+    g_main = pick(scale, smoke=4, quick=8, full=8)
+    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=120, full=1500), seed=seed,
+                              batch_size=pick(scale, smoke=2, quick=4, full=8))
+    dcfg = {"window": 16, "rank": pick(scale, smoke=8, quick=32, full=64)}
+    n_prompts = pick(scale, smoke=2, quick=12, full=64)
+    max_new = pick(scale, smoke=10, quick=40, full=128)
+    test_prompts = _prompts(test_tok, n_prompts, 16, seed + 1)
+    val_prompts = _prompts(val_tok, n_prompts, 16, seed + 2)
+    rng = np.random.default_rng(seed)
+
+    # --- E2: τ per drafter and γ; per-position acceptance; sequential-head overhead ----------------
+    drafters: dict = {}
+    rounds: dict = {}
+    ar = _drafter(target, tkey, "ar", max(gammas), train_tok, tcfg, {**dcfg, "n_layers": 1})
+    for g in gammas:
+        for kind in KINDS:
+            d = ar if kind == "ar" else _drafter(target, tkey, kind, g, train_tok, tcfg, dcfg)
+            drafters[(kind, g)] = d
+            rounds[(kind, g)] = collect_rounds(target, d, test_prompts, max_new, 1.0, seed, gamma=g)
+    tau = {f"{k}@{g}": float(np.mean(rounds[(k, g)]["accepted"] + 1)) for (k, g) in rounds}
+    cond = {f"{k}@{g}": _cond_accept(rounds[(k, g)]["accepted"], g).tolist() for (k, g) in rounds}
+    rep.details.update(tau=tau, cond_accept=cond)
+    for g in gammas:
+        rep.add(Claim(f"accepted length τ (incl. bonus, T=1, fixed block) at γ={g}: parallel / markov / rnn / AR",
+                      "Qwen3-4B macro τ at block 7: DFlash 4.06, DSpark 4.73, Eagle3 3.61 (Table 1)",
+                      " / ".join(f"{tau[f'{k}@{g}']:.2f}" for k in KINDS), Verdict.PARTLY, source=f"{NOTES} §3.1",
+                      note="absolute τ depends on the target and data; shown for the ordering only "
+                           "(verdict 'partly' by construction: the ordering claims are judged below)"))
+    for g, paper in ((8, "+16–18 % at γ=7"), (16, "+22–30 % at γ=15"), (4, "gap smaller at short γ")):
+        if g not in gammas:
+            continue
+        gain, ci = _gain_ci(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], rng)
+        rep.add(Claim(f"semi-AR (Markov head) over parallel-only τ gain at γ={g}", paper, 100 * gain,
+                      verdict_from_direction(gain, ci), unit="%", source=f"{NOTES} §3.3", ci=(100 * ci[0], 100 * ci[1]),
+                      note="reproduced when the bootstrap 95% CI over rounds is above 0, partly when only the point "
+                           "estimate is; magnitude is not required to match"))
+    if len(gammas) > 1:
+        gains = [_gain_ci(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], rng)[0]
+                 for g in gammas]
+        grows = all(b >= a for a, b in zip(gains, gains[1:], strict=False))
+        rep.add(Claim("the semi-AR gain grows with γ", "+16 % at γ=7 → +30 % at γ=15",
+                      " → ".join(f"{100 * x:+.1f}%" for x in gains) + f" (γ={gammas})",
+                      Verdict.REPRODUCED if grows else (Verdict.PARTLY if gains[-1] > gains[0] else Verdict.NOT_REPRODUCED),
+                      source=f"{NOTES} §3.3", note="reproduced when monotone in γ, partly when only the endpoints rise"))
+    gain, ci = _gain_ci(rounds[("markov", g_main)]["accepted"], rounds[("ar", g_main)]["accepted"], rng)
+    rep.add(Claim(f"semi-AR (Markov) over the AR (EAGLE-style) drafter τ gain at γ={g_main}", "+27–31 % (vs Eagle3)",
+                  100 * gain, verdict_from_direction(gain, ci), unit="%", source=f"{NOTES} §3.1",
+                  ci=(100 * ci[0], 100 * ci[1]),
+                  note="CI rule as above; our AR drafter is 1 layer vs 2 backbone layers (paper: 1 vs 5)"))
+    gain, ci = _gain_ci(rounds[("rnn", g_main)]["accepted"], rounds[("markov", g_main)]["accepted"], rng)
+    rep.add(Claim(f"RNN head vs Markov head τ at γ={g_main}", "RNN marginally better, mainly at long γ",
+                  100 * gain, Verdict.REPRODUCED if gain >= -0.02 else Verdict.NOT_REPRODUCED, unit="%",
+                  source=f"{NOTES} §3.3", ci=(100 * ci[0], 100 * ci[1]),
+                  note="reproduced when RNN is within −2 % or better of Markov (the claim is 'marginal')"))
+    cp, cm = np.array(cond[f"parallel@{g_main}"]), np.array(cond[f"markov@{g_main}"])
+    tail = slice(g_main // 2, g_main)
+    decay_p = float(np.nanmean(cp[tail]) - cp[0])
+    decay_m = float(np.nanmean(cm[tail]) - cm[0])
+    rep.add(Claim(f"per-position acceptance: tail minus position 1 (parallel vs semi-AR) at γ={g_main}",
+                  "DFlash decays (code 0.87→0.78, chat 0.72→0.63); DSpark roughly flat",
+                  f"parallel {decay_p:+.3f}, markov {decay_m:+.3f}",
+                  Verdict.REPRODUCED if decay_p < 0 and decay_m > decay_p else
+                  (Verdict.PARTLY if decay_m > decay_p else Verdict.NOT_REPRODUCED),
+                  source=f"{NOTES} §3.2", note="reproduced when the parallel drafter decays and the Markov head's tail is "
+                                              "flatter; partly when only the second holds"))
+    r_m = rounds[("markov", g_main)]
+    overhead = r_m["sequential_s"] / max(r_m["step_s"], 1e-12)
+    rep.add(Claim("sequential (Markov) head share of a full round's latency", "+0.2–1.3 % over DFlash (batch 128, GPU)",
+                  100 * overhead, Verdict.REPRODUCED if overhead <= 0.013 else
+                  (Verdict.PARTLY if overhead <= 0.05 else Verdict.NOT_REPRODUCED), unit="%",
+                  source=f"{NOTES} §3.3",
+                  note="serial-loop wall time / full round (draft + verify), batch 1 on CPU; ≤1.3 % reproduced, ≤5 % partly. "
+                       "At tiny scale the target forward is ~ms, so Python per-token overhead of the loop weighs more"))
+
+    # --- E3: calibration --------------------------------------------------------------------------
+    dm = drafters[("markov", g_main)]
+    calib_rounds = collect_rounds(target, dm, val_prompts, max_new, 1.0, seed + 7)
+    test_r = rounds[("markov", g_main)]
+    cal = fit_sts(calib_rounds["conf_logits"], calib_rounds["labels"])
+    raw = calibration_report(test_r["conf_logits"], test_r["labels"], None)
+    sts = calibration_report(test_r["conf_logits"], test_r["labels"], cal)
+    rep.details["calibration"] = {"raw": raw, "sts": sts, "temperatures": cal.to_dict()["temperatures"],
+                                  "n_calib_rounds": len(calib_rounds["accepted"]), "n_test_rounds": len(test_r["accepted"])}
+    rep.add(Claim("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
+                  raw["mean_auc"] if np.isfinite(raw["mean_auc"]) else "undefined (one class)",
+                  Verdict.REPRODUCED if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] >= 0.75 else
+                  (Verdict.PARTLY if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] > 0.6 else Verdict.NOT_REPRODUCED),
+                  source=f"{NOTES} §3.4", note="≥0.75 reproduced, >0.6 partly"))
+    rep.add(Claim("ECE raw → after STS (test split, 20 bins, mean over positions)", "3–8 % → ~1 %",
+                  f"{100 * raw['mean_ece']:.1f}% → {100 * sts['mean_ece']:.1f}%",
+                  Verdict.REPRODUCED if sts["mean_ece"] < raw["mean_ece"] and sts["mean_ece"] <= 0.03 else
+                  (Verdict.PARTLY if sts["mean_ece"] < raw["mean_ece"] else Verdict.NOT_REPRODUCED),
+                  source=f"{NOTES} §2.6/§3.4",
+                  note="reproduced when STS lowers held-out ECE to ≤3 %, partly when it only lowers it"))
+
+    # --- E4/E5: scheduling frontier under load (measured CPU and SYNTHETIC accelerator) -------------
+    measured = measure_sps(target, batch_sizes=pick(scale, smoke=[1, 4, 16], quick=[1, 2, 4, 8, 16, 32, 64],
+                                                     full=[1, 2, 4, 8, 16, 32, 64, 128]), repeats=pick(scale, smoke=1, quick=3, full=5))
+    synthetic = SPSCurve.synthetic_accelerator(step_s=0.02, flat_until=pick(scale, smoke=8, quick=32, full=64))
+    loads = pick(scale, smoke=[2], quick=[1, 2, 4, 8], full=[1, 2, 4, 8, 16, 32])
+    sweep = _sweep(target, dm, cal, test_prompts, loads, pick(scale, smoke=6, quick=24, full=64),
+                   {"measured": measured, "synthetic": synthetic}, g_main, seed)
+    rep.details["sps"] = {"measured": {"B": measured.batch_sizes.tolist(), "sps": measured.steps_per_s.tolist(),
+                                       "label": measured.label}, "synthetic_label": synthetic.label}
+    rep.details["sweep"] = sweep
+    for cname, label in (("measured", measured.label), ("synthetic", synthetic.label)):
+        sp, how = _matched_speedup(sweep[cname]["dspark"], sweep[cname]["fixed-1"])
+        rep.add(Claim(f"DSpark scheduler per-user speed over fixed-1 (MTP-1 analogue) at {how} — {label}",
+                      "+60–85 % (Flash), +57–78 % (Pro), production telemetry", 100 * sp,
+                      Verdict.REPRODUCED if sp >= 0.3 else (Verdict.PARTLY if sp > 0 else Verdict.NOT_REPRODUCED),
+                      unit="%", source=f"{NOTES} §3.5",
+                      note="reproduced ≥ +30 %, partly > 0. " + ("On a CPU verify cost grows ~linearly with B, so gains "
+                           "may be small or absent." if cname == "measured" else "SYNTHETIC curve: an assumption, "
+                           "not a measurement; the engine's decisions and acceptances are real, the clock is virtual.")))
+    budgets = [p["verify_per_request"] for p in sweep["synthetic"]["dspark"]]
+    rep.add(Claim("verify budget per request shrinks as load rises (SYNTHETIC accelerator curve)",
+                  "grows from MTP-1's 2 tokens to 4–6 at low load, shrinks with load (Fig. 8)",
+                  " → ".join(f"{b:.2f}" for b in budgets) + f" at loads {loads}",
+                  Verdict.REPRODUCED if budgets[-1] < budgets[0] else Verdict.NOT_REPRODUCED, source=f"{NOTES} §3.5",
+                  note="reproduced when the budget at the highest load is below the lowest load's; synthetic clock"))
+
+    # --- E1: losslessness ------------------------------------------------------------------------
+    ex = _exact_checks(seed, pick(scale, smoke=2, quick=6, full=20))
+    rep.details["exact"] = ex
+    rep.add(Claim("the no-break global argmax is lossy on random instances too: worst TV found", "lossy (§8)",
+                  ex["worst_tv"]["global-argmax"],
+                  Verdict.REPRODUCED if ex["worst_tv"]["global-argmax"] > 1e-6 else Verdict.PARTLY,
+                  source=f"{NOTES} §2.8", note="reproduced when some random instance shows TV > 1e-6; partly when "
+                                              "only the paper's hand-built counterexample does"))
+    causal_worst = max(v for k, v in ex["worst_tv"].items() if k != "global-argmax")
+    rep.add(Claim("causal schedulers (fixed-k, threshold, Alg. 1, stale-K) are lossless: max TV to target, exact "
+                  "enumeration", "lossless (exact)", causal_worst,
+                  Verdict.REPRODUCED if causal_worst <= 1e-12 else Verdict.NOT_REPRODUCED, source=f"{NOTES} §2.8",
+                  note="exact float64 enumeration of every draft/accept outcome on random V=3, γ=2, R≤2 problems with "
+                       "Markov-fed confidences and smooth / staircase / random SPS; reproduced at ≤1e-12"))
+    ca = ex["counterexample_argmax"]
+    cb = ex["counterexample_break"]
+    ok = abs(ca[0] - 0.85) < 1e-12 and abs(cb[0] - 0.7) < 1e-12
+    rep.add(Claim("the no-break global argmax is lossy: paper's counterexample output", "(0.85, 0.15) instead of (0.7, 0.3)",
+                  f"argmax ({ca[0]:.4f}, {ca[1]:.4f}); with break ({cb[0]:.4f}, {cb[1]:.4f})",
+                  Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, source=f"{NOTES} §2.8",
+                  note="exact enumeration of the paper's §8 example"))
+    rep.add(not_checkable("production SLA throughput (+51 % at 80 tok/s/user, +661 % at 120)", "+51 % / +661 %",
+                          "needs DeepSeek-V4 serving on live traffic", f"{NOTES} §3.5"))
+    rep.add(not_checkable("absolute τ on GSM8K/MT-Bench etc. with Qwen3 targets", "e.g. DSpark 6.11 on GSM8K",
+                          "needs the Qwen3 targets and benchmark data; no pretrained weights here", f"{NOTES} §3.1"))
+    rep.figures.extend(_figures(cond, gammas, g_main, raw, sts, test_r, cal, sweep, synthetic.label, measured.label))
+    rep.setup = (f"Target: {tdesc}; it stands in for Qwen3 / DeepSeek-V4. Drafters (parallel DFlash-style 2-layer "
+                 f"backbone; + Markov head; + RNN head; 1-layer EAGLE-style AR) read fused hidden states of target "
+                 f"layers {drafters[('markov', g_main)].config.target_layers} over a {dcfg['window']}-position window "
+                 f"and share its frozen embedding and LM head; trained {tcfg.steps} steps each with 0.1·CE + 0.9·L1 + "
+                 f"1.0·BCE(1−TV), weights exp(−(k−1)/γ). τ and acceptance on {n_prompts} held-out prompts × {max_new} "
+                 f"tokens at T=1, fixed block. STS fitted on val-split rounds, evaluated on test-split rounds. The load "
+                 f"sweep runs the real engine with continuous batching (loads {loads}) twice: on this CPU's wall clock "
+                 f"with the SPS curve profiled at start-up, and on a virtual clock driven by a {synthetic.label}. "
+                 "Losslessness is checked by exact enumeration (the paper's argument at every instance).")
+    rep.runtime_s = time.perf_counter() - t0
+    rep.details["runtime_s"] = rep.runtime_s
+    return rep
+
+
+def _figures(cond, gammas, g_main, raw, sts, test_r, cal, sweep, syn_label, meas_label) -> list[Figure]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs = []
+    fig, axes = plt.subplots(1, len(gammas), figsize=(4 * len(gammas), 3.2), squeeze=False)
+    for ax, g in zip(axes[0], gammas, strict=True):
+        for k in KINDS:
+            ax.plot(range(1, g + 1), cond[f"{k}@{g}"], marker="o", ms=3, label=k)
+        ax.set_title(f"γ={g}")
+        ax.set_xlabel("draft position k")
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("P(accept k | 1..k−1 accepted)")
+    axes[0][0].legend(fontsize=7)
+    figs.append(Figure.from_matplotlib(fig, "dspark_position_acceptance",
+                                       "Per-position conditional acceptance (T=1) for each drafter."))
+    fig, ax = plt.subplots(figsize=(4, 4))
+    a_raw = np.cumprod(1 / (1 + np.exp(-test_r["conf_logits"])), axis=1).ravel()
+    a_sts = np.cumprod(cal.apply(test_r["conf_logits"]), axis=1).ravel()
+    lab = test_r["labels"].ravel()
+    for a, name in ((a_raw, f"raw (ECE {100 * raw['mean_ece']:.1f}%)"), (a_sts, f"STS (ECE {100 * sts['mean_ece']:.1f}%)")):
+        mp, ml, _ = reliability(a, lab)
+        ax.plot(mp, ml, marker="o", label=name)
+    ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+    ax.set_xlabel("predicted prefix survival")
+    ax.set_ylabel("observed")
+    ax.legend(fontsize=7)
+    figs.append(Figure.from_matplotlib(fig, "dspark_reliability",
+                                       f"Reliability of cumulative survival (Markov drafter, γ={g_main}), test split."))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, (cname, label) in zip(axes, (("measured", meas_label), ("synthetic", syn_label)), strict=True):
+        for sname, pts in sweep[cname].items():
+            ax.plot([p["throughput"] for p in pts], [p["per_user"] for p in pts], marker="o", ms=3, label=sname)
+        ax.set_title(label, fontsize=7)
+        ax.set_xlabel("aggregate tokens/s")
+        ax.set_ylabel("per-user tokens/s")
+    axes[0].legend(fontsize=7)
+    figs.append(Figure.from_matplotlib(fig, "dspark_frontier",
+                                       "Per-user speed vs throughput across a load sweep; right panel uses a SYNTHETIC "
+                                       "accelerator-shaped SPS curve (virtual clock), left panel wall clock on this CPU."))
+    return figs

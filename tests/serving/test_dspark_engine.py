@@ -1,0 +1,143 @@
+"""Engine behaviour on tiny random-init models: greedy identity, sampled-output statistics, errors,
+training / save / load, calibration, determinism, and the smoke reproduction."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from divelab.lm.models import build_model
+from divelab.serving.dspark import (
+    Drafter,
+    DrafterConfig,
+    DrafterTrainConfig,
+    Request,
+    SpecEngine,
+    fit_sts,
+    load_drafter,
+    plain_greedy,
+    save_drafter,
+    train_drafter,
+)
+from divelab.serving.dspark.calibration import calibration_report, ece, roc_auc, survival_labels
+from divelab.serving.dspark.sps import SPSCurve
+
+SPS = SPSCurve.synthetic_accelerator(0.01, 8)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return build_model("tiny-100k", 41, seed=1).double()
+
+
+def test_greedy_identical_for_every_drafter_and_scheduler(target):
+    prompts = [[3, 17, 5, 9, 1], [22, 8, 8]]
+    ref = [plain_greedy(target, p, 10) for p in prompts]
+    hf = target.generate(torch.tensor([prompts[0]]), max_new_tokens=10, do_sample=False)[0, 5:].tolist()
+    assert ref[0] == hf
+    for kind in ("parallel", "markov", "rnn", "ar"):
+        d = Drafter.for_target(target, DrafterConfig(kind=kind, gamma=4, window=8, rank=8)).double()
+        for sch in ("fixed-1", "fixed", "threshold-0.3", "dspark", "stale-k", "global-argmax"):
+            eng = SpecEngine(target, d, sch, sps=SPS)
+            assert eng.generate(prompts[0], 10) == ref[0], (kind, sch)
+        res = SpecEngine(target, d, "dspark", sps=SPS).serve(
+            [Request(p, 10, arrival_s=0.001 * i, rid=i) for i, p in enumerate(prompts)], max_batch=2)
+        assert [res.outputs[i] for i in range(2)] == ref, kind
+    plain = SpecEngine(target, None, sps=SPS)
+    assert [plain.generate(p, 10) for p in prompts] == ref
+
+
+def test_sampled_outputs_match_exact_target_sequence_probabilities():
+    v = 4
+    tgt = build_model("tiny-100k", v, seed=4).double()
+    with torch.no_grad():  # make the target peaked so drafts are sometimes accepted
+        tgt.lm_head.weight.mul_(8.0) if not tgt.config.tie_word_embeddings else tgt.model.norm.weight.mul_(8.0)
+    prompt = [1, 2, 3]
+    seqs = list(itertools.product(range(v), repeat=3))
+    with torch.no_grad():
+        batch = torch.tensor([prompt + list(s) for s in seqs])
+        logp = torch.log_softmax(tgt(batch).logits.double(), -1)
+        exact_p = np.array([float(sum(logp[i, 2 + k, s[k]] for k in range(3))) for i, s in enumerate(seqs)])
+    exact_p = np.exp(exact_p)
+    d = Drafter.for_target(tgt, DrafterConfig(kind="markov", gamma=2, window=4, rank=4)).double()
+    flat = SPSCurve.synthetic_accelerator(0.01, 100_000, max_b=8)  # verifying is free: drafts get sent
+    eng = SpecEngine(tgt, d, "dspark", sps=flat, temperature=1.0, seed=0)
+    n = 800
+    res = eng.serve([Request(prompt, 3, rid=i) for i in range(n)], max_batch=200)
+    counts = np.zeros(len(seqs))
+    for out in res.outputs.values():
+        counts[(out[0] * v + out[1]) * v + out[2]] += 1
+    assert sum(s.accepted.sum() for s in res.steps) > 0  # drafts were really verified and accepted
+    big = exact_p * n >= 5  # bin the tail
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(exact_p[big], exact_p[~big].sum()) * n
+    assert chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_mismatch_and_argument_errors(target):
+    other = build_model("tiny-100k", 50, seed=0)
+    d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=2, window=4, rank=4))
+    with pytest.raises(ValueError, match="vocab_size"):
+        d.attach(other)
+    wide = build_model("tiny-100k", 41, seed=0, hidden_size=64)
+    with pytest.raises(ValueError, match="hidden_size"):
+        d.attach(wide)
+    with pytest.raises(ValueError, match="gamma"):
+        DrafterConfig(kind="markov", gamma=0)
+    with pytest.raises(ValueError, match="gamma"):
+        SpecEngine(target, None, sps=SPS, gamma=0)
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        SpecEngine(target, d.double(), "nope", sps=SPS)
+    with pytest.raises(ValueError, match="unknown drafter kind"):
+        DrafterConfig(kind="medusa")
+
+
+def test_train_save_load_and_determinism(target, tmp_path):
+    stream = np.random.default_rng(0).integers(0, 41, 4000)
+    cfg = DrafterTrainConfig(steps=4, batch_size=2, seq_len=24, anchors_per_seq=4, seed=3)
+    logs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        d = Drafter.for_target(target, DrafterConfig(kind="rnn", gamma=3, window=6, rank=4)).double()
+        logs.append(train_drafter(target, d, stream, cfg).losses)
+    assert logs[0] == logs[1] and all(np.isfinite(logs[0]))
+    path = save_drafter(d, tmp_path / "dr")
+    d2, _ = load_drafter(path, target)
+    ctx = torch.randn(2, 6, 48, dtype=torch.float64)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    a = torch.tensor([1, 2])
+    o1, o2 = d.draft(ctx, mask, a, 0.0), d2.draft(ctx, mask, a, 0.0)
+    assert torch.equal(o1.tokens, o2.tokens) and torch.allclose(o1.conf_logits, o2.conf_logits)
+
+
+def test_sts_reduces_ece_and_preserves_order():
+    rng = np.random.default_rng(0)
+    n, g = 4000, 4
+    true_c = rng.uniform(0.3, 0.95, size=(n, g))
+    survive = (rng.uniform(size=(n, g)) < true_c).cumprod(axis=1)
+    z = 3.0 * np.log(true_c / (1 - true_c))  # over-confident logits
+    cal = fit_sts(z, survive.astype(float))
+    raw, sts = calibration_report(z, survive, None), calibration_report(z, survive, cal)
+    assert sts["mean_ece"] < 0.5 * raw["mean_ece"]
+    assert raw["auc"][0] == pytest.approx(sts["auc"][0], abs=1e-9)  # position 1: a monotone map
+    for k in range(g):  # each c_k is rescaled by an order-preserving map
+        assert np.array_equal(np.argsort(z[:, k], kind="stable"), np.argsort(cal.apply(z)[:, k], kind="stable"))
+    assert np.all(cal.temperatures > 1.0)
+    assert ece(np.array([0.9, 0.1]), np.array([1, 0])) == pytest.approx(0.1)
+    assert roc_auc(np.array([0.1, 0.9]), np.array([0, 1])) == 1.0
+    assert survival_labels(np.array([0, 2]), 3).tolist() == [[0, 0, 0], [1, 1, 0]]
+
+
+def test_reproduce_smoke_computes_claims():
+    from divelab.serving.dspark.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    statements = [c.statement for c in rep.claims]
+    assert any("lossless" in s for s in statements)
+    assert all(c.measured is not None for c in rep.claims if c.verdict.value != "not checkable here")
+    lossless = next(c for c in rep.claims if "are lossless" in c.statement)
+    assert lossless.verdict.value == "reproduced"
+    assert "SYNTHETIC" in rep.details["sps"]["synthetic_label"]
+    assert rep.figures
