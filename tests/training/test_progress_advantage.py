@@ -1,0 +1,312 @@
+"""Progress advantage (E173): aggregations on hand-worked cases, scoring with two tiny HF models,
+the tabular identity (property-based), the text game, the CLI and the smoke reproduction."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from divelab.lm.models import build_model
+from divelab.training.progress_advantage import (
+    ProgressAdvantage,
+    Step,
+    Trajectory,
+    TrajectoryScores,
+    aggregate_steps,
+    aggregate_tokens,
+    auroc,
+    best_of_n,
+    failure_step,
+)
+from divelab.training.progress_advantage import mdp as M
+from divelab.training.progress_advantage.lmcheck import make_tokenizer
+from divelab.training.progress_advantage.textgame import ACTIONS, GameSpec, KeyDoorGame, expert_action
+
+# -- aggregations ---------------------------------------------------------------------------------
+
+
+def test_token_aggregations_hand_worked() -> None:
+    v = [-1.0, 2.0, 0.5]
+    assert aggregate_tokens(v, "mean") == pytest.approx(0.5)
+    assert aggregate_tokens(v, "sum") == pytest.approx(1.5)
+    assert aggregate_tokens(v, "last") == pytest.approx(0.5)
+    assert aggregate_tokens(v, "min") == pytest.approx(-1.0)
+    assert aggregate_tokens(v, "max") == pytest.approx(2.0)
+
+
+def test_step_aggregations_bottom10() -> None:
+    assert aggregate_steps(np.arange(20.0), "bottom10") == pytest.approx(0.5)  # lowest 2 of 20
+    assert aggregate_steps([3.0, -4.0, 1.0, 2.0, 0.0], "bottom10") == pytest.approx(-4.0)  # at least one
+    assert aggregate_steps(np.arange(21.0), "bottom10") == pytest.approx(1.0)  # ceil(2.1) = 3 lowest
+    assert aggregate_steps([1.0, 3.0], "mean") == pytest.approx(2.0)
+
+
+def test_aggregation_errors_name_what_is_allowed() -> None:
+    with pytest.raises(ValueError, match="allowed: mean, sum, last, min, max"):
+        aggregate_tokens([1.0], "median")
+    with pytest.raises(ValueError, match="bottom10"):
+        aggregate_steps([1.0], "top")
+    with pytest.raises(ValueError, match="empty"):
+        aggregate_steps([], "mean")
+
+
+def test_failure_step_is_argmin_of_running_sum() -> None:
+    assert failure_step([1.0, -3.0, 1.0, 1.0]) == 1  # cumsum 1, -2, -1, 0
+    assert failure_step([-1.0, -1.0, 5.0, -10.0]) == 3  # cumsum -1, -2, 3, -7
+    assert failure_step([0.5, -0.5, 0.0]) == 1  # tie between steps 1 and 2 -> earliest
+    assert best_of_n([0.1, 0.7, 0.7, -1]) == 1
+
+
+def test_auroc_hand_worked() -> None:
+    assert auroc([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1]) == pytest.approx(1.0)
+    assert auroc([0.9, 0.8, 0.2, 0.1], [0, 0, 1, 1]) == pytest.approx(0.0)
+    # positives {0.5, 0.3}, negatives {0.4, 0.3}: pairs won 1 + 1 + 0 + 0.5 = 2.5 of 4
+    assert auroc([0.5, 0.3, 0.4, 0.3], [1, 1, 0, 0]) == pytest.approx(0.625)
+    with pytest.raises(ValueError, match="both classes"):
+        auroc([1.0, 2.0], [1, 1])
+
+
+def test_trajectory_scores_hand_worked() -> None:
+    s = TrajectoryScores(policy_logprobs=[np.array([-1.0, -2.0]), np.array([-0.5])],
+                         reference_logprobs=[np.array([-2.0, -2.0]), np.array([-1.0])],
+                         policy_entropy=[np.zeros(2), np.zeros(1)], policy_self_certainty=[np.zeros(2), np.zeros(1)],
+                         beta=0.5)
+    np.testing.assert_allclose(s.step_advantages("mean"), [0.25, 0.25])
+    np.testing.assert_allclose(s.step_advantages("sum"), [0.5, 0.25])
+    np.testing.assert_allclose(s.step_advantages("min"), [0.0, 0.25])
+    np.testing.assert_allclose(s.step_advantages("max"), [0.5, 0.25])
+    np.testing.assert_allclose(s.step_advantages("last"), [0.0, 0.25])
+    assert s.score("sum", "min") == pytest.approx(0.25)
+    assert s.score("max", "sum") == pytest.approx(0.75)
+    assert s.mean_logprob() == pytest.approx(-3.5 / 3)
+
+
+# -- scoring with two tiny HF models ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair():
+    tok = make_tokenizer(GameSpec())
+    return build_model("tiny-100k", len(tok), seed=0), build_model("tiny-100k", len(tok), seed=1), tok
+
+
+def _trajs() -> list[Trajectory]:
+    return [Trajectory(steps=[Step("start room 1 key east door east 6 left >", "go east ;"),
+                              Step("ok room 2 key here door east 5 left >", "take key ;")], success=True),
+            Trajectory(steps=[Step("start room 0 key here door east 7 left >", "open door ;")], success=False),
+            Trajectory(steps=[Step("start room 3 key west door east 6 left >", "go go")])]
+
+
+def test_scores_match_a_manual_forward_pass(pair) -> None:
+    policy, reference, tok = pair
+    pa = ProgressAdvantage(policy, reference, tok, beta=0.3)
+    scored = pa.score_trajectories(_trajs())
+    assert [s.n_steps for s in scored] == [2, 1, 1]
+    assert [len(x) for x in scored[0].policy_logprobs] == [3, 3]
+    assert len(scored[2].policy_logprobs[0]) == 2
+    # independent computation for trajectory 0, step 1 ("take key ;")
+    text = "start room 1 key east door east 6 left > go east ; ok room 2 key here door east 5 left > take key ;"
+    ids = [tok.bos_token_id, *tok.encode(text, add_special_tokens=False)]
+    with torch.no_grad():
+        lp_pol = torch.log_softmax(policy(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+        lp_ref = torch.log_softmax(reference(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+    n = len(ids)
+    want_p = [lp_pol[j - 1, ids[j]].item() for j in range(n - 3, n)]
+    want_r = [lp_ref[j - 1, ids[j]].item() for j in range(n - 3, n)]
+    np.testing.assert_allclose(scored[0].policy_logprobs[1], want_p, atol=1e-4)
+    np.testing.assert_allclose(scored[0].reference_logprobs[1], want_r, atol=1e-4)
+    assert scored[0].step_advantages("sum")[1] == pytest.approx(0.3 * (sum(want_p) - sum(want_r)), abs=1e-4)
+    # entropies are valid: 0 <= H <= log V
+    ent = np.concatenate(scored[0].policy_entropy)
+    assert np.all(ent >= 0) and np.all(ent <= np.log(len(tok)) + 1e-6)
+
+
+def test_batching_does_not_change_scores(pair) -> None:
+    policy, reference, tok = pair
+    a = ProgressAdvantage(policy, reference, tok, beta=1.0, batch_size=1).score_trajectories(_trajs())
+    b = ProgressAdvantage(policy, reference, tok, beta=1.0, batch_size=8).score_trajectories(_trajs())
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x.step_advantages("sum"), y.step_advantages("sum"), atol=1e-4)
+
+
+def test_identical_models_score_zero_and_best_of_n(pair) -> None:
+    policy, _, tok = pair
+    twin = build_model("tiny-100k", len(tok), seed=0)
+    pa = ProgressAdvantage(policy, twin, tok, beta=1.0)
+    np.testing.assert_allclose(pa.scores(_trajs(), "sum", "sum"), 0.0, atol=1e-5)
+    _, reference, _ = pair
+    pa = ProgressAdvantage(policy, reference, tok, beta=1.0)
+    scores = pa.scores(_trajs(), "min", "min")
+    assert pa.best_of_n(_trajs(), "min", "min") == int(np.argmax(scores))
+    assert 0 <= pa.localise_failure(_trajs()[0]) < 2
+
+
+def test_mismatches_are_refused(pair) -> None:
+    policy, reference, tok = pair
+    with pytest.raises(ValueError, match="different vocabulary sizes"):
+        ProgressAdvantage(policy, build_model("tiny-100k", len(tok) + 3, seed=0), tok)
+    other_tok = make_tokenizer(GameSpec(n_rooms=3, slack=0))
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        ProgressAdvantage(policy, reference, tok, reference_tokenizer=other_tok)
+    small = build_model("tiny-100k", 10, seed=0)
+    with pytest.raises(ValueError, match="do not belong together"):
+        ProgressAdvantage(small, build_model("tiny-100k", 10, seed=1), tok)
+    with pytest.raises(ValueError, match="same object"):
+        ProgressAdvantage(policy, policy, tok)
+    with pytest.raises(ValueError, match="beta must be a positive"):
+        ProgressAdvantage(policy, reference, tok, beta=0.0)
+    with pytest.raises(ValueError, match="at least one step"):
+        ProgressAdvantage(policy, reference, tok).score_trajectories([Trajectory(steps=[])])
+
+
+def test_trajectory_json_errors() -> None:
+    with pytest.raises(ValueError, match="'steps' list"):
+        Trajectory.from_dict({"actions": []})
+    with pytest.raises(ValueError, match="step 0 must be an object with a string 'action'"):
+        Trajectory.from_dict({"steps": [{"observation": "x"}]})
+    t = Trajectory.from_dict({"steps": [{"observation": "o", "action": "a"}], "success": 1, "group": 3})
+    assert t.success is True and t.meta == {"group": 3}
+
+
+# -- the exact tabular check -------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_states=st.integers(2, 6), n_actions=st.integers(2, 4),
+       beta=st.floats(0.05, 3.0), gamma=st.floats(0.3, 0.95))
+def test_identity_on_random_stochastic_mdps(seed: int, n_states: int, n_actions: int, beta: float,
+                                            gamma: float) -> None:
+    rng = np.random.default_rng(seed)
+    mdp = M.random_mdp(rng, n_states, n_actions, gamma)
+    ref = rng.dirichlet(np.ones(n_actions), size=n_states)
+    Q, V = M.soft_value_iteration(mdp, ref, beta)
+    pi = M.soft_policy_iteration(mdp, ref, beta)
+    assert M.identity_error(pi, ref, beta, Q, V) < 1e-8
+    # pi really is the optimum of the regularised objective: no random perturbation beats it
+    best = M.kl_objective(mdp, pi, ref, beta)
+    for _ in range(3):
+        other = pi * np.exp(rng.normal(scale=0.3, size=pi.shape))
+        other /= other.sum(1, keepdims=True)
+        assert M.kl_objective(mdp, other, ref, beta) <= best + 1e-9
+
+
+def test_reward_recovery_holds_only_without_slip() -> None:
+    ref = np.full((6, 3), 1 / 3)
+    gaps = {}
+    for slip in (0.0, 0.2):
+        mdp = M.slip_chain(6, slip)
+        Q, V = M.soft_value_iteration(mdp, ref, 0.5)
+        pi = M.soft_policy_iteration(mdp, ref, 0.5)
+        assert M.identity_error(pi, ref, 0.5, Q, V) < 1e-8
+        gaps[slip] = M.reward_recovery_gap(mdp, pi, ref, 0.5, V)
+    assert gaps[0.0] < 1e-9
+    assert gaps[0.2] > 0.05
+
+
+def test_kl_policy_gradient_approaches_identity() -> None:
+    mdp = M.slip_chain(6, 0.2)
+    ref = np.full((6, 3), 1 / 3)
+    Q, V = M.soft_value_iteration(mdp, ref, 0.5)
+    h = M.kl_policy_gradient(mdp, ref, 0.5, Q, V, steps=600, lr=1.0, log_every=100)
+    assert h.identity_error[0] > 0.5
+    assert h.identity_error[-1] < 1e-3
+    assert h.objective[-1] > h.objective[0]
+    s1 = M.kl_policy_gradient(mdp, ref, 0.5, Q, V, steps=30, sampled=True, seed=3)
+    s2 = M.kl_policy_gradient(mdp, ref, 0.5, Q, V, steps=30, sampled=True, seed=3)
+    assert s1.identity_error == s2.identity_error  # same seed, same run
+    assert s1.identity_error[-1] < s1.identity_error[0]
+
+
+def test_mdp_input_errors() -> None:
+    with pytest.raises(ValueError, match="slip must be in"):
+        M.slip_chain(5, 1.5)
+    mdp = M.slip_chain(4, 0.1)
+    with pytest.raises(ValueError, match="pi_ref must have shape"):
+        M.soft_value_iteration(mdp, np.full((4, 2), 0.5), 1.0)
+
+
+# -- the text game and its oracle -------------------------------------------------------------------------
+
+
+def test_expert_wins_and_oracle_labels_first_wrong_step() -> None:
+    from divelab.training.progress_advantage.lmcheck import Episode, oracle_labels
+
+    spec = GameSpec()
+    for start in range(spec.n_rooms):
+        for key in range(spec.n_rooms - 1):
+            g = KeyDoorGame(spec, start, key)
+            while not g.done:
+                g.step(expert_action(spec, g.state))
+            assert g.won
+    g = KeyDoorGame(spec, 1, 2)  # shortest 5 steps, budget 6
+    states, acts = [], ["go east ;", "take key ;", "go west ;", "go east ;", "go east ;", "go east ;"]
+    for a in acts:
+        states.append(g.state)
+        g.step(a)
+    assert g.done and not g.won
+    ep = Episode([], [], [""] * 6, acts, states, False, (1, 2))
+    adv, wrong = oracle_labels(spec, ep)
+    assert wrong == 2  # walking away with the key exhausts the budget
+    assert adv[0] == 0 and adv[2] == -1
+    assert set(ACTIONS) == {"go east ;", "go west ;", "take key ;", "open door ;"}
+
+
+def test_sampling_is_seeded(pair) -> None:
+    from divelab.training.progress_advantage.lmcheck import sample_tasks
+
+    policy, _, tok = pair
+    a = sample_tasks(policy, tok, GameSpec(), [(0, 1), (2, 3)], 2, seed=5)
+    b = sample_tasks(policy, tok, GameSpec(), [(0, 1), (2, 3)], 2, seed=5)
+    assert [e.ids for e in a] == [e.ids for e in b]
+    for e in a:  # the scorer re-tokenises exactly what was sampled
+        tt = ProgressAdvantage(policy, pair[1], tok).tokenize(e.to_trajectory())
+        assert tt.input_ids == e.ids and tt.action_spans == e.spans
+
+
+# -- CLI and reproduction ----------------------------------------------------------------------------------
+
+
+def test_cli_scores_a_jsonl(pair, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from divelab.cli import app
+    from divelab.training.progress_advantage.lmcheck import save_pair
+
+    policy, reference, tok = pair
+    save_pair(policy, reference, tok, tmp_path)
+    data = tmp_path / "t.jsonl"
+    rows = [dict(t.to_dict(), group=0) for t in _trajs()[:2]]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "scores.jsonl"
+    res = CliRunner().invoke(app, ["score-trajectories", str(data), "--policy", str(tmp_path / "policy"),
+                                   "--reference", str(tmp_path / "reference"), "--beta", "0.5",
+                                   "--token-agg", "min", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    want = ProgressAdvantage(policy, reference, tok, beta=0.5).scores(_trajs()[:2], "min", "mean")
+    np.testing.assert_allclose([g["score"] for g in got], want, atol=1e-4)
+    assert sum(g["best_in_group"] for g in got) == 1
+    bad = CliRunner().invoke(app, ["score-trajectories", str(data), "--policy", str(tmp_path / "policy"),
+                                   "--reference", str(tmp_path / "reference"), "--step-agg", "median"])
+    assert bad.exit_code == 2 and "allowed" in bad.output
+
+
+def test_reproduce_smoke_computes_claims() -> None:
+    from divelab.claims import Verdict
+    from divelab.training.progress_advantage.reproduce import exact_check, reproduce
+
+    rep = reproduce(scale="smoke", seed=0)
+    assert rep.system == "progress-advantage"
+    assert len(rep.claims) >= 5
+    assert rep.claims[0].measured < 1e-8 and rep.claims[0].verdict is Verdict.REPRODUCED
+    assert all(c.measured is not None for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE)
+    assert rep.figures and rep.setup
+    json.loads(rep.to_json())
+    a, b = exact_check("smoke", 1), exact_check("smoke", 1)
+    assert a["random_identity_error"] == b["random_identity_error"]
+    assert a["pg_sampled"]["identity_error"] == b["pg_sampled"]["identity_error"]
