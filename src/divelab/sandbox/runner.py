@@ -83,7 +83,7 @@ class SandboxResult:
     stderr: str
     wall_s: float
     cpu_s: float
-    max_rss_kb: int
+    max_rss_kb: int  # peak RSS of the program itself (VmHWM, sampled; see _vm_hwm_kb)
     reason: str = ""  # why it ended this way, in words
     signal: str | None = None
     enforced: dict[str, Any] = field(default_factory=dict)  # what the child could actually enforce
@@ -223,6 +223,24 @@ def _tail(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _vm_hwm_kb(pid: int) -> int:
+    """Peak resident size of the program's own image, from /proc (0 when unreadable).
+
+    Why not ``wait4``'s ``ru_maxrss``: Linux carries the high-water mark of the process image
+    that forked the child across ``exec``, so a sandbox started from a big parent (a test run with
+    torch loaded) would report the parent's size. ``VmHWM`` belongs to the post-exec image alone;
+    it is sampled while the program runs, so a very short peak can be missed.
+    """
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def run_python(
     code: str,
     *,
@@ -301,10 +319,12 @@ def run_python(
         deadline = t0 + limits.wall_s
         timed_out = False
         delay = 0.0005
+        peak_kb = 0
         while True:
             pid, wstatus, rusage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
             if time.perf_counter() >= deadline:
                 timed_out = True
                 _killpg(proc.pid)
@@ -326,7 +346,7 @@ def run_python(
         status, reason, signame = _classify(rc, timed_out, cpu, stderr, limits)
         return SandboxResult(
             status=status, returncode=rc, stdout=stdout, stderr=stderr, wall_s=wall, cpu_s=cpu,
-            max_rss_kb=int(rusage.ru_maxrss), reason=reason, signal=signame,
+            max_rss_kb=peak_kb or int(rusage.ru_maxrss), reason=reason, signal=signame,
             enforced={**meta, "uid_dropped": uid is not None, "interpreter": python},
         )
     finally:
