@@ -302,6 +302,13 @@ def test_reproduce_smoke_computes_claims() -> None:
 
     rep = reproduce(scale="smoke", seed=0)
     assert rep.system == "progress-advantage"
+    lm = rep.details["lm"]
+    assert set(lm) == {"TextWorld deterministic", "TextWorld slippery (slip 0.2)"}
+    for res in lm.values():  # 2 games x 2 groups x 4 rollouts, scored by both the token and command levels
+        assert res["policy"]["n_rollouts"] == 16 and res["command_level"]["n_rollouts"] == 16
+        assert len(res["policy"]["progress"]) == 30 and "mean command log-prob" in res["policy"]["baselines"]
+        assert res["policy"]["step_corr_mc"]["n_steps"] == 4
+        assert all(0.9 < v <= 1.0 for v in res["optimal_success"].values())
     assert len(rep.claims) >= 5
     assert rep.claims[0].measured < 1e-8 and rep.claims[0].verdict is Verdict.REPRODUCED
     assert all(c.measured is not None for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE)
@@ -310,3 +317,124 @@ def test_reproduce_smoke_computes_claims() -> None:
     a, b = exact_check("smoke", 1), exact_check("smoke", 1)
     assert a["random_identity_error"] == b["random_identity_error"]
     assert a["pg_sampled"]["identity_error"] == b["pg_sampled"]["identity_error"]
+
+
+# -- the TextWorld check's pieces, on the engine's toy corridor -----------------------------------------
+
+
+def _corridor(max_steps: int = 6):
+    from divelab.envs.toy import CorridorEnv
+
+    return lambda game_id: CorridorEnv(n_rooms=3, goal=1, max_steps=max_steps)
+
+
+def _engine_step(obs: str, action: str, context: str = "", candidates: list[str] | None = None, info=None):
+    from divelab.rl.rollout import Step as EStep
+
+    cands = candidates or [action]
+    return EStep(observation=obs, context=context, action=action, candidates=cands, action_index=cands.index(action),
+                 logprob=0.0, reward=0.0, state_key=obs, next_state_key=None, step_id=0, done=False, info=info or {})
+
+
+def test_slip_env_executes_random_commands_and_restores_exactly() -> None:
+    from divelab.training.progress_advantage.twcheck import SlipEnv, slip_factory
+
+    rng = np.random.default_rng(0)
+    env = SlipEnv(_corridor()("c"), 0.0, rng)
+    env.reset(0)
+    _, _, _, info = env.step("go east")
+    assert info["executed"] == "go east" and not info["slipped"]
+    make = slip_factory(_corridor(12), 1.0, seed=3)
+    env = make("c")
+    env.reset(0)
+    executed, slipped, last = [], 0, None
+    for _ in range(8):
+        adm = env.admissible_actions()
+        last, _, done, info = env.step("wait")
+        assert info["executed"] in adm
+        executed.append(info["executed"])
+        slipped += info["slipped"]
+        if done:
+            break
+    assert 0 < slipped < len(executed)  # slip 1 draws among all commands, "wait" included
+    assert env.restore(executed) == last and env.actions_taken == executed
+    with pytest.raises(ValueError, match="slip"):
+        SlipEnv(_corridor()("c"), 1.5, rng)
+
+
+def test_oracle_values_and_first_wrong_step_on_a_hand_made_graph() -> None:
+    from types import SimpleNamespace
+
+    from divelab.training.progress_advantage.twcheck import Oracle
+
+    graph = {"roots": {"null": 0}, "nodes": [
+        {"admissible": ["win", "wait"], "done": False,
+         "children": {"win": ["", 1.0, True, {}, 1], "wait": ["", 0.0, False, {}, 0]}},
+        {"admissible": [], "done": True, "children": {}}]}
+    traj = SimpleNamespace(steps=[_engine_step("o", "wait"), _engine_step("o", "win")])
+    adv, wrong = Oracle(graph, max_steps=2, slip=0.0, gamma=0.9).label(traj)
+    np.testing.assert_allclose(adv, [-0.1, 0.0])
+    assert wrong == 0
+    o = Oracle(graph, max_steps=2, slip=0.5, gamma=0.9)  # worked by hand
+    assert o.value(0, 1) == pytest.approx(0.75)
+    assert o.q(0, "win", 2) == pytest.approx(0.91875) and o.q(0, "wait", 2) == pytest.approx(0.75625)
+    assert o.value(0, 2) == pytest.approx(0.91875)
+    assert Oracle(graph, 2, 0.0).label(SimpleNamespace(steps=[_engine_step("o", "jump")])) is None
+
+
+def test_mc_advantage_of_a_uniform_policy_on_the_last_step() -> None:
+    from divelab.rl.rollout import Trajectory as ETraj
+    from divelab.rl.warmstart import UniformPolicy
+    from divelab.training.progress_advantage.twcheck import mc_advantage
+
+    acts = ["go east", "wait", "wait", "wait", "wait", "take key"]
+    env = _corridor()("c")
+    obs = [env.reset(0)]
+    for a in acts[:-1]:
+        obs.append(env.step(a)[0])
+    traj = ETraj("corridor", 0, [_engine_step(o, a) for o, a in zip(obs, acts, strict=True)], True, False, seed=0)
+    # one step left in the key room: taking the key wins (Q = 1); a uniform pick of 5 commands wins 1/5
+    a = mc_advantage(UniformPolicy(), _corridor(), traj, 5, 400, 6, np.random.default_rng(0))
+    assert a == pytest.approx(0.8, abs=0.08)
+    b = mc_advantage(UniformPolicy(), _corridor(), traj, 1, 50, 6, np.random.default_rng(1))
+    assert b == mc_advantage(UniformPolicy(), _corridor(), traj, 1, 50, 6, np.random.default_rng(1))
+
+
+@pytest.fixture(scope="module")
+def corridor_pair():
+    from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
+    from divelab.rl.testbed import SMALL_LM
+
+    texts = ["room 0. you see nothing.", "room 1. you see a key.", "you win. look wait go west go east take key"]
+    tok = train_word_tokenizer(texts)
+    policy, reference = (LMPolicy(build_model("tiny-100k", tok.get_vocab_size(), seed=s, **SMALL_LM), tok,
+                                  PolicyConfig(history=0, head_tokens=0, tail_tokens=16)) for s in (0, 1))
+    return policy, reference, tok
+
+
+def test_token_and_command_level_scores_agree_with_the_engine_policy(corridor_pair) -> None:
+    from divelab.rl.rollout import Trajectory as ETraj
+    from divelab.training.progress_advantage.twcheck import (
+        sample_groups,
+        score_command_level,
+        score_token_level,
+    )
+
+    policy, reference, tok = corridor_pair
+    a = sample_groups(policy, _corridor(), ["corridor"], reps=2, n=3, max_steps=5, seed=4)
+    b = sample_groups(policy, _corridor(), ["corridor"], reps=2, n=3, max_steps=5, seed=4)
+    assert len(a) == 6 and [[s.action for s in t.steps] for t in a] == [[s.action for s in t.steps] for t in b]
+    pa = ProgressAdvantage(policy.model, reference.model, tok, beta=0.05)
+    token, command = score_token_level(pa, policy, a), score_command_level(policy, reference, a, beta=0.05)
+    for t, x, c in zip(a, token, command, strict=True):
+        assert x.n_steps == c.n_steps == len(t.steps)
+        # the command level is exactly the engine policy's log-prob of the chosen command
+        np.testing.assert_allclose(c.step_logprobs("sum"), [s.logprob for s in t.steps], atol=1e-5)
+    # same context, two commands: token-level sums differ exactly as the command log-probs do
+    ctx, cands = "room 1. you see a key.", ["look", "take key", "go west"]
+    pair = [ETraj("c", 0, [_engine_step("o", act, ctx, cands)], False, False) for act in ("look", "take key")]
+    tk, cm = score_token_level(pa, policy, pair), score_command_level(policy, reference, pair, beta=0.05)
+    np.testing.assert_allclose(tk[1].step_logprobs("sum") - tk[0].step_logprobs("sum"),
+                               cm[1].step_logprobs("sum") - cm[0].step_logprobs("sum"), atol=1e-5)
+    # the action span is the command's words then [EOS], as the engine scores it
+    assert tk[0].policy_logprobs[0].shape == (2,) and tk[1].policy_logprobs[0].shape == (3,)

@@ -366,22 +366,21 @@ def best_of_n_success(scores: np.ndarray, success: np.ndarray, n: int) -> float:
     return float(best_of_n_per_task(scores, success, n).mean())
 
 
-def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: Any, spec: GameSpec,
-                      beta: float, episodes: list[Episode], n: int, mc_model: torch.nn.Module | None = None,
-                      mc_steps: int = 0, mc_rollouts: int = 8, seed: int = 0) -> dict[str, Any]:
-    """Every number of the LM check for one set of grouped rollouts (``n`` per task)."""
+def evaluate_scored(scored: list[Any], success: np.ndarray, n: int,
+                    labels: list[tuple[np.ndarray, int | None] | None]) -> dict[str, Any]:
+    """Every selection / prediction / localisation number for grouped, scored rollouts (``n`` per
+    group, in order): all token x step aggregations, the confidence baselines, and failure
+    localisation against ``labels`` (per trajectory: oracle step advantages and the first wrong
+    step, or None where unknown)."""
     from divelab.training.progress_advantage.aggregate import (
         STEP_AGGREGATIONS,
         TOKEN_AGGREGATIONS,
         auroc,
         failure_step,
     )
-    from divelab.training.progress_advantage.scorer import ProgressAdvantage
 
-    pa = ProgressAdvantage(policy, reference, tok, beta=beta, batch_size=32)
-    scored = pa.score_trajectories([e.to_trajectory() for e in episodes])
-    success = np.array([e.won for e in episodes], dtype=bool)
-    res: dict[str, Any] = {"n_rollouts": len(episodes), "n_tasks": len(episodes) // n, "n": n,
+    success = np.asarray(success, dtype=bool)
+    res: dict[str, Any] = {"n_rollouts": len(scored), "n_tasks": len(scored) // n, "n": n,
                            "mean_success": float(success.mean()),
                            "oracle_best_of_n": float(success.reshape(-1, n).any(1).mean())}
     two_classes = 0 < success.sum() < len(success)
@@ -401,26 +400,43 @@ def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: 
             "self-certainty": np.array([x.self_certainty() for x in scored])}
     res["baselines"] = {k: {"best_of_n": best_of_n_success(v, success, n),
                             "auroc": auroc(v, success) if two_classes else None} for k, v in base.items()}
-    # failure localisation on failed episodes that have a wrong step
-    loc = {f"progress ({ta})": [] for ta in TOKEN_AGGREGATIONS}
+    # failure localisation on failed episodes that have a known wrong step
+    loc: dict[str, list[float]] = {f"progress ({ta})": [] for ta in TOKEN_AGGREGATIONS}
     loc["least-confident step"] = []
     loc["random step"] = []
     oracle_step_adv, prog_step_adv, step_lp = [], [], []
-    for e, x in zip(episodes, scored, strict=True):
-        oadv, wrong = oracle_labels(spec, e)
+    for x, won, lab in zip(scored, success, labels, strict=True):
+        if lab is None:
+            continue
+        oadv, wrong = lab
         oracle_step_adv += list(oadv)
         prog_step_adv += list(x.step_advantages("sum"))
         step_lp += list(x.step_logprobs("sum"))
-        if e.won or wrong is None:
+        if won or wrong is None:
             continue
         for ta in TOKEN_AGGREGATIONS:
-            loc[f"progress ({ta})"].append(failure_step(x.step_advantages(ta)) == wrong)
-        loc["least-confident step"].append(int(np.argmin(x.step_logprobs("sum"))) == wrong)
-        loc["random step"].append(1.0 / len(e.actions))
+            loc[f"progress ({ta})"].append(float(failure_step(x.step_advantages(ta)) == wrong))
+        loc["least-confident step"].append(float(int(np.argmin(x.step_logprobs("sum"))) == wrong))
+        loc["random step"].append(1.0 / x.n_steps)
     res["localisation"] = {k: (float(np.mean(v)) if v else None) for k, v in loc.items()}
     res["n_localised"] = len(loc["random step"])
     res["step_corr_oracle"] = {"progress": _spearman(prog_step_adv, oracle_step_adv),
                                "policy log-prob": _spearman(step_lp, oracle_step_adv)}
+    res["_scores"] = {"progress sum/sum": [x.score("sum", "sum") for x in scored],
+                      **{k: v.tolist() for k, v in base.items()}, "success": success.tolist()}
+    return res
+
+
+def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: Any, spec: GameSpec,
+                      beta: float, episodes: list[Episode], n: int, mc_model: torch.nn.Module | None = None,
+                      mc_steps: int = 0, mc_rollouts: int = 8, seed: int = 0) -> dict[str, Any]:
+    """Every number of the key-and-door LM check for one set of grouped rollouts (``n`` per task)."""
+    from divelab.training.progress_advantage.scorer import ProgressAdvantage
+
+    pa = ProgressAdvantage(policy, reference, tok, beta=beta, batch_size=32)
+    scored = pa.score_trajectories([e.to_trajectory() for e in episodes])
+    success = np.array([e.won for e in episodes], dtype=bool)
+    res = evaluate_scored(scored, success, n, [oracle_labels(spec, e) for e in episodes])
     if mc_model is not None and mc_steps > 0:
         rng = np.random.default_rng(seed)
         all_steps = [(e, t) for e in episodes for t in range(len(e.actions))]
@@ -433,8 +449,6 @@ def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: 
         res["step_corr_mc"] = {"progress": _spearman(prog, mc),
                                "policy log-prob": _spearman(lp, mc), "n_steps": len(picks),
                                "rollouts_per_estimate": mc_rollouts}
-    res["_scores"] = {"progress sum/sum": [x.score("sum", "sum") for x in scored],
-                      **{k: v.tolist() for k, v in base.items()}, "success": success.tolist()}
     return res
 
 

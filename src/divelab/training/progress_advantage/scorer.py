@@ -167,6 +167,18 @@ class TrajectoryScores:
     def n_steps(self) -> int:
         return len(self.policy_logprobs)
 
+    @classmethod
+    def concat(cls, parts: Sequence[TrajectoryScores]) -> TrajectoryScores:
+        """Join the steps of several scores (e.g. steps scored one by one, each in the context the
+        agent really read) into one trajectory's scores."""
+        if not parts:
+            raise ValueError("nothing to concatenate: give at least one TrajectoryScores")
+        if len({p.beta for p in parts}) != 1:
+            raise ValueError(f"cannot join scores with different beta: {sorted({p.beta for p in parts})}")
+        return cls([x for p in parts for x in p.policy_logprobs], [x for p in parts for x in p.reference_logprobs],
+                   [x for p in parts for x in p.policy_entropy], [x for p in parts for x in p.policy_self_certainty],
+                   parts[0].beta)
+
     def step_advantages(self, token_agg: str = "mean") -> np.ndarray:
         """``beta * (agg(logp_policy) - agg(logp_reference))`` for each step."""
         return np.array([self.beta * (aggregate_tokens(p, token_agg) - aggregate_tokens(r, token_agg))
