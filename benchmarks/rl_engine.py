@@ -2,8 +2,9 @@
 
     python benchmarks/rl_engine.py [--iterations 3] [--out rl_engine.json]
 
-Runs the same GRPO iterations (same testbed, seed and rollouts) with grpo, gigpo and g2po side by
-side in one process; also raw TextWorld steps/s without the transition cache as the peer.
+Runs the same GRPO iterations (the G2PO quick-scale test bed, same seed and rollouts) with grpo,
+gigpo and g2po side by side in one process; also random-play env steps/s of raw TextWorld (a live
+game process) beside the same game served from its explored, cached transition graph.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import tracemalloc
 import numpy as np
 import torch
 
-from divelab.envs.textworld import TextWorldEnv, generate_game
+from divelab.envs.textworld import TextWorldEnv, generate_game, textworld_env_factory
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
-from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.rl.testbed import build_testbed
+from divelab.training.g2po.reproduce import experiment_config
 
 
-def raw_env_steps_per_s(spec, steps: int = 200) -> float:
-    env = TextWorldEnv(generate_game(spec), max_steps=15)
+def env_steps_per_s(env, steps: int = 200) -> float:
     rng = np.random.default_rng(0)
     t0, n = time.perf_counter(), 0
     while n < steps:
@@ -42,13 +43,22 @@ def main() -> None:
     ap.add_argument("--out", default="rl_engine.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    tb = build_testbed(TestbedConfig())
-    result = {"raw_textworld_steps_per_s": raw_env_steps_per_s(tb.config.specs()[0]), "estimators": {}}
+    tb_cfg, train = experiment_config("quick", 0)
+    tb = build_testbed(tb_cfg)
+    spec = tb_cfg.specs()[0]
+    result = {"testbed": tb.game_ids, "group_size": train["group_size"], "iterations": args.iterations,
+              "raw_textworld_steps_per_s": env_steps_per_s(TextWorldEnv(generate_game(spec), max_steps=15)),
+              "cached_graph_steps_per_s": env_steps_per_s(
+                  textworld_env_factory([spec], max_steps=15, precompute=True,
+                                        max_states=tb_cfg.max_states)(spec.game_id), 5000),
+              "estimators": {}}
     for name in ("grpo", "gigpo", "g2po"):
         trainer = GRPOTrainer(tb.new_policy(), tb.make_env, tb.game_ids,
-                              GRPOConfig(iterations=args.iterations, estimator=name, seed=0))
+                              GRPOConfig(iterations=args.iterations, estimator=name, seed=0,
+                                         group_size=train["group_size"], max_steps=tb_cfg.max_steps, lr=train["lr"]))
+        logs = trainer.train()  # timed without tracemalloc, which slows Python code several-fold
         tracemalloc.start()
-        logs = trainer.train()
+        trainer.iteration()  # one more iteration, traced, for the peak Python allocation
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         steps = sum(lg.n_steps for lg in logs)
@@ -59,7 +69,9 @@ def main() -> None:
             "rollouts_per_s": rollouts / t_roll,
             "update_s_per_iteration": float(np.mean([lg.time_update for lg in logs])),
             "bookkeeping_s_per_iteration": float(np.mean([lg.time_bookkeeping for lg in logs])),
-            "peak_python_alloc_mb": peak / 2**20,
+            "bookkeeping_share_of_iteration": float(sum(lg.time_bookkeeping for lg in logs) / sum(
+                lg.time_rollout + lg.time_bookkeeping + lg.time_update for lg in logs)),
+            "peak_python_alloc_mb_per_iteration": peak / 2**20,
         }
     result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     text = json.dumps(result, indent=2)

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from divelab.envs.base import InvalidAction, ReplayCache, TextEnv
-from divelab.envs.textworld import TextWorldGameSpec, compact_view, generate_game, textworld_env_factory
+from divelab.envs.textworld import (
+    TextWorldGameSpec,
+    compact_view,
+    game_graph,
+    generate_game,
+    optimal_length,
+    textworld_env_factory,
+    uniform_success,
+)
 from divelab.envs.toy import CorridorEnv
 
 SPEC = TextWorldGameSpec(seed=1, nb_rooms=2, nb_objects=2, quest_length=1)
@@ -101,3 +109,38 @@ def test_replay_cache_reuses_transitions() -> None:
     twin = env.clone()
     assert twin.step("go east")[0] == "room 2. you see a key."
     assert env.actions_taken == ["go east"]
+
+
+def test_explored_graph_matches_live_play_and_needs_no_game_process() -> None:
+    graph = game_graph(SPEC)
+    assert graph["complete"] and len(graph["nodes"]) >= 2
+    assert optimal_length(graph) == 1  # a one-step quest
+    # exact uniform-random success: a one-step quest is won at step 1 with prob 1/|admissible|
+    root = graph["nodes"][graph["roots"]["null"]]
+    wins = sum(r > 0 for _o, r, _d, _i, _j in root["children"].values())
+    assert uniform_success(graph, 1) == pytest.approx(wins / len(root["admissible"]))
+    assert uniform_success(graph, 8) > uniform_success(graph, 1)
+    # the precomputed factory plays exactly like live TextWorld, without starting the game
+    live = textworld_env_factory([SPEC], max_steps=8, precompute=False)(SPEC.game_id)
+    cached = textworld_env_factory([SPEC], max_steps=8, precompute=True)(SPEC.game_id)
+    for seed in range(3):
+        a = play(live, np.random.default_rng(seed))
+        b = play(cached, np.random.default_rng(seed))
+        assert a == b
+    assert cached.env.real_steps == 0 and cached.env.env._env is None
+
+
+def test_replay_cache_explore_export_load_roundtrip() -> None:
+    class Canon(CorridorEnv):  # expose the full state so the cache merges states
+        def canonical_state(self):
+            return frozenset({f"pos {self._pos}"})
+
+    src = ReplayCache(Canon(n_rooms=3, goal=2, max_steps=100))
+    assert src.explore(seed=0)
+    data = src.export_graph()
+    dst = ReplayCache(Canon(n_rooms=3, goal=2, max_steps=100))
+    dst.load_graph(data)
+    dst.reset(0)
+    for a in ["go east", "look", "go east", "take key"]:
+        obs, r, done, info = dst.step(a)
+    assert done and r == 1.0 and info["won"] and dst.real_steps == 0

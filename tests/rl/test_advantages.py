@@ -72,6 +72,31 @@ def test_g2po_merges_states_across_rollouts_and_discounts() -> None:
         get_advantage("g2po")(b, standardize_over="nodes")
 
 
+def test_g2po_return_values_by_hand_and_chains_fall_back_to_grpo() -> None:
+    b = StepBatch(traj_index=np.array([0, 0, 1, 1, 2]), group_index=np.zeros(5, dtype=int),
+                  step_id=np.array([0, 1, 0, 1, 0]), rewards=np.array([0, 1, 0, 0, 0.0]),
+                  dones=np.array([False, True, False, True, True]),
+                  state_keys=["a", "m", "a", "m", "a"], next_state_keys=["m", None, "m", None, None])
+    from divelab.rl.advantages import build_group_graph
+
+    # first-visit discounted returns (gamma 0.9): from a: 0.9, 0, 0 -> V(a) = 0.3; from m: 1, 0 -> 0.5
+    g = build_group_graph(b, np.arange(5), b.returns(), gamma=0.9, returns_to_go=b.return_to_go(0.9))
+    assert g.values == pytest.approx({"a": 0.3, "m": 0.5})
+    assert g.edges[("a", "m", 0.0)] == pytest.approx(0.9 * 0.5 - 0.3)
+    assert g.edges[("m", None, 1.0)] == pytest.approx(0.5) and g.edges[("a", None, 0.0)] == pytest.approx(-0.3)
+    # no shared states (the control): every TD error is 0, so g2po is exactly grpo
+    chain = StepBatch(traj_index=np.array([0, 0, 0, 1, 1]), group_index=np.zeros(5, dtype=int),
+                      step_id=np.array([0, 1, 2, 0, 1]), rewards=np.array([0, 0, 1, 0, 0.0]),
+                      dones=np.array([False, False, True, False, False]),
+                      state_keys=["x0", "x1", "x2", "y0", "y1"], next_state_keys=["x1", "x2", None, "y1", "y2"])
+    np.testing.assert_allclose(get_advantage("g2po")(chain), get_advantage("grpo")(chain), atol=1e-12)
+    # the literal undiscounted-outcome value instead penalises every step of the winning chain
+    lit = get_advantage("g2po")(chain, value="outcome", episode_weight=0.0)
+    assert (lit[:2] < 0).all() and lit[2] == pytest.approx(lit[3])
+    with pytest.raises(ValueError, match="value must be"):
+        get_advantage("g2po")(chain, value="mean")
+
+
 def test_groups_are_independent() -> None:
     a = two_paths()
     b = StepBatch(np.concatenate([a.traj_index, a.traj_index + 2]), np.array([0] * 4 + [1] * 4),

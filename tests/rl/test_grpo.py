@@ -12,6 +12,7 @@ from divelab.lm.models import build_model
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
 from divelab.rl.rollout import IndependentSampler, RolloutSampler
+from divelab.rl.warmstart import exploration_traces, sft_warm_start
 
 SMALL = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
 
@@ -33,6 +34,9 @@ def setup(seed: int = 0):
 def test_smoke_training_improves_over_start() -> None:
     torch.set_num_threads(1)
     policy, make_env = setup()
+    # warm start as the test bed does: clone a uniform explorer, so the start explores (a fresh LM
+    # prefers one-token commands and would almost never try "go east")
+    sft_warm_start(policy, exploration_traces(make_env, ["corridor"], 16, 6, seed=0), steps=30, lr=1e-2)
     before = evaluate(policy, make_env, ["corridor"], episodes=32, max_steps=6, seed=1)
     cfg = GRPOConfig(iterations=12, group_size=8, max_steps=6, estimator="g2po", lr=1e-2, seed=0)
     trainer = GRPOTrainer(policy, make_env, ["corridor"], cfg)
@@ -84,3 +88,42 @@ def test_bad_config_and_custom_sampler() -> None:
     assert Counting.calls == 1
     groups = IndependentSampler(max_steps=4).collect(policy, make_env, ["corridor"], 3, np.random.default_rng(0))
     assert len(groups) == 1 and len(groups[0]) == 3 and all(len(t) <= 4 for t in groups[0])
+
+
+def test_batched_scoring_matches_single_and_full_logits(monkeypatch) -> None:
+    import divelab.rl.policy as policy_mod
+
+    policy, _ = setup(seed=3)
+    ctxs = ["room 0. you see nothing.", "room 1. you see a key. > go east room 1. you see a key."]
+    cands = [["look", "wait", "go east"], ["take key", "go west", "look"]]
+    batched = policy.batch_action_probs(ctxs, cands)
+    policy.invalidate()
+    single = [policy.action_probs(c, k) for c, k in zip(ctxs, cands, strict=True)]
+    for a, b in zip(batched, single, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+        assert a.sum() == pytest.approx(1.0)
+    fast = [lp.detach() for lp in policy.candidate_logprobs(ctxs, cands)]
+    monkeypatch.setattr(policy_mod, "_PLAIN_HEAD_TYPES", frozenset())  # force the full-logits path
+    full = [lp.detach() for lp in policy.candidate_logprobs(ctxs, cands)]
+    for a, b in zip(fast, full, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_lockstep_sampler_groups_and_policies_without_batching() -> None:
+    from divelab.rl.warmstart import UniformPolicy
+
+    _, make_env = setup()
+    groups = IndependentSampler(max_steps=5).collect(UniformPolicy(), make_env, ["corridor", "corridor"], 4,
+                                                     np.random.default_rng(2))
+    assert [len(g) for g in groups] == [4, 4]
+    assert [t.traj_id for g in groups for t in g] == list(range(8))
+    for gi, g in enumerate(groups):
+        assert len({t.seed for t in g}) == 1 and all(t.group_index == gi for t in g)
+        for t in g:
+            assert [s.step_id for s in t.steps] == list(range(len(t)))
+            assert t.won == any(s.reward > 0 for s in t.steps)
+            assert t.truncated == (not t.steps[-1].done) and len(t) <= 5
+    again = IndependentSampler(max_steps=5).collect(UniformPolicy(), make_env, ["corridor", "corridor"], 4,
+                                                    np.random.default_rng(2))
+    assert [[s.action for s in t.steps] for g in again for t in g] == \
+        [[s.action for s in t.steps] for g in groups for t in g]

@@ -23,3 +23,9 @@ def test_reproduce_smoke_computes_claims() -> None:
     ctl_states = [r for r in runs if r["condition"] == "control"][0]
     assert rep_states["distinct_states"][0] < rep_states["n_steps"][0]
     assert ctl_states["distinct_states"][0] == ctl_states["n_steps"][0]
+    # with no repeated state every g2po/gigpo TD/anchor term is 0, so they train exactly like grpo
+    ctl = {r["method"]: r for r in runs if r["condition"] == "control"}
+    assert ctl["g2po"]["success"] == ctl["grpo"]["success"] == ctl["gigpo"]["success"]
+    assert ctl["g2po"]["kl"] == ctl["grpo"]["kl"]
+    shares = [r["within_decision_share"] for r in runs if r["condition"] == "repeat"][0]
+    assert set(shares) == {"grpo", "gigpo", "g2po", "g2po-edge-only"}

@@ -194,6 +194,70 @@ class ReplayCache:
     def actions_taken(self) -> list[str]:
         return list(self._path)
 
+    # -- whole-graph exploration and persistence ----------------------------------------------
+    def explore(self, seed: int | None = None, max_states: int = 2000) -> bool:
+        """Breadth-first expand every reachable state from ``reset(seed)`` (at most ``max_states``
+        non-terminal states), so later play is all cache hits. Returns True when the whole
+        reachable graph was expanded. Only useful with ``canonical_state`` (else the prefix tree
+        is infinite)."""
+        self.reset(seed)
+        root = self._require()
+        seen = {id(root)}
+        queue = [root]
+        while queue:
+            node = queue.pop(0)
+            for a in node.admissible:
+                self._node, self._path = node, list(node.prefix)
+                self.step(a)
+                child = node.children[a].node
+                if id(child) not in seen and not child.done:
+                    if len(seen) >= max_states:
+                        self.reset(seed)
+                        return False
+                    seen.add(id(child))
+                    queue.append(child)
+        self.reset(seed)
+        return True
+
+    def export_graph(self) -> dict[str, Any]:
+        """The cached transition graph as JSON-able data (for :meth:`load_graph`); canonical
+        states must be frozensets of strings (or absent)."""
+        sh = self._shared
+        canon_of = {id(n): sorted(k[1]) for k, n in sh.by_state.items()}
+        index: dict[int, int] = {}
+        order: list[_Node] = []
+
+        def visit(n: _Node) -> int:
+            if id(n) not in index:
+                index[id(n)] = len(order)
+                order.append(n)
+            return index[id(n)]
+
+        roots = {("null" if seed is None else str(seed)): visit(n) for seed, n in sh.tries.items()}
+        nodes = []
+        i = 0
+        while i < len(order):  # order grows while children are visited
+            n = order[i]
+            kids = {a: [e.obs, e.reward, e.done, e.info, visit(e.node)] for a, e in n.children.items()}
+            nodes.append({"obs": n.obs, "admissible": n.admissible, "prefix": n.prefix, "done": n.done,
+                          "canon": canon_of.get(id(n)), "children": kids})
+            i += 1
+        return {"roots": roots, "nodes": nodes}
+
+    def load_graph(self, data: dict[str, Any]) -> None:
+        """Add a graph written by :meth:`export_graph` to this cache (and all its clones)."""
+        sh = self._shared
+        nodes = [_Node(d["obs"], list(d["admissible"]), list(d["prefix"]), bool(d["done"])) for d in data["nodes"]]
+        for n, d in zip(nodes, data["nodes"], strict=True):
+            for a, (obs, r, done, info, j) in d["children"].items():
+                n.children[a] = _Edge(obs, float(r), bool(done), dict(info), nodes[j])
+        for seed_text, j in data["roots"].items():
+            seed = None if seed_text == "null" else int(seed_text)
+            sh.tries.setdefault(seed, nodes[j])
+            for n, d in zip(nodes, data["nodes"], strict=True):
+                if d["canon"] is not None:
+                    sh.by_state.setdefault((seed, frozenset(d["canon"])), n)
+
     def _require(self) -> _Node:
         if self._node is None:
             raise RuntimeError("call reset() before step()/admissible_actions()")

@@ -114,9 +114,9 @@ class TextWorldEnv:
             raise FileNotFoundError(f"no TextWorld game at {self.game_file}")
         self.game_id = game_id or self.game_file.stem
         self.max_steps = max_steps
-        infos = textworld.EnvInfos(admissible_commands=True, won=True, lost=True, description=True,
-                                   inventory=True, feedback=True, objective=True, facts=True)
-        self._env = textworld.start(str(self.game_file), request_infos=infos)
+        self._infos = textworld.EnvInfos(admissible_commands=True, won=True, lost=True, description=True,
+                                         inventory=True, feedback=True, objective=True, facts=True)
+        self._env: Any = None  # the game process starts on first reset (a cached graph may never need it)
         self._state: Any = None
         self._seed: int | None = None
         self._actions: list[str] = []
@@ -131,7 +131,11 @@ class TextWorldEnv:
         return _SEP.join([feedback, desc, inv])
 
     def reset(self, seed: int | None = None) -> str:
+        import textworld
+
         self._seed, self._actions, self._done = seed, [], False
+        if self._env is None:
+            self._env = textworld.start(str(self.game_file), request_infos=self._infos)
         self._state = self._env.reset()
         self.objective = _clean(self._state["objective"])
         return self._observation(self.objective)
@@ -180,7 +184,9 @@ class TextWorldEnv:
         return list(self._actions)
 
     def close(self) -> None:
-        self._env.close()
+        if self._env is not None:
+            self._env.close()
+            self._env = None
 
 
 class StepCap:
@@ -275,16 +281,84 @@ class NonceControl:
         return getattr(self.env, name)
 
 
+def game_graph(spec: TextWorldGameSpec, max_states: int = 400) -> dict[str, Any]:
+    """The game's whole reachable transition graph (every state x admissible command, states
+    merged by world facts), explored once by breadth-first play through :class:`ReplayCache` and
+    cached as JSON; ``complete`` says whether it fits in ``max_states`` states."""
+    import json
+
+    import textworld
+
+    path = generate_game(spec)
+    key = stable_hash({"spec": asdict(spec), "textworld": textworld.__version__, "max_states": max_states,
+                       "format": 1})
+    final = entry_path("textworld-graph", f"{spec.game_id}-{key}")
+    if (final / "graph.json").exists():
+        return json.loads((final / "graph.json").read_text())
+    env = TextWorldEnv(path, spec.game_id, max_steps=1_000_000)
+    cache = ReplayCache(env)
+    complete = cache.explore(None, max_states=max_states)
+    data = {**cache.export_graph(), "complete": complete, "real_steps": cache.real_steps}
+    env.close()
+    with atomic_dir(final) as tmp:
+        (tmp / "graph.json").write_text(json.dumps(data))
+    return data
+
+
+def uniform_success(graph: dict[str, Any], max_steps: int) -> float:
+    """Exact probability that a uniform random player wins within ``max_steps`` steps, from a
+    :func:`game_graph` (transitions outside an incomplete graph count as losses)."""
+    nodes = graph["nodes"]
+    memo: dict[tuple[int, int], float] = {}
+
+    def p(i: int, t: int) -> float:
+        n = nodes[i]
+        if t == 0 or n["done"] or not n["admissible"]:
+            return 0.0
+        if (i, t) not in memo:
+            total = sum(1.0 if r > 0 else 0.0 if done else p(j, t - 1)
+                        for _obs, r, done, _info, j in n["children"].values())
+            memo[(i, t)] = total / len(n["admissible"])
+        return memo[(i, t)]
+
+    return p(graph["roots"]["null"], max_steps)
+
+
+def optimal_length(graph: dict[str, Any]) -> int | None:
+    """Fewest steps to a win in a :func:`game_graph` (None if no win is in it)."""
+    nodes = graph["nodes"]
+    frontier = [graph["roots"]["null"]]
+    seen = set(frontier)
+    depth = 0
+    while frontier:
+        depth += 1
+        nxt = []
+        for i in frontier:
+            for _obs, r, done, _info, j in nodes[i]["children"].values():
+                if r > 0:
+                    return depth
+                if not done and j not in seen:
+                    seen.add(j)
+                    nxt.append(j)
+        frontier = nxt
+    return None
+
+
 def textworld_env_factory(specs: Sequence[TextWorldGameSpec], max_steps: int = 20,
-                          control: bool = False, salt: int = 0) -> EnvFactory:
+                          control: bool = False, salt: int = 0, precompute: bool = False,
+                          max_states: int = 400) -> EnvFactory:
     """``make_env(game_id)`` for the given games (generated now if not cached).
 
-    Each game runs in one TextWorld process wrapped in a :class:`ReplayCache` (states merged by
+    Each game is one TextWorld env wrapped in a :class:`ReplayCache` (states merged by
     TextWorld's world facts); repeated calls for a game id return clones of it, so all rollouts of
-    a game share its transition graph. The step cap is a :class:`StepCap` outside the cache.
-    ``control=True`` wraps each env in :class:`NonceControl`.
+    a game share its transition graph. With ``precompute`` the cache starts from the game's whole
+    reachable graph (:func:`game_graph`, explored once and stored on disk; worth it for small games
+    played many times, as in training), so play is dict look-ups and the game process only starts
+    for a transition outside it. The step cap is
+    a :class:`StepCap` outside the cache. ``control=True`` wraps each env in :class:`NonceControl`.
     """
     files = {s.game_id: generate_game(s) for s in specs}
+    by_id = {s.game_id: s for s in specs}
     roots: dict[str, ReplayCache] = {}
     episodes = itertools.count()
 
@@ -294,6 +368,8 @@ def textworld_env_factory(specs: Sequence[TextWorldGameSpec], max_steps: int = 2
         if game_id not in roots:
             # no cap inside the cache: a cached transition must not depend on the step count
             roots[game_id] = ReplayCache(TextWorldEnv(files[game_id], game_id, max_steps=1_000_000))
+            if precompute:
+                roots[game_id].load_graph(game_graph(by_id[game_id], max_states))
         env: TextEnv = StepCap(roots[game_id].clone(), max_steps)
         return NonceControl(env, salt, episodes) if control else env
 

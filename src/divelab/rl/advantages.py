@@ -12,9 +12,10 @@ Built in:
   normalises the discounted return-to-go within *anchor groups*: steps of the same group that
   start from the same state key.
 - ``g2po`` (arXiv 2606.22995): merge identical state keys across the group's rollouts into one
-  graph; ``V(s)`` = mean outcome of all trajectories through ``s``; each step is an edge with TD
-  error ``delta = r + gamma * V(s') - V(s)`` (``V(terminal) = 0``); the TD errors are standardised
-  over the whole graph; ``A = episode_weight * A_episode + edge_weight * A_edge``.
+  graph; ``V(s)`` = mean (discounted, from the first visit) return of all trajectories through
+  ``s`` (``value="outcome"``: their undiscounted outcome); each step is an edge with TD error
+  ``delta = r + gamma * V(s') - V(s)`` (``V(terminal) = 0``); the TD errors are standardised over
+  the whole graph; ``A = episode_weight * A_episode + edge_weight * A_edge``.
 
 Add one with::
 
@@ -200,15 +201,32 @@ class GroupGraph:
     edges: dict[tuple[Hashable, Hashable | None, float], float]  # (s, s', r) -> TD error
 
 
-def build_group_graph(batch: StepBatch, rows: np.ndarray, outcomes: np.ndarray, gamma: float) -> GroupGraph:
-    """Graph of the steps ``rows`` (one group). ``outcomes[t]`` is trajectory t's return."""
-    through: dict[Hashable, set[int]] = defaultdict(set)
+def build_group_graph(batch: StepBatch, rows: np.ndarray, outcomes: np.ndarray, gamma: float,
+                      returns_to_go: np.ndarray | None = None) -> GroupGraph:
+    """Graph of the steps ``rows`` (one group).
+
+    ``outcomes[t]`` is trajectory t's return. Without ``returns_to_go``, ``V(s)`` is the mean
+    outcome of the trajectories through ``s``. With it (per-step discounted return-to-go, as from
+    :meth:`StepBatch.return_to_go`), each trajectory through ``s`` contributes its discounted return
+    from its *first* visit of ``s``, so ``V`` is a first-visit Monte-Carlo value with the same
+    ``gamma`` as the TD error, and the TD error of a transition seen in one trajectory only is 0.
+    """
+    through: dict[Hashable, dict[int, float]] = defaultdict(dict)
+    by_traj: dict[int, list[int]] = defaultdict(list)
     for i in rows:
-        t = int(batch.traj_index[i])
-        through[batch.state_keys[i]].add(t)
-        if batch.next_state_keys[i] is not None:
-            through[batch.next_state_keys[i]].add(t)
-    values = {s: float(np.mean([outcomes[t] for t in ts])) for s, ts in through.items()}
+        by_traj[int(batch.traj_index[i])].append(int(i))
+    for t, idx in by_traj.items():
+        idx.sort(key=lambda i: batch.step_id[i])
+        for n, i in enumerate(idx):
+            if returns_to_go is None:
+                g_here = g_next = float(outcomes[t])
+            else:
+                g_here = float(returns_to_go[i])
+                g_next = float(returns_to_go[idx[n + 1]]) if n + 1 < len(idx) else 0.0
+            through[batch.state_keys[i]].setdefault(t, g_here)  # first visit wins
+            if batch.next_state_keys[i] is not None:
+                through[batch.next_state_keys[i]].setdefault(t, g_next)
+    values = {s: float(np.mean(list(ts.values()))) for s, ts in through.items()}
     edges: dict[tuple[Hashable, Hashable | None, float], float] = {}
     for i in rows:
         s, s2, r = batch.state_keys[i], batch.next_state_keys[i], float(batch.rewards[i])
@@ -220,21 +238,32 @@ def build_group_graph(batch: StepBatch, rows: np.ndarray, outcomes: np.ndarray, 
 @register_advantage("g2po")
 def g2po_advantage(batch: StepBatch, *, epsilon: float = 1e-6, gamma: float = 0.95,
                    episode_weight: float = 1.0, edge_weight: float = 1.0,
-                   standardize_over: str = "edges") -> np.ndarray:
+                   standardize_over: str = "edges", value: str = "return") -> np.ndarray:
     """G2PO edge advantage (see the module docstring).
 
     ``standardize_over="edges"`` standardises over the graph's distinct edges (each transition
     counted once, the paper's "whole graph"); ``"steps"`` over step occurrences (frequent edges
     weigh more). ``episode_weight`` adds GRPO's episode advantage (the paper leaves the combination
     open; GiGPO and GraphGPO add it, so the default does too; set 0 for the edge term alone).
+
+    ``value="return"`` (default): ``V(s)`` is the mean discounted return from ``s`` (first visit)
+    over the trajectories through it, consistent with the discounted TD error, so a path no other
+    rollout shares gets edge credit 0 and G2PO falls back to GRPO where states never repeat.
+    ``value="outcome"``: the literal "mean outcome of the trajectories through s" (undiscounted);
+    with ``gamma < 1`` every edge of a winning chain then has TD error ``-(1 - gamma)``, which
+    the standardisation turns into a full negative unit (see ``docs/g2po.md`` for what that does
+    to training when states never repeat).
     """
     if standardize_over not in ("edges", "steps"):
         raise ValueError(f"standardize_over must be 'edges' or 'steps', got {standardize_over!r}")
+    if value not in ("return", "outcome"):
+        raise ValueError(f"value must be 'return' or 'outcome', got {value!r}")
     outcomes = batch.returns()
+    rtg = batch.return_to_go(gamma) if value == "return" else None
     a_edge = np.zeros(len(batch))
     for g in np.unique(batch.group_index):
         rows = np.flatnonzero(batch.group_index == g)
-        graph = build_group_graph(batch, rows, outcomes, gamma)
+        graph = build_group_graph(batch, rows, outcomes, gamma, returns_to_go=rtg)
         deltas = np.array([graph.edges[(batch.state_keys[i], batch.next_state_keys[i], float(batch.rewards[i]))]
                            for i in rows])
         pool = np.array(list(graph.edges.values())) if standardize_over == "edges" else deltas

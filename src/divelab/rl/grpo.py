@@ -81,6 +81,7 @@ class IterationLog:
     time_rollout: float
     time_bookkeeping: float  # StepBatch + advantage estimator (graph building for g2po)
     time_update: float  # reference scoring + optimisation
+    mixed_group_frac: float = float("nan")  # groups whose rollouts' returns differ (GRPO has a signal)
 
 
 class GRPOTrainer:
@@ -106,6 +107,7 @@ class GRPOTrainer:
         for p in self.reference.parameters():
             p.requires_grad_(False)
         self._ref_policy = LMPolicy(self.reference, policy.tokenizer, policy.config)
+        self._ref_cache: dict[tuple[str, tuple[str, ...]], torch.Tensor] = {}
         self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.lr)
         self.logs: list[IterationLog] = []
         self.last_groups: list[list[Trajectory]] = []
@@ -164,8 +166,13 @@ class GRPOTrainer:
         steps = [s for g in groups for tr in g for s in tr.steps]
         # reference log-probs first, so estimators that need them (progress advantage) have them
         uniq, inverse = _unique_inputs(steps)
-        with torch.no_grad():
-            ref_lp = self._ref_policy.candidate_logprobs([u[0] for u in uniq], [list(u[1]) for u in uniq])
+        # the reference is frozen, so its log-probs are memoised across iterations
+        todo = [u for u in uniq if u not in self._ref_cache]
+        if todo:
+            with torch.no_grad():
+                lps = self._ref_policy.candidate_logprobs([u[0] for u in todo], [list(u[1]) for u in todo])
+            self._ref_cache.update(zip(todo, lps, strict=True))
+        ref_lp = [self._ref_cache[u] for u in uniq]
         ref_chosen = torch.stack([ref_lp[inverse[i]][s.action_index] for i, s in enumerate(steps)])
         for s, r in zip(steps, ref_chosen.tolist(), strict=True):
             s.ref_logprob = r
@@ -211,6 +218,7 @@ class GRPOTrainer:
             zero_adv_frac=float(np.mean(np.abs(adv) < 1e-8)), entropy=entropy, kl=kl_before, loss=loss_val,
             n_steps=len(steps), distinct_states=len({(s.state_key) for s in steps}),
             time_rollout=t1 - t0, time_bookkeeping=t3 - t2, time_update=(t2 - t1) + (t4 - t3),
+            mixed_group_frac=float(np.mean([len({tr.reward for tr in g}) > 1 for g in groups])),
         )
         self.logs.append(log)
         self.last_groups, self.last_advantages = groups, adv

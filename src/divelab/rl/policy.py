@@ -88,6 +88,18 @@ class LMPolicy:
             self._probs_cache[key] = hit
         return hit
 
+    @torch.no_grad()
+    def batch_action_probs(self, contexts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """:meth:`action_probs` for many pairs: the ones not memoised yet are scored in one
+        batched pass (duplicates once), which is what lockstep samplers call each step."""
+        keys = [(c, tuple(k)) for c, k in zip(contexts, candidates, strict=True)]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._probs_cache))
+        if todo:
+            lps = self.candidate_logprobs([k[0] for k in todo], [list(k[1]) for k in todo])
+            for k, lp in zip(todo, lps, strict=True):
+                self._probs_cache[k] = lp.exp().double().numpy()
+        return [self._probs_cache[k] for k in keys]
+
     def invalidate(self) -> None:
         self._probs_cache.clear()
 
@@ -142,7 +154,28 @@ class LMPolicy:
             attn[r, :len(ids)] = 1
             score_mask[r, len(ids) - n:len(ids)] = True
         input_ids, attn, score_mask = input_ids.to(device), attn.to(device), score_mask.to(device)
-        logits = self.model(input_ids=input_ids, attention_mask=attn).logits[:, :-1].float()
         targets = input_ids[:, 1:]
+        pred_mask = score_mask[:, 1:]  # position t predicts token t + 1
+        head = _plain_lm_head(self.model)
+        if head is not None:
+            # project only the positions that are scored (a few per row) through the LM head:
+            # the same numbers as full logits, without the (rows x width x vocab) tensor
+            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attn).last_hidden_state[:, :-1]
+            rows_i, cols_i = pred_mask.nonzero(as_tuple=True)
+            logits = head(hidden[rows_i, cols_i]).float()
+            tok_lp = torch.log_softmax(logits, dim=-1).gather(-1, targets[rows_i, cols_i].unsqueeze(-1)).squeeze(-1)
+            return torch.zeros(len(rows), dtype=tok_lp.dtype, device=device).index_add(0, rows_i, tok_lp)
+        logits = self.model(input_ids=input_ids, attention_mask=attn).logits[:, :-1].float()
         tok_lp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        return (tok_lp * score_mask[:, 1:]).sum(dim=1)
+        return (tok_lp * pred_mask).sum(dim=1)
+
+
+# causal LMs whose logits are exactly lm_head(last hidden state) (no soft-capping or scaling)
+_PLAIN_HEAD_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Module | None:
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD_TYPES or not hasattr(model, "get_output_embeddings"):
+        return None
+    return model.get_output_embeddings()

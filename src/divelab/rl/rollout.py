@@ -8,7 +8,9 @@ everything the update needs.
 A *sampler* decides which rollouts to collect for a batch of games. :class:`IndependentSampler`
 is plain GRPO sampling (G independent episodes per game); tree samplers (InfoTree, E162) plug in
 by implementing :class:`RolloutSampler` and can branch from any prefix with
-:func:`continue_episode` after ``env.restore(prefix)`` / ``env.clone()``.
+:func:`continue_episode` after ``env.restore(prefix)`` / ``env.clone()``. A policy may also offer
+``batch_action_probs(contexts, candidates)``; samplers that play many episodes at once use it
+through :func:`policy_probs` (one forward pass per step of the whole batch).
 """
 
 from __future__ import annotations
@@ -123,10 +125,26 @@ def continue_episode(policy: Policy, env: TextEnv, observations: list[str], acti
     return steps, won, True
 
 
+def policy_probs(policy: Policy, contexts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """Candidate probabilities for many (context, candidates) pairs at once: one batched call when
+    the policy has ``batch_action_probs(contexts, candidates)`` (as :class:`~divelab.rl.policy.LMPolicy`
+    does, so a step of G lockstep rollouts is one forward pass), else one ``action_probs`` call each."""
+    batched = getattr(policy, "batch_action_probs", None)
+    if batched is not None:
+        return [np.asarray(p, dtype=np.float64) for p in batched(list(contexts), [list(c) for c in candidates])]
+    return [np.asarray(policy.action_probs(c, list(k)), dtype=np.float64)
+            for c, k in zip(contexts, candidates, strict=True)]
+
+
 @dataclass
 class IndependentSampler:
     """Plain GRPO sampling: ``group_size`` independent episodes per game from ``reset(seed)``.
 
+    All episodes of the batch (every game, every rollout) are played in lockstep, so each step's
+    decisions are scored in one batched policy call (:func:`policy_probs`); actions are drawn in a
+    fixed (game, rollout) order, so a seed gives the same batch. The G envs of a game are one
+    ``make_env(game_id)`` and its ``clone()``s, each ``reset(seed)`` (a fresh episode); clones should
+    be cheap (the TextWorld factory's :class:`~divelab.envs.base.ReplayCache` clones share one game).
     ``max_steps`` caps each episode (envs may have their own cap as well). ``greedy`` plays the
     argmax action (evaluation)."""
 
@@ -137,18 +155,61 @@ class IndependentSampler:
                 rng: np.random.Generator) -> list[list[Trajectory]]:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
-        groups: list[list[Trajectory]] = []
-        next_id = 0
+        live: list[_Episode] = []
         for gi, game_id in enumerate(game_ids):
-            env = make_env(game_id)
+            base = make_env(game_id)
             seed = int(rng.integers(0, 2**31 - 1))
-            group = []
-            for _ in range(group_size):
+            for k in range(group_size):
+                env = base if k == 0 else base.clone()
                 obs = env.reset(seed)
-                steps, won, truncated = continue_episode(policy, env, [obs], [], rng, self.max_steps,
-                                                         greedy=self.greedy)
-                group.append(Trajectory(game_id=game_id, group_index=gi, steps=steps, won=won,
-                                        truncated=truncated, seed=seed, traj_id=next_id))
-                next_id += 1
-            groups.append(group)
+                live.append(_Episode(game_id, gi, seed, gi * group_size + k, env, [obs]))
+        episodes = list(live)
+        while live:
+            cands = [ep.env.admissible_actions() for ep in live]
+            for ep, c in zip(live, cands, strict=True):
+                if not c:
+                    raise RuntimeError(f"env gave no admissible actions in a non-terminal state: "
+                                       f"{ep.observations[-1][:80]!r}")
+            ctxs = [policy.context(ep.observations, ep.actions) for ep in live]
+            probs = policy_probs(policy, ctxs, cands)
+            still = []
+            for ep, ctx, c, p in zip(live, ctxs, cands, probs, strict=True):
+                idx = int(np.argmax(p)) if self.greedy else int(rng.choice(len(c), p=p / p.sum()))
+                action = c[idx]
+                obs = ep.observations[-1]
+                nobs, reward, done, info = ep.env.step(action)
+                ep.steps.append(Step(
+                    observation=obs, context=ctx, action=action, candidates=list(c), action_index=idx,
+                    logprob=float(np.log(max(p[idx], 1e-30))), reward=float(reward),
+                    state_key=ep.env.state_key(obs), next_state_key=None if done else ep.env.state_key(nobs),
+                    step_id=len(ep.steps), done=bool(done), info=dict(info),
+                ))
+                ep.observations.append(nobs)
+                ep.actions.append(action)
+                if done:
+                    ep.won = bool(info.get("won", reward > 0))
+                elif len(ep.steps) >= self.max_steps:
+                    ep.truncated = True
+                else:
+                    still.append(ep)
+            live = still
+        groups: list[list[Trajectory]] = [[] for _ in game_ids]
+        for ep in episodes:
+            groups[ep.group_index].append(Trajectory(game_id=ep.game_id, group_index=ep.group_index, steps=ep.steps,
+                                                     won=ep.won, truncated=ep.truncated, seed=ep.seed,
+                                                     traj_id=ep.traj_id))
         return groups
+
+
+@dataclass
+class _Episode:
+    game_id: str
+    group_index: int
+    seed: int
+    traj_id: int
+    env: TextEnv
+    observations: list[str]
+    actions: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    won: bool = False
+    truncated: bool = False

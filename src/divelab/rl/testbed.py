@@ -19,7 +19,13 @@ from tokenizers import Tokenizer
 
 from divelab.cache import atomic_dir, entry_path, stable_hash
 from divelab.envs.base import EnvFactory
-from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_env_factory
+from divelab.envs.textworld import (
+    TextWorldGameSpec,
+    compact_view,
+    game_graph,
+    textworld_env_factory,
+    uniform_success,
+)
 from divelab.lm.models import build_model
 from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
 from divelab.rl.warmstart import exploration_traces, sft_warm_start, trace_texts
@@ -43,13 +49,35 @@ class TestbedConfig:
     tail_tokens: int = 48
     sft_episodes: int = 8  # exploration episodes per game
     sft_steps: int = 80
+    sft_lr: float = 5e-3
     seed: int = 0
+    # game selection: with min_random_success > 0, scan generator seeds from game_seed0 and keep
+    # the first n_games whose whole graph has <= max_states states and that a uniform random
+    # player wins within max_steps with at least this probability (games a small policy can
+    # learn within a short budget; the rule, not a hand pick, decides)
+    min_random_success: float = 0.0
+    max_states: int = 400
+    seed_scan: int = 40
 
     __test__ = False  # not a pytest class
 
     def specs(self) -> list[TextWorldGameSpec]:
-        return [TextWorldGameSpec(seed=self.game_seed0 + i, nb_rooms=self.nb_rooms, nb_objects=self.nb_objects,
-                                  quest_length=self.quest_length) for i in range(self.n_games)]
+        def spec(seed: int) -> TextWorldGameSpec:
+            return TextWorldGameSpec(seed=seed, nb_rooms=self.nb_rooms, nb_objects=self.nb_objects,
+                                     quest_length=self.quest_length)
+
+        if self.min_random_success <= 0:
+            return [spec(self.game_seed0 + i) for i in range(self.n_games)]
+        kept: list[TextWorldGameSpec] = []
+        for seed in range(self.game_seed0, self.game_seed0 + self.seed_scan):
+            graph = game_graph(spec(seed), self.max_states)
+            if graph["complete"] and uniform_success(graph, self.max_steps) >= self.min_random_success:
+                kept.append(spec(seed))
+                if len(kept) == self.n_games:
+                    return kept
+        raise ValueError(f"only {len(kept)} of {self.seed_scan} generated games pass min_random_success="
+                         f"{self.min_random_success} with max_steps={self.max_steps}, max_states={self.max_states}; "
+                         "lower the threshold, raise max_steps or seed_scan")
 
 
 @dataclass
@@ -75,8 +103,9 @@ class Testbed:
 def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
     cfg = cfg or TestbedConfig()
     specs = cfg.specs()
-    make_env = textworld_env_factory(specs, max_steps=cfg.max_steps)
-    make_control = textworld_env_factory(specs, max_steps=cfg.max_steps, control=True, salt=cfg.seed)
+    make_env = textworld_env_factory(specs, max_steps=cfg.max_steps, precompute=True, max_states=cfg.max_states)
+    make_control = textworld_env_factory(specs, max_steps=cfg.max_steps, control=True, salt=cfg.seed,
+                                         precompute=True, max_states=cfg.max_states)
     ids = [s.game_id for s in specs]
     final = entry_path("rl-testbed", stable_hash(asdict(cfg)))
     if not (final / "model.safetensors").exists():
@@ -85,7 +114,7 @@ def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
         model = build_model(cfg.model, tok.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
         policy = LMPolicy(model, tok, PolicyConfig(history=cfg.history, head_tokens=0, tail_tokens=cfg.tail_tokens),
                           view=compact_view)
-        losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, seed=cfg.seed)
+        losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=cfg.seed)
         with atomic_dir(final) as tmp:
             tok.save(str(tmp / "tokenizer.json"))
             save_model(model, str(tmp / "model.safetensors"))
