@@ -141,3 +141,43 @@ def test_reproduce_smoke_computes_claims():
     assert lossless.verdict.value == "reproduced"
     assert "SYNTHETIC" in rep.details["sps"]["synthetic_label"]
     assert rep.figures
+
+
+def test_joint_training_matches_single_and_regenerate(target):
+    from divelab.serving.dspark import train_drafters
+    from divelab.serving.dspark.training import regenerate
+
+    stream = np.random.default_rng(1).integers(0, 41, 3000)
+    cfg = DrafterTrainConfig(steps=3, batch_size=2, seq_len=20, anchors_per_seq=3, seed=5)
+
+    def fresh(kind):
+        torch.manual_seed(0)
+        return Drafter.for_target(target, DrafterConfig(kind=kind, gamma=3, window=5, rank=4)).double()
+
+    single = train_drafter(target, fresh("markov"), stream, cfg).losses
+    joint = train_drafters(target, [fresh("markov"), fresh("parallel")], stream, cfg)
+    assert joint[0].losses == single  # sharing the target forward changes nothing for the first drafter
+    assert joint[1].losses != single
+    rows = regenerate(target, stream, n_seqs=3, length=12, prompt_len=5, seed=2)
+    assert rows.shape == (3, 12) and rows.max() < 41
+    assert np.array_equal(rows, regenerate(target, stream, n_seqs=3, length=12, prompt_len=5, seed=2))
+    # training windows come from inside the rows
+    cfg2 = DrafterTrainConfig(steps=2, batch_size=2, seq_len=10, anchors_per_seq=2, seed=5)
+    assert np.isfinite(train_drafter(target, fresh("rnn"), rows, cfg2).losses).all()
+    with pytest.raises(ValueError, match="shorter than seq_len"):
+        train_drafter(target, fresh("rnn"), rows[:, :8], cfg2)
+
+
+def test_draft_confidences_equal_teacher_forced_on_own_drafts(target):
+    """The batched confidence call after the sequential loop gives c_k from x_{k-1} exactly as
+    teacher forcing on the drafter's own samples does (no look-ahead at x_k)."""
+    torch.manual_seed(0)
+    for kind in ("markov", "rnn", "parallel"):
+        d = Drafter.for_target(target, DrafterConfig(kind=kind, gamma=4, window=5, rank=4)).double()
+        ctx = torch.randn(3, 5, 48, dtype=torch.float64)
+        mask = torch.ones(3, 5, dtype=torch.bool)
+        anchor = torch.tensor([1, 7, 30])
+        out = d.draft(ctx, mask, anchor, 1.0, torch.Generator().manual_seed(0))
+        logits, conf = d.forward_train(ctx, mask, anchor, out.tokens)
+        assert torch.allclose(out.conf_logits.double(), conf, atol=1e-6), kind
+        assert torch.allclose(out.probs, torch.softmax(logits, -1), atol=1e-9), kind

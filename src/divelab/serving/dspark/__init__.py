@@ -34,12 +34,12 @@ from divelab.serving.dspark.scheduler import (
     make_scheduler,
 )
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
-from divelab.serving.dspark.training import DrafterTrainConfig, train_drafter
+from divelab.serving.dspark.training import DrafterTrainConfig, train_drafter, train_drafters
 
 __all__ = [
     "DRAFTER_KINDS", "ConfidenceScheduler", "Drafter", "DrafterConfig", "DrafterTrainConfig", "FixedK",
     "GlobalArgmaxScheduler", "Request", "SPSCurve", "STSCalibration", "Scheduler", "ServeResult", "SpecEngine",
     "StaleKScheduler", "StaticThreshold", "calibrate", "collect_rounds", "ece", "encode_texts", "fit_sts",
-    "load_drafter", "make_scheduler", "measure_sps", "plain_greedy", "roc_auc", "save_drafter", "train_drafter",
+    "load_drafter", "make_scheduler", "measure_sps", "plain_greedy", "roc_auc", "save_drafter", "train_drafter", "train_drafters",
     "train_drafter_on_text", "verify_block",
 ]

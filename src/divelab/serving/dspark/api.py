@@ -103,16 +103,19 @@ def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list
     full = [r for r in eng.round_log if r["avail"] == g]
     z = np.stack([r["conf_logits"] for r in full]) if full else np.zeros((0, g))
     acc = np.array([r["accepted"] for r in full], dtype=np.int64)
-    return {"conf_logits": z, "accepted": acc, "labels": survival_labels(acc, g), "gamma": g,
+    # the exact per-position acceptance probability (target vs draft at the drafted prefix): the
+    # best any confidence head could predict, so its AUC is the ceiling for the head's AUC
+    oracle = np.stack([r["accept_prob"] for r in full]) if full and "accept_prob" in full[0] else None
+    return {"conf_logits": z, "accepted": acc, "labels": survival_labels(acc, g), "gamma": g, "accept_prob": oracle,
             "sequential_s": float(np.mean(seq_s)) if seq_s else 0.0,
             "draft_s": float(np.mean(draft_s)) if draft_s else 0.0,
             "step_s": float(np.mean(step_s)) if step_s else 0.0}
 
 
 def calibrate(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int = 48,
-              temperature: float = 1.0, seed: int = 0) -> STSCalibration:
-    """Fit Sequential Temperature Scaling on held-out prompts."""
-    rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed)
+              temperature: float = 1.0, seed: int = 0, gamma: int | None = None) -> STSCalibration:
+    """Fit Sequential Temperature Scaling on held-out prompts (blocks of ``gamma``, default the drafter's)."""
+    rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed, gamma=gamma)
     if len(rounds["accepted"]) == 0:
         raise ValueError("no full-γ verification rounds collected; give longer generations or more prompts")
     return fit_sts(rounds["conf_logits"], rounds["labels"])

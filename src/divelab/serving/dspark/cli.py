@@ -15,6 +15,8 @@ def register(app: typer.Typer) -> None:
         kind: str = typer.Option("markov", help="parallel | markov | rnn | ar"),
         gamma: int = typer.Option(8, help="draft block length γ (>= 1)"),
         steps: int = typer.Option(200, help="training steps"),
+        regenerate: int = typer.Option(0, help="train on this many target-sampled sequences (0 = corpus text)"),
+        lr: float = typer.Option(5e-3, help="learning rate"),
         corpus: Path = typer.Option(None, help="a text file or directory of .py/.txt files (default: stdlib train split)"),
         calibrate_prompts: int = typer.Option(8, help="held-out prompts for STS calibration (0 = skip)"),
         seed: int = typer.Option(0),
@@ -41,7 +43,8 @@ def register(app: typer.Typer) -> None:
                 tokens, held = tokens[:cut], tokens[cut:]
             torch.manual_seed(seed)
             drafter = train_drafter_on_text(model, tok, tokens, kind=kind, gamma=gamma,
-                                            train_config=DrafterTrainConfig(steps=steps, seed=seed))
+                                            train_config=DrafterTrainConfig(steps=steps, seed=seed, lr=lr,
+                                                                                regenerate=regenerate))
             cal = None
             if calibrate_prompts > 0:
                 rng = np.random.default_rng(seed)

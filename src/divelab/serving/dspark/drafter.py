@@ -285,11 +285,15 @@ class Drafter(nn.Module):
         prev = anchor
         state = h.new_zeros(n, self.config.rank) if self.config.kind == "rnn" else None
         for k in range(g):  # the sequential head: cheap left-to-right loop
-            bias, feat, state = self._seq_bias(h[:, k], prev, state)
-            logits = base[:, k] if bias is None else base[:, k] + bias
-            conf[:, k] = self._conf(h[:, k], feat)
-            pick(logits, k)
+            bias, _, state = self._seq_bias(h[:, k], prev, state)
+            pick(base[:, k] if bias is None else base[:, k] + bias, k)
             prev = tokens[:, k]
+        # confidences need only the previous tokens, all known now: one batched head call
+        # (c_k depends on x_{k-1} exactly as in the loop, so nothing anticipates x_k)
+        feat = None
+        if self.config.kind in ("markov", "rnn"):
+            feat = self.w1(torch.cat([anchor[:, None], tokens[:, : g - 1]], dim=1))
+        conf[:] = self._conf(h[:, :g], feat)
         t2 = time.perf_counter()
         return DraftOutput(tokens, probs, conf, {"backbone_s": t1 - t0, "sequential_s": t2 - t1})
 

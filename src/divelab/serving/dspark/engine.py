@@ -148,7 +148,10 @@ class SpecEngine:
             attn[i, p - ln: p + len(row)] = 1
             pos[i] = ln + torch.arange(t)
         cache = DynamicCache(config=self.target.config)
-        for li in range(len(states[0].kv)):
+        if n == 1:  # a single request: its cache as a view, no padding, no stacking copy
+            for li, (k, v) in enumerate(states[0].kv):
+                cache.update(k[None], v[None], li)
+        for li in range(len(states[0].kv) if n > 1 else 0):
             ks, vs = [], []
             for s, ln in zip(states, lens, strict=True):
                 k, v = s.kv[li]
@@ -253,9 +256,12 @@ class SpecEngine:
             s.rounds += 1
             s.committed_in_rounds += n_acc + 1
             if self.record_rounds and drafts is not None:
-                self.round_log.append({"ell": li, "accepted": n_acc,
-                                       "conf_logits": conf_logits[i].double().numpy().copy(),
-                                       "avail": int(avail[i])})
+                entry = {"ell": li, "accepted": n_acc, "conf_logits": conf_logits[i].double().numpy().copy(),
+                         "avail": int(avail[i])}
+                if dp is not None:  # analytic acceptance Σ_v min(p_d, p_t) at the drafted prefix (an oracle)
+                    pt = probs_at(logits[i, :li], self.temperature)
+                    entry["accept_prob"] = torch.minimum(pt, dp).sum(-1).numpy()
+                self.round_log.append(entry)
             s.done = self._finished(s)
         t_end = time.perf_counter()
         return StepRecord(ell=np.asarray(ell), accepted=accepted, verify_tokens=int(sum(len(r) for r in rows)),

@@ -19,7 +19,7 @@ from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable, 
 from divelab.scale import check_scale, pick
 from divelab.serving.dspark import exact
 from divelab.serving.dspark.api import collect_rounds, load_drafter, save_drafter
-from divelab.serving.dspark.calibration import calibration_report, fit_sts, reliability
+from divelab.serving.dspark.calibration import calibration_report, fit_sts, reliability, roc_auc
 from divelab.serving.dspark.drafter import Drafter, DrafterConfig
 from divelab.serving.dspark.engine import Request, SpecEngine
 from divelab.serving.dspark.scheduler import (
@@ -31,9 +31,9 @@ from divelab.serving.dspark.scheduler import (
     make_scheduler,
 )
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
-from divelab.serving.dspark.training import DrafterTrainConfig, train_drafter
+from divelab.serving.dspark.training import DrafterTrainConfig, regenerate, train_drafters
 
-_VERSION = 1
+_VERSION = 2
 NOTES = "papers/serving-dspark.md"
 KINDS = ("parallel", "markov", "rnn", "ar")
 
@@ -95,16 +95,66 @@ def _prompts(stream: np.ndarray, n: int, length: int, seed: int) -> list[list[in
 
 def _drafter(target, target_key: str, kind: str, gamma: int, tokens: np.ndarray, tcfg: DrafterTrainConfig,
              dcfg: dict) -> Drafter:
-    cfg = DrafterConfig(kind=kind, gamma=gamma, **dcfg)
-    key = stable_hash({"target": target_key, "cfg": cfg.to_dict(), "train": tcfg.to_dict(), "v": _VERSION})
-    path = entry_path("dspark-drafters", key)
-    if (path / "drafter.safetensors").exists():
-        return load_drafter(path, target)[0]
-    torch.manual_seed(tcfg.seed)  # drafter initialisation is part of the seeded run
-    d = Drafter.for_target(target, cfg)
-    train_drafter(target, d, tokens, tcfg, description=f"{kind} γ={gamma}")
-    save_drafter(d, path)
-    return d
+    """One cached drafter (trained alone). Used by the benchmark."""
+    return _drafter_group(target, target_key, [(kind, gamma, dcfg)], tokens, tcfg)[0]
+
+
+def _drafter_group(target, target_key: str, specs: list[tuple[str, int, dict]], tokens: np.ndarray | None,
+                   tcfg: DrafterTrainConfig, data_key: object = None, make_tokens=None) -> list[Drafter]:
+    """Drafters for (kind, γ, config) specs, each cached on its own; the missing ones are trained
+    together in one loop (sharing the target forward of every batch). ``data_key`` names the
+    training data when ``tokens`` is not the corpus stream (e.g. target-regenerated rows)."""
+    out: list[Drafter | None] = []
+    todo: list[tuple[int, Drafter, object]] = []
+    for i, (kind, gamma, dcfg) in enumerate(specs):
+        cfg = DrafterConfig(kind=kind, gamma=gamma, **dcfg)
+        key = stable_hash({"target": target_key, "cfg": cfg.to_dict(), "train": tcfg.to_dict(), "data": data_key,
+                           "group": [(k, g, sorted(c.items())) for k, g, c in specs], "v": _VERSION})
+        path = entry_path("dspark-drafters", key)
+        if (path / "drafter.safetensors").exists():
+            out.append(load_drafter(path, target)[0])
+            continue
+        torch.manual_seed(tcfg.seed + i)  # drafter initialisation is part of the seeded run
+        out.append(None)
+        todo.append((i, Drafter.for_target(target, cfg), path))
+    if todo:
+        desc = ", ".join(f"{d.config.kind} γ={d.config.gamma}" for _, d, _ in todo)
+        if tokens is None:  # built only when something must be trained (cache misses)
+            tokens = make_tokens()
+        train_drafters(target, [d for _, d, _ in todo], tokens, tcfg, description=desc)
+        for i, d, path in todo:
+            save_drafter(d, path)
+            out[i] = d
+    return out  # type: ignore[return-value]
+
+
+def build_drafters(target, tkey: str, train_tok: np.ndarray, scale: str, seed: int, tcfg: DrafterTrainConfig,
+                   dcfg: dict, gammas: list[int], g_main: int, n_regen: int) -> dict:
+    """The reproduction's drafters {(kind, γ): Drafter} (cached; the benchmark reuses them).
+
+    Training data: continuations sampled (T=1) from the target after corpus prompts — the paper
+    trains on the target's own responses; it matches what the drafter is verified against.
+    Parallel and Markov drafters at every γ (the γ-trend claim); the RNN head at the main γ (every
+    γ at smoke); one AR drafter at the largest γ (autoregressive, so it serves every γ)."""
+    regen_key = {"n": n_regen, "len": tcfg.seq_len + 16, "seed": seed, "T": 1.0}
+    data = None
+    rnn_gammas = gammas if scale == "smoke" else [g_main]
+    drafters: dict = {}
+
+    def data_once() -> np.ndarray:
+        nonlocal data
+        if data is None:
+            data = regenerate(target, train_tok, n_regen, tcfg.seq_len + 16, temperature=1.0, seed=seed)
+        return data
+
+    for g in gammas:
+        specs = [(k, g, dcfg) for k in ("parallel", "markov")] + ([("rnn", g, dcfg)] if g in rnn_gammas else [])
+        if g == max(gammas):
+            specs.append(("ar", g, {**dcfg, "n_layers": 1}))
+        group = _drafter_group(target, tkey, specs, None, tcfg, regen_key, data_once)
+        for (kind, _, _), d in zip(specs, group, strict=True):
+            drafters[(kind, g)] = d
+    return drafters
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -186,37 +236,53 @@ def _matched_speedup(pts_a: list[dict], pts_b: list[dict]) -> tuple[float, str]:
 # ------------------------------------------------------------------------------------------ main
 def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     check_scale(scale)
+    # 1-M-parameter models are dispatch-bound: intra-op threads only add synchronisation (and spin
+    # badly when the cores are shared), so everything here runs single-threaded.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _reproduce(scale, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _reproduce(scale: str, seed: int) -> Reproduction:
     t0 = time.perf_counter()
     torch.manual_seed(seed)
     rep = Reproduction("dspark", "DSpark: confidence-scheduled speculative decoding", scale, seed)
     target, train_tok, val_tok, test_tok, tkey, tdesc = _setup(scale, seed)
     gammas = pick(scale, smoke=[4], quick=[4, 8, 16], full=[4, 8, 16])
     g_main = pick(scale, smoke=4, quick=8, full=8)
-    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=120, full=1500), seed=seed,
-                              batch_size=pick(scale, smoke=2, quick=4, full=8))
+    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=200, full=1500), seed=seed, lr=5e-3,
+                              batch_size=pick(scale, smoke=2, quick=8, full=16))
     dcfg = {"window": 16, "rank": pick(scale, smoke=8, quick=32, full=64)}
     n_prompts = pick(scale, smoke=2, quick=12, full=64)
-    max_new = pick(scale, smoke=10, quick=40, full=128)
+    max_new = pick(scale, smoke=10, quick=48, full=128)
     test_prompts = _prompts(test_tok, n_prompts, 16, seed + 1)
-    val_prompts = _prompts(val_tok, n_prompts, 16, seed + 2)
+    val_prompts = _prompts(val_tok, pick(scale, smoke=2, quick=36, full=128), 16, seed + 2)  # STS fit set
     rng = np.random.default_rng(seed)
 
     # --- E2: τ per drafter and γ; per-position acceptance; sequential-head overhead ----------------
-    drafters: dict = {}
+    n_regen = pick(scale, smoke=16, quick=512, full=4096)
+    drafters = build_drafters(target, tkey, train_tok, scale, seed, tcfg, dcfg, gammas, g_main, n_regen)
+    ar = drafters[("ar", max(gammas))]
+    phases = {"setup+train_s": time.perf_counter() - t0}
     rounds: dict = {}
-    ar = _drafter(target, tkey, "ar", max(gammas), train_tok, tcfg, {**dcfg, "n_layers": 1})
     for g in gammas:
         for kind in KINDS:
-            d = ar if kind == "ar" else _drafter(target, tkey, kind, g, train_tok, tcfg, dcfg)
+            d = ar if kind == "ar" else drafters.get((kind, g))
+            if d is None:
+                continue
             drafters[(kind, g)] = d
             rounds[(kind, g)] = collect_rounds(target, d, test_prompts, max_new, 1.0, seed, gamma=g)
+    phases["tau_rounds_s"] = time.perf_counter() - t0 - sum(phases.values())
     tau = {f"{k}@{g}": float(np.mean(rounds[(k, g)]["accepted"] + 1)) for (k, g) in rounds}
     cond = {f"{k}@{g}": _cond_accept(rounds[(k, g)]["accepted"], g).tolist() for (k, g) in rounds}
     rep.details.update(tau=tau, cond_accept=cond)
     for g in gammas:
         rep.add(Claim(f"accepted length τ (incl. bonus, T=1, fixed block) at γ={g}: parallel / markov / rnn / AR",
                       "Qwen3-4B macro τ at block 7: DFlash 4.06, DSpark 4.73, Eagle3 3.61 (Table 1)",
-                      " / ".join(f"{tau[f'{k}@{g}']:.2f}" for k in KINDS), Verdict.PARTLY, source=f"{NOTES} §3.1",
+                      " / ".join(f"{tau[f'{k}@{g}']:.2f}" if f"{k}@{g}" in tau else "—" for k in KINDS), Verdict.PARTLY, source=f"{NOTES} §3.1",
                       note="absolute τ depends on the target and data; shown for the ordering only "
                            "(verdict 'partly' by construction: the ordering claims are judged below)"))
     for g, paper in ((8, "+16–18 % at γ=7"), (16, "+22–30 % at γ=15"), (4, "gap smaller at short γ")):
@@ -247,8 +313,12 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                   note="reproduced when RNN is within −2 % or better of Markov (the claim is 'marginal')"))
     cp, cm = np.array(cond[f"parallel@{g_main}"]), np.array(cond[f"markov@{g_main}"])
     tail = slice(g_main // 2, g_main)
-    decay_p = float(np.nanmean(cp[tail]) - cp[0])
-    decay_m = float(np.nanmean(cm[tail]) - cm[0])
+
+    def _tail_minus_first(c: np.ndarray) -> float:  # NaN when no round reached the tail (smoke)
+        t = c[tail][np.isfinite(c[tail])]
+        return float(t.mean() - c[0]) if len(t) else float("nan")
+
+    decay_p, decay_m = _tail_minus_first(cp), _tail_minus_first(cm)
     rep.add(Claim(f"per-position acceptance: tail minus position 1 (parallel vs semi-AR) at γ={g_main}",
                   "DFlash decays (code 0.87→0.78, chat 0.72→0.63); DSpark roughly flat",
                   f"parallel {decay_p:+.3f}, markov {decay_m:+.3f}",
@@ -274,11 +344,23 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     sts = calibration_report(test_r["conf_logits"], test_r["labels"], cal)
     rep.details["calibration"] = {"raw": raw, "sts": sts, "temperatures": cal.to_dict()["temperatures"],
                                   "n_calib_rounds": len(calib_rounds["accepted"]), "n_test_rounds": len(test_r["accepted"])}
+    oracle_auc = float("nan")
+    if test_r.get("accept_prob") is not None:
+        cum = np.cumprod(test_r["accept_prob"], axis=1)
+        aucs = [roc_auc(cum[:, k], test_r["labels"][:, k] > 0.5) for k in range(cum.shape[1])]
+        oracle_auc = float(np.nanmean(aucs)) if np.isfinite(aucs).any() else float("nan")
+    rep.details["calibration"]["oracle_auc"] = oracle_auc
+    rep.details["calibration"]["mean_accept_prob"] = (float(np.mean(test_r["accept_prob"]))
+                                                      if test_r.get("accept_prob") is not None else None)
     rep.add(Claim("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
                   raw["mean_auc"] if np.isfinite(raw["mean_auc"]) else "undefined (one class)",
                   Verdict.REPRODUCED if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] >= 0.75 else
                   (Verdict.PARTLY if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] > 0.6 else Verdict.NOT_REPRODUCED),
-                  source=f"{NOTES} §3.4", note="≥0.75 reproduced, >0.6 partly"))
+                  source=f"{NOTES} §3.4",
+                  note=f"≥0.75 reproduced, >0.6 partly. Ceiling: the exact acceptance probabilities Σ min(p_d, p_t) "
+                       f"at the drafted prefix reach AUC {oracle_auc:.3f} on the same realised labels — when "
+                       "per-position acceptance is uniformly high, sampled outcomes are close to coin flips and "
+                       "no head can rank them well"))
     rep.add(Claim("ECE raw → after STS (test split, 20 bins, mean over positions)", "3–8 % → ~1 %",
                   f"{100 * raw['mean_ece']:.1f}% → {100 * sts['mean_ece']:.1f}%",
                   Verdict.REPRODUCED if sts["mean_ece"] < raw["mean_ece"] and sts["mean_ece"] <= 0.03 else
@@ -286,6 +368,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                   source=f"{NOTES} §2.6/§3.4",
                   note="reproduced when STS lowers held-out ECE to ≤3 %, partly when it only lowers it"))
 
+    phases["calibration_s"] = time.perf_counter() - t0 - sum(phases.values())
     # --- E4/E5: scheduling frontier under load (measured CPU and SYNTHETIC accelerator) -------------
     measured = measure_sps(target, batch_sizes=pick(scale, smoke=[1, 4, 16], quick=[1, 2, 4, 8, 16, 32, 64],
                                                      full=[1, 2, 4, 8, 16, 32, 64, 128]), repeats=pick(scale, smoke=1, quick=3, full=5))
@@ -312,6 +395,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                   Verdict.REPRODUCED if budgets[-1] < budgets[0] else Verdict.NOT_REPRODUCED, source=f"{NOTES} §3.5",
                   note="reproduced when the budget at the highest load is below the lowest load's; synthetic clock"))
 
+    phases["sweep_s"] = time.perf_counter() - t0 - sum(phases.values())
     # --- E1: losslessness ------------------------------------------------------------------------
     ex = _exact_checks(seed, pick(scale, smoke=2, quick=6, full=20))
     rep.details["exact"] = ex
@@ -342,13 +426,17 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                  f"backbone; + Markov head; + RNN head; 1-layer EAGLE-style AR) read fused hidden states of target "
                  f"layers {drafters[('markov', g_main)].config.target_layers} over a {dcfg['window']}-position window "
                  f"and share its frozen embedding and LM head; trained {tcfg.steps} steps each with 0.1·CE + 0.9·L1 + "
-                 f"1.0·BCE(1−TV), weights exp(−(k−1)/γ). τ and acceptance on {n_prompts} held-out prompts × {max_new} "
+                 f"1.0·BCE(1−TV), weights exp(−(k−1)/γ), batch {tcfg.batch_size}×{tcfg.anchors_per_seq} blocks, lr "
+                 f"{tcfg.lr}, on {n_regen} target-regenerated sequences (T=1 continuations of corpus prompts; drafters "
+                 "of one γ trained together, sharing each batch's target forward). Single-threaded torch. "
+                 f"τ and acceptance on {n_prompts} held-out prompts × {max_new} "
                  f"tokens at T=1, fixed block. STS fitted on val-split rounds, evaluated on test-split rounds. The load "
                  f"sweep runs the real engine with continuous batching (loads {loads}) twice: on this CPU's wall clock "
                  f"with the SPS curve profiled at start-up, and on a virtual clock driven by a {synthetic.label}. "
                  "Losslessness is checked by exact enumeration (the paper's argument at every instance).")
     rep.runtime_s = time.perf_counter() - t0
     rep.details["runtime_s"] = rep.runtime_s
+    rep.details["phases_s"] = phases
     return rep
 
 
@@ -362,7 +450,8 @@ def _figures(cond, gammas, g_main, raw, sts, test_r, cal, sweep, syn_label, meas
     fig, axes = plt.subplots(1, len(gammas), figsize=(4 * len(gammas), 3.2), squeeze=False)
     for ax, g in zip(axes[0], gammas, strict=True):
         for k in KINDS:
-            ax.plot(range(1, g + 1), cond[f"{k}@{g}"], marker="o", ms=3, label=k)
+            if f"{k}@{g}" in cond:
+                ax.plot(range(1, g + 1), cond[f"{k}@{g}"], marker="o", ms=3, label=k)
         ax.set_title(f"γ={g}")
         ax.set_xlabel("draft position k")
         ax.set_ylim(0, 1)

@@ -2,9 +2,15 @@
 
 L = 0.1·CE(draft, data token) + 0.9·‖p_d − p_t‖₁ + 1.0·BCE(c, 1 − ½‖p_d − p_t‖₁), each summed
 over the block with position weights w_k = exp(−(k−1)/decay) (paper: decay = γ; the released
-configs use 4). The target runs forward-only on each batch of corpus windows; random anchors are
+configs use 4). The target runs forward-only on each batch of windows; random anchors are
 sampled per window; the drafter sees the fused target features of the ``window`` positions
 before the anchor, the anchor token, and (teacher-forced) the ground-truth previous tokens.
+
+Two efficiencies that matter on a CPU: several drafters can be trained in one loop sharing each
+batch's target forward (:func:`train_drafters`), and the windows can be *target-regenerated*
+(:func:`regenerate`: continuations sampled from the target itself from corpus prompts, as the
+paper's training data is the target's own responses) so the drafter learns the distribution it
+will be verified against.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class DrafterTrainConfig:
     conf_weight: float = 1.0
     decay: float | None = None  # None -> γ (paper); 4.0 = released configs
     seed: int = 0
+    regenerate: int = 0  # > 0: train on this many target-sampled sequences instead of corpus windows
+    regen_temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.anchors_per_seq < 1:
@@ -72,6 +80,15 @@ def dspark_loss(draft_logits: torch.Tensor, conf_logits: torch.Tensor, target_lo
 
 
 def sample_windows(tokens: np.ndarray, batch: int, seq_len: int, rng: np.random.Generator) -> torch.Tensor:
+    """``batch`` random windows of ``seq_len`` tokens from a stream (1-D) or from rows of a
+    (N, L) array of separate sequences (windows never cross a row boundary)."""
+    if tokens.ndim == 2:
+        if tokens.shape[1] < seq_len:
+            raise ValueError(f"regenerated sequences of {tokens.shape[1]} tokens shorter than seq_len {seq_len}")
+        rows = rng.integers(0, tokens.shape[0], size=batch)
+        offs = rng.integers(0, tokens.shape[1] - seq_len + 1, size=batch)
+        return torch.from_numpy(np.stack([tokens[r, o: o + seq_len] for r, o in zip(rows, offs, strict=True)])
+                                .astype(np.int64))
     if len(tokens) <= seq_len + 1:
         raise ValueError(f"training corpus too short: {len(tokens)} tokens for seq_len {seq_len}")
     starts = rng.integers(0, len(tokens) - seq_len - 1, size=batch)
@@ -94,21 +111,61 @@ def block_batch(drafter: Drafter, feats: torch.Tensor, seqs: torch.Tensor, targe
     return ctx, mask, seqs[row, a], seqs[row[:, None], bidx + 1], target_logits[row[:, None], bidx]
 
 
+@torch.no_grad()
+def regenerate(target: torch.nn.Module, tokens: np.ndarray, n_seqs: int, length: int, prompt_len: int = 16,
+               temperature: float = 1.0, seed: int = 0, batch: int = 64) -> np.ndarray:
+    """Target-regenerated training data: ``n_seqs`` rows of ``prompt_len`` corpus tokens followed
+    by ``length − prompt_len`` tokens sampled from the target (KV-cached, batched). Returns (N, length)."""
+    from transformers import DynamicCache
+
+    if length <= prompt_len:
+        raise ValueError(f"regenerated length {length} must exceed prompt_len {prompt_len}")
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for lo in range(0, n_seqs, batch):
+        nb = min(batch, n_seqs - lo)
+        seqs = sample_windows(tokens, nb, prompt_len, rng)
+        cache = DynamicCache(config=target.config)
+        logits = target(seqs, past_key_values=cache, use_cache=True).logits[:, -1]
+        out = [seqs]
+        for _ in range(length - prompt_len):
+            if temperature <= 0:
+                nxt = logits.argmax(-1, keepdim=True)
+            else:
+                nxt = torch.multinomial(torch.softmax(logits.float() / temperature, -1), 1, generator=gen)
+            out.append(nxt)
+            logits = target(nxt, past_key_values=cache, use_cache=True).logits[:, -1]
+        rows.append(torch.cat(out, 1))
+    return torch.cat(rows).numpy()
+
+
 def train_drafter(target: torch.nn.Module, drafter: Drafter, tokens: np.ndarray,
                   config: DrafterTrainConfig | None = None, description: str = "drafter") -> TrainLog:
     """Train ``drafter`` (in place) on a token stream; the target stays frozen."""
+    return train_drafters(target, [drafter], tokens, config, description)[0]
+
+
+def train_drafters(target: torch.nn.Module, drafters: list[Drafter], tokens: np.ndarray,
+                   config: DrafterTrainConfig | None = None, description: str = "drafters") -> list[TrainLog]:
+    """Train several drafters (in place) in one loop: each batch's target forward is shared, each
+    drafter has its own optimiser and anchors. With ``config.regenerate > 0`` the windows come from
+    target-sampled sequences (:func:`regenerate`) instead of the corpus stream ``tokens``."""
     cfg = config or DrafterTrainConfig()
-    if cfg.seq_len < drafter.config.gamma + 3:
-        raise ValueError(f"seq_len {cfg.seq_len} too short for block length γ={drafter.config.gamma}")
+    if not drafters:
+        raise ValueError("no drafters to train")
+    for d in drafters:
+        if cfg.seq_len < d.config.gamma + 3:
+            raise ValueError(f"seq_len {cfg.seq_len} too short for block length γ={d.config.gamma}")
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
     target.eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    drafter.train()
-    params = [p for p in drafter.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    t0 = time.perf_counter()
+    if cfg.regenerate > 0:
+        tokens = regenerate(target, tokens, cfg.regenerate, cfg.seq_len + 16, temperature=cfg.regen_temperature,
+                            seed=cfg.seed)
 
     def lr_at(step: int) -> float:
         if step < cfg.warmup:
@@ -116,30 +173,41 @@ def train_drafter(target: torch.nn.Module, drafter: Drafter, tokens: np.ndarray,
         prog = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    weights = position_weights(drafter.config.gamma, cfg.decay)
-    losses: list[float] = []
-    proxies: list[torch.Tensor] = []
-    t0 = time.perf_counter()
+    opts, scheds, gens, params = [], [], [], []
+    for i, d in enumerate(drafters):
+        d.train()
+        ps = [p for p in d.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=0.0)
+        opts.append(opt)
+        scheds.append(torch.optim.lr_scheduler.LambdaLR(opt, lr_at))
+        gens.append(torch.Generator().manual_seed(cfg.seed + 1000 * i))
+        params.append(ps)
+    weights = [position_weights(d.config.gamma, cfg.decay) for d in drafters]
+    losses: list[list[float]] = [[] for _ in drafters]
+    proxies: list[list[torch.Tensor]] = [[] for _ in drafters]
     with make_progress() as prog:
         task = prog.add_task(f"train {description}", total=cfg.steps, info="")
         for _ in range(cfg.steps):
             seqs = sample_windows(tokens, cfg.batch_size, cfg.seq_len, rng)
             with torch.no_grad():
                 out = target(seqs, output_hidden_states=True)
-            feats = drafter.fuse_features(out.hidden_states)
-            ctx, mask, anchor, tgt_tok, tgt_logits = block_batch(drafter, feats, seqs, out.logits,
-                                                                 cfg.anchors_per_seq, gen)
-            d_logits, c_logits = drafter.forward_train(ctx, mask, anchor, tgt_tok)
-            loss, proxy = dspark_loss(d_logits, c_logits, tgt_logits, tgt_tok, weights, cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
-            proxies.append(proxy.detach())
-            prog.update(task, advance=1, info=f"loss {losses[-1]:.3f}")
-    drafter.eval()
-    tail = torch.stack(proxies[-max(1, cfg.steps // 5):]).mean(0)
-    return TrainLog(losses, tail.tolist(), time.perf_counter() - t0)
+            for i, d in enumerate(drafters):
+                feats = d.fuse_features(out.hidden_states)
+                ctx, mask, anchor, tgt_tok, tgt_logits = block_batch(d, feats, seqs, out.logits,
+                                                                     cfg.anchors_per_seq, gens[i])
+                d_logits, c_logits = d.forward_train(ctx, mask, anchor, tgt_tok)
+                loss, proxy = dspark_loss(d_logits, c_logits, tgt_logits, tgt_tok, weights[i], cfg)
+                opts[i].zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params[i], 1.0)
+                opts[i].step()
+                scheds[i].step()
+                losses[i].append(float(loss.detach()))
+                proxies[i].append(proxy.detach())
+            prog.update(task, advance=1, info=f"loss {losses[0][-1]:.3f}")
+    logs = []
+    for i, d in enumerate(drafters):
+        d.eval()
+        tail = torch.stack(proxies[i][-max(1, cfg.steps // 5):]).mean(0)
+        logs.append(TrainLog(losses[i], tail.tolist(), time.perf_counter() - t0))
+    return logs
