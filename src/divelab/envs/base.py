@@ -56,6 +56,44 @@ EnvFactory = Callable[[str], TextEnv]
 """``make_env(game_id) -> TextEnv``: how trainers and samplers build an env for a game."""
 
 
+class EnvWrapper:
+    """Base for envs that wrap another: every protocol method forwards to ``self.env`` unless a
+    subclass overrides it, and unknown attributes (``game_id``, ...) are looked up on the inner
+    env. Subclasses override only what they change and must define ``clone``."""
+
+    env: TextEnv
+
+    def __init__(self, env: TextEnv) -> None:
+        self.env = env
+
+    def reset(self, seed: int | None = None) -> str:
+        return self.env.reset(seed)
+
+    def step(self, action: str) -> StepResult:
+        return self.env.step(action)
+
+    def admissible_actions(self) -> list[str]:
+        return self.env.admissible_actions()
+
+    def state_key(self, observation: str) -> Hashable:
+        return self.env.state_key(observation)
+
+    def restore(self, actions: Sequence[str]) -> str:
+        return self.env.restore(actions)
+
+    def clone(self) -> TextEnv:
+        raise NotImplementedError(f"{type(self).__name__} must define clone()")
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return self.env.actions_taken
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not set yet (e.g. while unpickling): avoid infinite recursion
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
 class InvalidAction(ValueError):
     """An action that is not admissible in the current state."""
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from divelab.cache import atomic_dir, entry_path, stable_hash
-from divelab.envs.base import EnvFactory, ReplayCache, StepResult, TextEnv, check_action
+from divelab.envs.base import EnvFactory, EnvWrapper, ReplayCache, StepResult, TextEnv, check_action
 
 _SEP = " | "
 
@@ -189,17 +189,14 @@ class TextWorldEnv:
             self._env = None
 
 
-class StepCap:
+class StepCap(EnvWrapper):
     """Ends an episode after ``max_steps`` steps (``info["truncated"] = True``)."""
 
     def __init__(self, env: TextEnv, max_steps: int) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.env = env
+        super().__init__(env)
         self.max_steps = max_steps
-
-    def reset(self, seed: int | None = None) -> str:
-        return self.env.reset(seed)
 
     def step(self, action: str) -> StepResult:
         if len(self.env.actions_taken) >= self.max_steps:
@@ -212,26 +209,11 @@ class StepCap:
     def admissible_actions(self) -> list[str]:
         return [] if len(self.env.actions_taken) >= self.max_steps else self.env.admissible_actions()
 
-    def state_key(self, observation: str) -> Hashable:
-        return self.env.state_key(observation)
-
-    def restore(self, actions: Sequence[str]) -> str:
-        return self.env.restore(actions)
-
     def clone(self) -> StepCap:
         return StepCap(self.env.clone(), self.max_steps)
 
-    @property
-    def actions_taken(self) -> list[str]:
-        return self.env.actions_taken
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-
-class NonceControl:
+class NonceControl(EnvWrapper):
     """Control variant: every observation gets ``[session <id> t=<step>]`` (a per-episode id and a
     step counter), and the state key is the whole observation, so states almost never repeat.
     The id is drawn from ``(salt, seed, episode number)``, where episodes are numbered by
@@ -239,7 +221,7 @@ class NonceControl:
     ``restore``/``clone`` stay in the current episode."""
 
     def __init__(self, env: TextEnv, salt: int = 0, episodes: Iterator[int] | None = None) -> None:
-        self.env = env
+        super().__init__(env)
         self.salt = salt
         self._episodes = itertools.count() if episodes is None else episodes
         self._episode = -1
@@ -257,9 +239,6 @@ class NonceControl:
         obs, r, done, info = self.env.step(action)
         return self._tag(obs, len(self.env.actions_taken)), r, done, info
 
-    def admissible_actions(self) -> list[str]:
-        return self.env.admissible_actions()
-
     def state_key(self, observation: str) -> Hashable:
         return observation
 
@@ -270,15 +249,6 @@ class NonceControl:
         twin = NonceControl(self.env.clone(), self.salt, self._episodes)
         twin._episode, twin._session = self._episode, self._session
         return twin
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return self.env.actions_taken
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 def game_graph(spec: TextWorldGameSpec, max_states: int = 400) -> dict[str, Any]:

@@ -22,7 +22,7 @@ fails and reading it as an advantage does not.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -30,14 +30,14 @@ import numpy as np
 import torch
 
 from divelab.cache import atomic_dir, atomic_write_text, entry_path, stable_hash
-from divelab.envs.base import EnvFactory, StepResult, TextEnv
+from divelab.envs.base import EnvFactory, EnvWrapper, StepResult, TextEnv
 from divelab.rl.testbed import TestbedConfig
 
 _VERSION = 1  # bump to invalidate cached policies when the training code changes
 
 
 # -- the stochastic variant ---------------------------------------------------------------------
-class SlipEnv:
+class SlipEnv(EnvWrapper):
     """Wraps a :class:`~divelab.envs.base.TextEnv`: with probability ``slip`` a step executes a
     uniformly random admissible command (possibly the chosen one) instead of the chosen one.
 
@@ -48,10 +48,8 @@ class SlipEnv:
     def __init__(self, env: TextEnv, slip: float, rng: np.random.Generator) -> None:
         if not 0.0 <= slip <= 1.0:
             raise ValueError(f"slip must be a probability in [0, 1], got {slip}")
-        self.env, self.slip, self.rng = env, float(slip), rng
-
-    def reset(self, seed: int | None = None) -> str:
-        return self.env.reset(seed)
+        super().__init__(env)
+        self.slip, self.rng = float(slip), rng
 
     def step(self, action: str) -> StepResult:
         executed = action
@@ -62,26 +60,8 @@ class SlipEnv:
         obs, reward, done, info = self.env.step(executed)
         return obs, reward, done, {**info, "executed": executed, "slipped": executed != action}
 
-    def admissible_actions(self) -> list[str]:
-        return self.env.admissible_actions()
-
-    def state_key(self, observation: str) -> Hashable:
-        return self.env.state_key(observation)
-
-    def restore(self, actions: Sequence[str]) -> str:
-        return self.env.restore(actions)
-
     def clone(self) -> SlipEnv:
         return SlipEnv(self.env.clone(), self.slip, self.rng)
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return self.env.actions_taken
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 def slip_factory(make_env: EnvFactory, slip: float, seed: int) -> EnvFactory:
