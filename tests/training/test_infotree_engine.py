@@ -99,3 +99,9 @@ def test_reproduce_smoke_computes_claims():
     assert rep.figures and rep.setup
     greedy = next(c for c in rep.claims if "1-1/e" in c.statement)
     assert greedy.measured >= 1 - 1 / np.e
+    # tree vs independent on the engine: both env families are run, not skipped
+    for fam in ("TextWorld", "E163 mazes"):
+        c = next(c for c in rep.claims if c.statement.endswith(f"({fam})"))
+        assert c.verdict is not Verdict.NOT_CHECKABLE and -1.0 <= c.measured <= 1.0
+        arena = rep.details["arena"][fam]
+        assert len(arena["seeds"]) == 2 and all(len(v) == 2 for v in arena["final"].values())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
 import matplotlib
 
@@ -21,7 +23,9 @@ from divelab.claims import (  # noqa: E402
 )
 from divelab.progress import track  # noqa: E402
 from divelab.scale import check_scale, pick  # noqa: E402
+from divelab.training.backtrack.maze import MazeSpec  # noqa: E402
 from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample  # noqa: E402
+from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena, start_mixed_ratio  # noqa: E402
 from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy  # noqa: E402
 from divelab.training.infotree.collapse import (  # noqa: E402
     DifficultyMix,
@@ -29,6 +33,7 @@ from divelab.training.infotree.collapse import (  # noqa: E402
     mixed_ratio_curve,
     simulate_collapse,
 )
+from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory  # noqa: E402
 from divelab.training.infotree.objective import brute_force, greedy, random_tree_instance  # noqa: E402
 from divelab.training.infotree.overhead import measure_overhead  # noqa: E402
 from divelab.training.infotree.proxy import proxy_true_correlation  # noqa: E402
@@ -61,6 +66,93 @@ def _mixed_at_budget(policy: TabularPolicy, ds: np.ndarray, G: int, seed: int) -
     trees = allocate_and_sample(envs, policy, budgets, AllocatorConfig(), np.random.default_rng(seed))
     out["tree+allocator"] = (float(np.mean([t.prompt_mixed for t in trees])),
                              sum(t.stats.env_steps for t in trees) / sum(budgets))
+    return out
+
+
+def _arena_families(scale: str, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
+    """(name, new_policy, make_env, game_ids, config) of each env family the arena trains on."""
+    # TextWorld: the G2PO reproduction's test bed and training settings (games a small policy
+    # measurably learns; the warm start is cached and shared with that reproduction)
+    from divelab.rl.testbed import build_testbed
+    from divelab.training.g2po.reproduce import experiment_config
+
+    tb_cfg, train = experiment_config(scale, seed)
+    tb = build_testbed(tb_cfg)
+    tw_cfg = ArenaConfig(env_steps=pick(scale, smoke=60, quick=1000, full=3000), group_size=train["group_size"],
+                         max_steps=tb_cfg.max_steps, lr=train["lr"], kl_coef=train["kl_coef"],
+                         ppo_epochs=train["ppo_epochs"], eval_episodes=pick(scale, smoke=4, quick=32, full=64))
+    # the E163 maze family: K=3 decisions, L=2 exits, dead ends W=1 deep; 4 fixed instances
+    games = MazeGames(MazeSpec(K=3, L=2, W=1), n_mazes=4, seed=seed)
+    mz_cfg = ArenaConfig(env_steps=pick(scale, smoke=100, quick=1500, full=4000),
+                         group_size=pick(scale, smoke=4, quick=8, full=8), max_steps=10,
+                         lr=1e-2, eval_episodes=pick(scale, smoke=4, quick=32, full=64))
+    # the same TextWorld comparison with gigpo for both arms: its anchor groups (same state key)
+    # compare a tree's siblings at their branch point, the Tree-GRPO-style credit (grpo compares
+    # all leaves of a game, each shared prefix counted once per leaf)
+    tw_gigpo = dataclasses.replace(tw_cfg, estimator="gigpo")
+    return [("TextWorld", tb.new_policy, tb.make_env, tb.game_ids, tw_cfg),
+            ("TextWorld, gigpo for both arms", tb.new_policy, tb.make_env, tb.game_ids, tw_gigpo),
+            ("E163 mazes", maze_policy_factory(games, seed=seed), games.factory(), games.game_ids, mz_cfg)]
+
+
+def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
+    """Tree vs independent GRPO at equal env steps on TextWorld and the maze family (one claim each)."""
+    n_seeds = pick(scale, smoke=2, quick=5, full=10)
+    seeds = [seed * 100 + s for s in range(n_seeds)]
+    out: dict[str, Any] = {}
+    families = _arena_families(scale, seed)
+    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6))
+    for ax, (fam, new_policy, make_env, game_ids, cfg) in zip(axes, families, strict=True):
+        rnd = random_success(make_env, game_ids, 64, cfg.max_steps, seed)
+        mix0 = start_mixed_ratio(new_policy, make_env, game_ids, cfg, pick(scale, smoke=2, quick=8, full=16), seed)
+        runs = run_arena(new_policy, make_env, game_ids, cfg, seeds, progress=track)
+        by = {(r.sampler, r.seed): r for r in runs}
+        final = {k: np.array([by[(k, s)].final_success for s in seeds]) for k in cfg.samplers}
+        used = {k: float(np.mean([by[(k, s)].env_steps[-1] for s in seeds])) for k in cfg.samplers}
+        start = np.array([by[("independent", s)].start_success for s in seeds])
+        eff = final["tree"] - final["independent"]  # paired by seed (same start, same eval episodes)
+        ci = _ci(eff)
+        learned = final["independent"] - start
+        mixed = {k: float(np.nanmean([np.mean(by[(k, s)].mixed_group_frac) for s in seeds])) for k in cfg.samplers}
+        noise = ("the CI covers 0: not separated from noise" if ci[0] <= 0 <= ci[1] else
+                 "the CI excludes 0" + (": tree is worse" if ci[1] < 0 else ""))
+        rep.add(Claim(
+            statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam})",
+            paper_value="tree beats flat GRPO (numbers for these envs not stated)", source="issue 7; notes §1 [V]",
+            measured=float(eff.mean()), ci=ci, unit="success gain",
+            verdict=verdict_from_direction(float(eff.mean()), ci if eff.size > 1 else None),
+            note=f"{len(game_ids)} games, step cap {cfg.max_steps}, {cfg.env_steps} env steps of training per run "
+                 f"(used: independent {used['independent']:.0f}, tree {used['tree']:.0f}), group budget "
+                 f"{cfg.group_size} rollouts' worth per game, {cfg.estimator} estimator for both; success = independent "
+                 f"sampled episodes ({cfg.eval_episodes}/game) after training. Start {start.mean():.3f} "
+                 f"(uniform random player {rnd:.3f}) -> independent {final['independent'].mean():.3f}, tree "
+                 f"{final['tree'].mean():.3f}; {len(seeds)} seeds paired, 95% t-interval ({noise}). Mixed "
+                 f"(informative) groups during training: independent {mixed['independent']:.2f}, tree "
+                 f"{mixed['tree']:.2f} of games per batch; with the starting policy, at the same budget: "
+                 f"independent {mix0['independent'][0]:.2f}, tree {mix0['tree'][0]:.2f} ({mix0['independent'][1]:.0f} vs "
+                 f"{mix0['tree'][1]:.0f} env steps per game). Training itself "
+                 f"helps: independent - start = {learned.mean():+.3f} (CI {_ci(learned)[0]:+.3f}.."
+                 f"{_ci(learned)[1]:+.3f}). Rule: reproduced if the CI of tree - independent is above 0, "
+                 "partly if only the mean is, not reproduced if the mean is <= 0."))
+        out[fam] = {"seeds": seeds, "random_success": rnd, "start": start.tolist(), "mixed_group_frac": mixed,
+                    "start_mixed_ratio": {k: {"mixed": v[0], "env_steps_per_game": v[1]} for k, v in mix0.items()},
+                    "final": {k: v.tolist() for k, v in final.items()}, "env_steps_used": used,
+                    "config": {"env_steps": cfg.env_steps, "group_size": cfg.group_size, "max_steps": cfg.max_steps,
+                               "estimator": cfg.estimator,
+                               "lr": cfg.lr, "eval_episodes": cfg.eval_episodes, "games": list(game_ids)},
+                    "curves": {f"{r.sampler}/{r.seed}": {"env_steps": r.env_steps, "train_success": r.train_success,
+                                                         "mixed_group_frac": r.mixed_group_frac} for r in runs}}
+        for j, k in enumerate(cfg.samplers):
+            ax.scatter(np.full(len(seeds), j) + np.linspace(-0.1, 0.1, len(seeds)), final[k], s=14)
+            ax.errorbar([j], [final[k].mean()], yerr=[[final[k].mean() - _ci(final[k])[0]],
+                                                      [_ci(final[k])[1] - final[k].mean()]], fmt="o", color="k")
+        ax.axhline(start.mean(), color="gray", ls=":", label="start")
+        ax.set_xticks(range(len(cfg.samplers)), cfg.samplers)
+        ax.set_ylabel("success after training")
+        ax.set_title(f"{fam}, {cfg.env_steps} env steps")
+        ax.legend(fontsize=7)
+    rep.figures.append(Figure.from_matplotlib(fig, "arena", "Success after GRPO training at equal env steps, "
+                                              "tree vs independent rollouts (dots: seeds; bars: 95% CI)."))
     return out
 
 
@@ -235,14 +327,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: independent "
              f"{at['independent'].mean():.3f}, tree {at['tree'].mean():.3f}, tree+allocator "
              f"{at['tree+allocator'].mean():.3f}; {sz['train_seeds']} seeds, CI over seeds. Stand-in for the "
-             "TextWorld/maze runs (see the next claim)."))
-    rep.add(Claim(
-        statement="Success after training tree vs independent on TextWorld games and the E163 maze family",
-        paper_value="(not stated for these envs)", measured=None, verdict=Verdict.NOT_CHECKABLE,
-        source="issue 7",
-        note="Not run in this reproduction: the tree sampler plugs into the engine's GRPOTrainer "
-             "(TreeSampler, tested on the corridor env), but a TextWorld LM-policy comparison with enough "
-             "seeds to separate the arms does not fit the quick budget on 2 cores; not yet run at full scale."))
+             "TextWorld/maze runs (see the next claims)."))
     fig, ax = plt.subplots(figsize=(5, 3.6))
     grid_x = np.linspace(0, common, 50)
     for k, v in curves.items():
@@ -252,6 +337,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     ax.set_ylabel("success (mean over d=1..8)")
     ax.legend()
     rep.figures.append(Figure.from_matplotlib(fig, "training", "GRPO on the decision chain at equal env steps."))
+
+    # ---- 5b. the same on the engine: TextWorld games and the E163 maze family -------------------------
+    arena = _arena_section(rep, scale, seed)
 
     # ---- 6. bookkeeping overhead ------------------------------------------------------------------------
     oh = measure_overhead(batches=(1, 4), n_prompts=sz["oh_prompts"], d=sz["oh_d"], seed=seed)
@@ -275,6 +363,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "proxy": {"pearson": pr.pearson, "spearman": pr.spearman, "n": pr.n_points,
                   "value_only_pearson": pr_val.pearson, "all_revealed_pearson": pr_rev.pearson},
         "training_at_common_steps": {k: v.tolist() for k, v in at.items()}, "common_env_steps": common,
+        "arena": arena,
         "overhead": {str(o.batch): {"overhead": o.overhead, "t_policy": o.stats.t_policy, "t_env": o.stats.t_env,
                                     "t_select": o.stats.t_select, "t_update": o.stats.t_update,
                                     "env_steps": o.stats.env_steps} for o in oh},
@@ -288,6 +377,11 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "independent full-length rollouts cost. Tree rollouts restore a prefix's state and branch; siblings "
         "form comparison groups. The objective (expected mixed subtree groups), UUCB's exact terms and the "
         "allocator (closed-form greedy, not the paper's learned ABA) are our reconstruction. Greedy-vs-optimum "
-        "uses random small tree instances; the overhead uses an untrained tiny-100k Llama for generation cost.")
+        "uses random small tree instances; the overhead uses an untrained tiny-100k Llama for generation cost. "
+        "Tree vs independent training also runs on the RL engine: GRPOTrainer with sampler=independent or "
+        "sampler=tree (grpo estimator for both; on TextWorld also gigpo for both), on the G2PO reproduction's generated TextWorld games and "
+        "warm-started ~20k-parameter Llama policy, and on a fixed set of E163 mazes behind a TextEnv adapter "
+        "(observations name the maze instance) with a fresh tiny Llama; every arm trains until it has played "
+        "the same number of env steps, then is scored on independent sampled episodes.")
     rep.runtime_s = time.perf_counter() - t_start
     return rep
