@@ -14,11 +14,11 @@ import math
 import platform
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     REPRODUCED = "reproduced"
     PARTLY = "partly"
     NOT_REPRODUCED = "not reproduced"
