@@ -27,3 +27,11 @@ def test_papers_table_lists_all_systems_with_true_status():
         assert s.status in cells, f"E{s.e_number}: README says otherwise than the code ({s.status})"
         if s.implemented:
             assert f"`divelab reproduce {s.key}`" in cells
+
+
+def test_readme_first_python_example_runs(capsys):
+    """The usage example is real: run the README's first Python block as written."""
+    block = README.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.count("| ours ") >= 4
