@@ -100,6 +100,11 @@ class Testbed:
                                                             tail_tokens=cfg.tail_tokens), view=compact_view)
 
 
+# Part of the cache key: bump it whenever the code that builds a test bed (exploration traces,
+# tokenizer, warm start) changes what it produces, so no stale warm start is ever reused.
+TESTBED_RECIPE = 2
+
+
 def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
     cfg = cfg or TestbedConfig()
     specs = cfg.specs()
@@ -107,7 +112,7 @@ def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
     make_control = textworld_env_factory(specs, max_steps=cfg.max_steps, control=True, salt=cfg.seed,
                                          precompute=True, max_states=cfg.max_states)
     ids = [s.game_id for s in specs]
-    final = entry_path("rl-testbed", stable_hash(asdict(cfg)))
+    final = entry_path("rl-testbed", stable_hash({**asdict(cfg), "recipe": TESTBED_RECIPE}))
     if not (final / "model.safetensors").exists():
         traces = exploration_traces(make_env, ids, cfg.sft_episodes, cfg.max_steps, seed=cfg.seed)
         tok = train_word_tokenizer(trace_texts(traces))
