@@ -29,6 +29,7 @@ from divelab.envs.textworld import (
 from divelab.lm.models import build_model
 from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
 from divelab.rl.warmstart import exploration_traces, sft_warm_start, trace_texts
+from divelab.threads import torch_threads
 
 # a deliberately tiny Llama (about 20k parameters): this machine has 2 shared CPU cores
 SMALL_LM = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
@@ -102,7 +103,7 @@ class Testbed:
 
 # Part of the cache key: bump it whenever the code that builds a test bed (exploration traces,
 # tokenizer, warm start) changes what it produces, so no stale warm start is ever reused.
-TESTBED_RECIPE = 2
+TESTBED_RECIPE = 3
 
 
 def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
@@ -114,12 +115,15 @@ def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
     ids = [s.game_id for s in specs]
     final = entry_path("rl-testbed", stable_hash({**asdict(cfg), "recipe": TESTBED_RECIPE}))
     if not (final / "model.safetensors").exists():
-        traces = exploration_traces(make_env, ids, cfg.sft_episodes, cfg.max_steps, seed=cfg.seed)
-        tok = train_word_tokenizer(trace_texts(traces))
-        model = build_model(cfg.model, tok.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
-        policy = LMPolicy(model, tok, PolicyConfig(history=cfg.history, head_tokens=0, tail_tokens=cfg.tail_tokens),
-                          view=compact_view)
-        losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=cfg.seed)
+        # one thread, whatever the caller set: the warm start is cached and shared by several
+        # reproductions, so it must not depend on which of them built it (see divelab.threads)
+        with torch_threads(1):
+            traces = exploration_traces(make_env, ids, cfg.sft_episodes, cfg.max_steps, seed=cfg.seed)
+            tok = train_word_tokenizer(trace_texts(traces))
+            model = build_model(cfg.model, tok.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
+            policy = LMPolicy(model, tok, PolicyConfig(history=cfg.history, head_tokens=0,
+                                                       tail_tokens=cfg.tail_tokens), view=compact_view)
+            losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=cfg.seed)
         with atomic_dir(final) as tmp:
             tok.save(str(tmp / "tokenizer.json"))
             save_model(model, str(tmp / "model.safetensors"))

@@ -9,6 +9,7 @@ import numpy as np
 
 from divelab.claims import Claim, Figure, Reproduction, Verdict, verdict_from_ratio
 from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, evaluate, fit_growth, probe_states
 from divelab.training.backtrack.maze import Maze, MazeSpec
 from divelab.training.backtrack.policy import Explorer, rollout, sample_mazes
@@ -17,7 +18,6 @@ from divelab.training.backtrack.train import (
     ModelSpec,
     RLConfig,
     SFTConfig,
-    torch_threads,
     train_base,
     train_distilled,
     train_rl,

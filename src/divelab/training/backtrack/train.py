@@ -19,8 +19,7 @@ those moves).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from divelab.cache import atomic_dir, entry_path, stable_hash
 from divelab.lm.models import build_model
 from divelab.progress import make_progress
+from divelab.threads import torch_threads
 from divelab.training.backtrack.maze import MazeSpec
 from divelab.training.backtrack.policy import (
     DEFAULT_WINDOW,
@@ -84,18 +84,6 @@ class RLConfig:
 class DistillConfig:
     walks: int = 256  # RL walks sampled; the successful ones are the data
     sft: SFTConfig = SFTConfig()
-
-
-@contextmanager
-def torch_threads(n: int = 1) -> Iterator[None]:
-    """Run with ``n`` intra-op threads, then restore. Tiny models on a shared 2-core machine are
-    many times faster single-threaded (no oversubscription), and results do not depend on it."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @dataclass

@@ -12,7 +12,6 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-import torch
 from scipy import stats
 
 from divelab.claims import Claim, Figure, Reproduction, Verdict, verdict_from_direction
@@ -22,6 +21,7 @@ from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.testbed import TestbedConfig, build_testbed
 from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
 
 METHODS = ("grpo", "gigpo", "g2po")
 # run name -> (registered estimator, options); the ablation is G2PO with the literal reading of
@@ -161,12 +161,8 @@ def _final(run: dict[str, Any]) -> float:
 def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     check_scale(scale)
     t0 = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: one thread is faster than two contended ones
-    try:
+    with torch_threads(1):  # tiny models: one thread is faster than two contended ones
         data = run_experiment(scale, seed)
-    finally:
-        torch.set_num_threads(threads)
     rep = Reproduction(system="g2po", title="G2PO: group-graph policy optimization", scale=scale, seed=seed)
     runs = data["runs"]
 

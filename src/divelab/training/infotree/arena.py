@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from divelab.envs.base import EnvFactory
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.policy import LMPolicy
 from divelab.rl.rollout import IndependentSampler
+from divelab.threads import torch_threads
 from divelab.training.infotree.engine import SAMPLER_NAMES, TreeSampler, make_sampler
 
 
@@ -95,9 +95,7 @@ def run_arm(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: 
 def run_arena(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str], cfg: ArenaConfig,
               seeds: Sequence[int], progress: Callable[[Any, str], Any] | None = None) -> list[ArenaRun]:
     """Every sampler of ``cfg`` on every seed, one thread (tiny models: faster than two contended)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         jobs = [(s, name) for s in seeds for name in cfg.samplers]
         it = progress(jobs, "infotree: tree vs independent") if progress else jobs
         runs, start = [], {}
@@ -107,8 +105,6 @@ def run_arena(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids
                 start[s] = evaluate(pol, make_env, game_ids, cfg.eval_episodes, cfg.max_steps, seed=10_000 + s)
             runs.append(run_arm(new_policy, make_env, game_ids, name, cfg, s, start_success=start[s]))
         return runs
-    finally:
-        torch.set_num_threads(threads)
 
 
 def start_mixed_ratio(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str],

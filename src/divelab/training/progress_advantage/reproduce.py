@@ -10,6 +10,7 @@ import numpy as np
 
 from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable, verdict_from_direction
 from divelab.scale import pick
+from divelab.threads import torch_threads
 from divelab.training.progress_advantage import mdp as M
 
 NOTES = "papers/training-rl.md §6"
@@ -129,15 +130,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep = Reproduction(system="progress-advantage",
                        title="Neglected Free Lunch from Post-training: Progress Advantage for LLM Agents",
                        scale=scale, seed=seed)
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: one thread is as fast, and the machine is shared
-    try:
+    with torch_threads(1):  # tiny models: one thread is as fast, and the machine is shared
         ex = exact_check(scale, seed)
         lm = lm_check(scale, seed)
-    finally:
-        torch.set_num_threads(threads)
     rep.details = {"exact": ex, "lm": _strip(lm)}
     _exact_claims(rep, ex)
     _lm_claims(rep, lm, seed)
