@@ -9,16 +9,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import httpx
 import pytest
 
+from divelab.chat import ChatClientError, OpenAIChatClient, ScriptedChatModel
 from divelab.coding.bayes_control import AlwaysVerify, Costs, DPController, run_episode
 from divelab.coding.bayes_control.harness import evaluate
 from divelab.coding.bayes_control.humaneval import load_tasks
-from divelab.coding.bayes_control.live import (
-    ChatError,
-    LiveEnv,
-    OpenAICompatibleChat,
-    ScriptedChat,
-    extract_code,
-)
+from divelab.coding.bayes_control.live import LiveEnv
 from divelab.coding.bayes_control.mutation import make_mutants
 from divelab.coding.bayes_control.pool import PoolConfig, build_pools, pyflakes_messages
 from divelab.coding.bayes_control.replay import GeneratorModel, ReplayEnv, estimate_model, public_indices
@@ -85,7 +80,8 @@ def test_pool_replay_and_estimation(tasks):
     assert r.shipped_correct in (True, False) and r.cost > 0
 
 
-def test_openai_client_against_mock_transport(tasks):
+def test_live_env_drives_the_shared_openai_client(tasks):
+    """Live mode talks to an endpoint through divelab.chat's client (mocked HTTP, no network)."""
     t = tasks["HumanEval/0"]
     body = t.canonical.split('"""')[-1]
     seen = {}
@@ -93,31 +89,32 @@ def test_openai_client_against_mock_transport(tasks):
     def handler(request: httpx.Request) -> httpx.Response:
         seen["auth"] = request.headers.get("authorization")
         seen["body"] = json.loads(request.content)
-        return httpx.Response(200, json={"choices": [{"message": {"content": f"```python\n{body}\n```"}}]})
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant",
+                                                                  "content": f"```python\n{body}\n```"}}]})
 
-    chat = OpenAICompatibleChat("http://mock/v1", "m1", api_key="k", transport=httpx.MockTransport(handler))
-    reply = chat.complete([{"role": "user", "content": "hi"}])
+    chat = OpenAIChatClient("http://mock/v1", "m1", api_key="k", transport=httpx.MockTransport(handler))
+    env = LiveEnv(t, chat)
     assert seen["auth"] == "Bearer k" and seen["body"]["model"] == "m1"
-    assert "for idx" in extract_code(reply, t)
-    err = OpenAICompatibleChat("http://mock/v1", "m1", transport=httpx.MockTransport(lambda r: httpx.Response(500, text="down")))
-    with pytest.raises(ChatError, match="HTTP 500"):
-        err.complete([])
-    with pytest.raises(ValueError, match="base_url"):
-        OpenAICompatibleChat("mock", "m1")
+    assert [m["role"] for m in seen["body"]["messages"]] == ["system", "user"]
+    assert "for idx" in env.code and env.verify() is True
+    down = OpenAIChatClient("http://mock/v1", "m1", max_retries=0,
+                            transport=httpx.MockTransport(lambda r: httpx.Response(400, text="bad request")))
+    with pytest.raises(ChatClientError, match="400"):
+        LiveEnv(t, down)
 
 
 def test_live_episode_refines_then_ships_verified(tasks):
     t = tasks["HumanEval/0"]
     good = t.canonical
     bad = good.replace("distance < threshold", "distance > threshold")
-    chat = ScriptedChat([f"```python\n{bad}\n```", f"```python\n{good}\n```"])
+    chat = ScriptedChatModel([f"```python\n{bad}\n```", f"```python\n{good}\n```"])
     env = LiveEnv(t, chat)
     from divelab.coding.bayes_control.belief import BeliefModel, Likelihood, RefineModel
 
     model = BeliefModel(0.5, (Likelihood(0.99, 0.98), Likelihood(0.95, 0.85), Likelihood(0.9, 0.1), Likelihood(0.99, 0.2)),
                         RefineModel(0.9, 0.4))
     r = run_episode(DPController(model, Costs(verify=0.3), horizon=4), env, model, Costs(verify=0.3), max_steps=4)
-    assert r.shipped_correct is True and chat.calls == 2
+    assert r.shipped_correct is True and len(chat.calls) == 2
     assert "refine" in r.actions and r.actions[0].startswith("critic")
     assert any(e["event"] == "critic:2" and e["passed"] is False for e in env.log)  # doc examples caught it
 

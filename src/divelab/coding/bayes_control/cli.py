@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         """Generate, critique, refine, verify and ship with a Bayesian controller and a live model."""
         from rich.console import Console
 
+        from divelab.chat import ChatClientError, OpenAIChatClient
         from divelab.coding.bayes_control.belief import BeliefModel
         from divelab.coding.bayes_control.controllers import (
             AlwaysVerify,
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
             VerifyIfCriticsPass,
         )
         from divelab.coding.bayes_control.episode import run_episode
-        from divelab.coding.bayes_control.live import ChatError, LiveEnv, OpenAICompatibleChat
+        from divelab.coding.bayes_control.live import LiveEnv
         from divelab.coding.bayes_control.replay import critic_costs, public_indices
         from divelab.coding.bayes_control.runtime import default_model, load_task_list
 
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
             task_list = load_task_list(tasks, task_file)
             belief = (BeliefModel.from_dict(json.loads(calibration.read_text())) if calibration
                       else default_model())
-            chat = OpenAICompatibleChat(base_url=base_url, model=model, api_key=os.environ.get(api_key_env))
+            chat = OpenAIChatClient(base_url=base_url, model=model, api_key=os.environ.get(api_key_env))
         except (ValueError, OSError) as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
             try:
                 env = LiveEnv(task, chat, public_level=public)
                 res = run_episode(ctl, env, belief, costs, max_steps=max_steps)
-            except ChatError as exc:
+            except ChatClientError as exc:
                 err.print(f"[red]error:[/red] {task.task_id}: {exc}")
                 raise typer.Exit(1) from None
             typer.echo(f"{task.task_id}: {' -> '.join(res.actions)} | shipped correct: {res.shipped_correct} "
