@@ -56,6 +56,19 @@ EnvFactory = Callable[[str], TextEnv]
 """``make_env(game_id) -> TextEnv``: how trainers and samplers build an env for a game."""
 
 
+class ReplayRestore:
+    """``restore`` by replay, for an env that remembers the seed of its last ``reset`` in
+    ``self._seed``: reset with that seed, then step through the prefix (see the module docstring)."""
+
+    _seed: int | None
+
+    def restore(self, actions: Sequence[str]) -> str:
+        obs = self.reset(self._seed)  # type: ignore[attr-defined]
+        for a in actions:
+            obs = self.step(a)[0]  # type: ignore[attr-defined]
+        return obs
+
+
 class EnvWrapper:
     """Base for envs that wrap another: every protocol method forwards to ``self.env`` unless a
     subclass overrides it, and unknown attributes (``game_id``, ...) are looked up on the inner

@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from divelab.cache import atomic_dir, entry_path, stable_hash
-from divelab.envs.base import EnvFactory, EnvWrapper, ReplayCache, StepResult, TextEnv, check_action
+from divelab.envs.base import (
+    EnvFactory,
+    EnvWrapper,
+    ReplayCache,
+    ReplayRestore,
+    StepResult,
+    TextEnv,
+    check_action,
+)
 
 _SEP = " | "
 
@@ -99,7 +107,7 @@ def compact_view(observation: str) -> str:
     return f"{feedback} [{room.group(1) if room else desc[:40]}] {inv}".strip()
 
 
-class TextWorldEnv:
+class TextWorldEnv(ReplayRestore):
     """One TextWorld game. Deterministic: ``reset(seed)`` ignores the seed beyond recording it."""
 
     seed_invariant = True  # the game does not depend on the reset seed (ReplayCache shares one trie)
@@ -166,12 +174,6 @@ class TextWorldEnv:
         """The full world state (TextWorld's facts); lets :class:`ReplayCache` merge states.
         Safe for single-quest games, where winning ends the episode."""
         return frozenset(str(f) for f in self._state["facts"])
-
-    def restore(self, actions: Sequence[str]) -> str:
-        obs = self.reset(self._seed)
-        for a in actions:
-            obs = self.step(a)[0]
-        return obs
 
     def clone(self) -> TextWorldEnv:
         twin = TextWorldEnv(self.game_file, self.game_id, self.max_steps)

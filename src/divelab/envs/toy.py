@@ -8,15 +8,15 @@ replay of the action prefix, as for TextWorld.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from divelab.envs.base import StepResult, check_action
+from divelab.envs.base import ReplayRestore, StepResult, check_action
 
 
 @dataclass
-class CorridorEnv:
+class CorridorEnv(ReplayRestore):
     n_rooms: int = 4
     goal: int = 3
     max_steps: int = 12
@@ -70,12 +70,6 @@ class CorridorEnv:
 
     def state_key(self, observation: str) -> Hashable:
         return observation.removeprefix("you win. ")
-
-    def restore(self, actions: Sequence[str]) -> str:
-        obs = self.reset(self._seed)
-        for a in actions:
-            obs = self.step(a)[0]
-        return obs
 
     def clone(self) -> CorridorEnv:
         twin = CorridorEnv(self.n_rooms, self.goal, self.max_steps, self.game_id)

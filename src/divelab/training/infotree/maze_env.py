@@ -17,12 +17,12 @@ decisions, the collapse setting (notes §1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
-from divelab.envs.base import EnvFactory, StepResult, check_action
+from divelab.envs.base import EnvFactory, ReplayRestore, StepResult, check_action
 from divelab.rl.policy import LMPolicy
 from divelab.training.backtrack.maze import (
     MAX_BRANCHING,
@@ -35,7 +35,7 @@ from divelab.training.backtrack.maze import (
 )
 
 
-class MazeTextEnv:
+class MazeTextEnv(ReplayRestore):
     """One maze instance behind the ``TextEnv`` protocol (reward 1 on reaching the goal)."""
 
     def __init__(self, maze: Maze, name: str) -> None:
@@ -66,12 +66,6 @@ class MazeTextEnv:
     def state_key(self, observation: str) -> Hashable:
         # a pure function of the text, as the protocol asks (samplers call it after stepping on)
         return observation
-
-    def restore(self, actions: Sequence[str]) -> str:
-        obs = self.reset(self._seed)
-        for a in actions:
-            obs = self.step(a)[0]
-        return obs
 
     def clone(self) -> MazeTextEnv:
         twin = MazeTextEnv(self.maze, self.name)
