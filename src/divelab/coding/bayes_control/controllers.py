@@ -16,7 +16,7 @@ at once, a failed one leaves belief 0 (refine, or ship known-bad code).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -250,6 +250,7 @@ class VerifyIfCriticsPass:
     """Run every critic; any failure → refine; all passed → verify (a failed verify → refine)."""
 
     name: str = "verify-if-critics-pass"
+    on_pass: ClassVar[str] = VERIFY  # what to do once every critic has passed
 
     def act(self, s: State) -> tuple[str, int | None]:
         if s.steps_left <= 0:
@@ -258,23 +259,15 @@ class VerifyIfCriticsPass:
             return REFINE, None
         if s.next_critic is not None:
             return CRITIC, s.next_critic
-        return VERIFY, None
+        return self.on_pass, None
 
 
 @dataclass
-class ShipIfCriticsPass:
+class ShipIfCriticsPass(VerifyIfCriticsPass):
     """The gate rule: run every critic; any failure → refine; all passed → ship without verifying."""
 
     name: str = "ship-if-critics-pass"
-
-    def act(self, s: State) -> tuple[str, int | None]:
-        if s.steps_left <= 0:
-            return SHIP, None
-        if s.known_wrong or (s.observations and not all(s.observations)):
-            return REFINE, None
-        if s.next_critic is not None:
-            return CRITIC, s.next_critic
-        return SHIP, None
+    on_pass: ClassVar[str] = SHIP
 
 
 @dataclass
