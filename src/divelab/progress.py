@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -26,8 +27,56 @@ def enabled() -> bool:
     return os.environ.get("DIVELAB_QUIET", "") not in ("1", "true") and sys.stderr.isatty()
 
 
+HEARTBEAT_S = float(os.environ.get("DIVELAB_HEARTBEAT_S", "30"))
+
+
+def quiet() -> bool:
+    return os.environ.get("DIVELAB_QUIET", "") in ("1", "true")
+
+
+class Heartbeat:
+    """Off a terminal (CI logs, nohup, pipes) a live bar prints nothing: print a plain line at
+    most every ``HEARTBEAT_S`` seconds instead, so a long run is never silent for minutes."""
+
+    def __init__(self, description: str, total: int | None) -> None:
+        self.description, self.total = description, total
+        self.t0 = self.last = time.monotonic()
+        self.on = not quiet() and not sys.stderr.isatty()
+
+    def tick(self, done: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.on and (force or now - self.last >= HEARTBEAT_S):
+            self.last = now
+            of = f"/{self.total}" if self.total is not None else ""
+            print(f"  … {self.description}: {done}{of} after {now - self.t0:.0f} s", file=sys.stderr, flush=True)
+
+
+class _BeatingProgress(Progress):
+    """A rich Progress that also prints heartbeat lines off a terminal, for every task."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._beats: dict[int, Heartbeat] = {}
+
+    def _beat(self, task_id) -> None:
+        task = self._tasks.get(task_id)
+        if task is None:
+            return
+        beat = self._beats.setdefault(task_id, Heartbeat(task.description, task.total))
+        beat.description, beat.total = task.description, task.total
+        beat.tick(int(task.completed))
+
+    def update(self, task_id, *args, **kwargs) -> None:  # type: ignore[override]
+        super().update(task_id, *args, **kwargs)
+        self._beat(task_id)
+
+    def advance(self, task_id, advance: float = 1) -> None:  # type: ignore[override]
+        super().advance(task_id, advance)
+        self._beat(task_id)
+
+
 def make_progress() -> Progress:
-    return Progress(
+    return _BeatingProgress(
         TextColumn("[bold blue]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -41,7 +90,7 @@ def make_progress() -> Progress:
 
 
 def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate with a progress bar."""
+    """Iterate with a progress bar (a heartbeat line off a terminal)."""
     if total is None:
         try:
             total = len(items)  # type: ignore[arg-type]

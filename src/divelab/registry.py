@@ -101,7 +101,13 @@ class UnknownSystemError(ValueError):
 
 
 def _names() -> str:
-    return ", ".join(f"{s.key} ({s.alias})" for s in SYSTEMS)
+    return _names_by_status()
+
+
+def _names_by_status() -> str:
+    done = ", ".join(f"{s.key} ({s.alias})" for s in SYSTEMS if s.implemented) or "none yet"
+    planned = ", ".join(f"{s.key} ({s.alias})" for s in SYSTEMS if not s.implemented) or "none"
+    return f"implemented (valid names): {done}; planned, not runnable yet: {planned}"
 
 
 def get(name: str) -> System:
@@ -126,10 +132,8 @@ def resolve_implemented(names: list[str]) -> list[System]:
     for name in names:
         s = get(name)
         if not s.implemented:
-            done = ", ".join(f"{x.key} ({x.alias})" for x in implemented()) or "none yet"
             raise UnknownSystemError(
-                f"system {s.key!r} ({s.alias}, {s.name}) is planned, not implemented yet; "
-                f"implemented systems: {done}"
+                f"system {s.key!r} ({s.alias}, {s.name}) is planned, not implemented yet; {_names_by_status()}"
             )
         if s not in out:
             out.append(s)

@@ -14,13 +14,16 @@ FAKE_REPRODUCE = '''
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable
+from divelab import verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 
 def reproduce(scale="quick", seed=0):
     rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale=scale, seed=seed,
                        setup="a stand-in for plumbing tests")
-    rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, Verdict.REPRODUCED, unit="x"))
-    rep.add(Claim("a | pipe in text", "2", 3.0, Verdict.NOT_REPRODUCED, note="disagrees"))
+    rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, unit="x", kind=Kind.EMPIRICAL,
+                  ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5)))
+    rep.add(Claim("a | pipe in text", "2", 3.0, note="disagrees", kind=Kind.CHECK,
+                  ruling=verdicts.bound(3.0, 2.0)))
     rep.add(not_checkable("needs a GPU", "5", "no GPU here"))
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, seed])

@@ -2,65 +2,64 @@ import json
 
 import pytest
 
-from divelab.claims import (
-    Claim,
-    Reproduction,
-    Verdict,
-    not_checkable,
-    verdict_from_direction,
-    verdict_from_interval,
-    verdict_from_ratio,
-)
+from divelab import verdicts
+from divelab.claims import Claim, Kind, Reproduction, Verdict, not_checkable
 
 
-def test_claim_accepts_verdict_strings_and_rejects_unknown():
-    c = Claim("x", "1", 1.0, "reproduced")
-    assert c.verdict is Verdict.REPRODUCED
-    with pytest.raises(ValueError, match="allowed: reproduced, partly"):
-        Claim("x", "1", 1.0, "great")
+def _claim(**kw):
+    base = dict(statement="x", paper_value="1", measured=1.0, kind=Kind.EMPIRICAL,
+                ruling=verdicts.value(1.0, paper=1.0))
+    base.update(kw)
+    return Claim(**base)
+
+
+def test_claim_takes_its_verdict_from_the_ruling_and_records_the_rule():
+    c = _claim()
+    assert c.verdict is Verdict.REPRODUCED and c.rule["name"] == "value" and c.size == "agrees"
+    assert verdicts.reapply(c.rule).verdict is c.verdict
+
+
+def test_claim_rejects_hand_verdicts_unknown_kinds_and_disagreement():
+    with pytest.raises(ValueError, match="must come from a rule"):
+        Claim("x", "1", 1.0, Verdict.REPRODUCED, kind=Kind.EMPIRICAL)
+    with pytest.raises(ValueError, match="has no kind"):
+        Claim("x", "1", 1.0, ruling=verdicts.value(1.0, paper=1.0))
+    with pytest.raises(ValueError, match="allowed: check, by construction, empirical"):
+        _claim(kind="obvious")
+    with pytest.raises(ValueError, match="disagrees with its ruling"):
+        _claim(verdict=Verdict.NOT_REPRODUCED)
+    with pytest.raises(ValueError, match="no verdict"):
+        Claim("x", "1", 1.0, kind=Kind.CHECK)
 
 
 def test_not_checkable_requires_reason():
     with pytest.raises(ValueError, match="gives no reason"):
-        Claim("x", "1", None, Verdict.NOT_CHECKABLE)
+        Claim("x", "1", None, Verdict.NOT_CHECKABLE, kind=Kind.EMPIRICAL)
     c = not_checkable("x", "30%", "needs a live model endpoint")
     assert c.measured is None and c.verdict is Verdict.NOT_CHECKABLE and "endpoint" in c.note
+    assert c.kind is Kind.EMPIRICAL
 
 
 def test_nan_measured_is_rejected():
     with pytest.raises(ValueError, match="NaN"):
-        Claim("x", "1", float("nan"), Verdict.PARTLY)
+        verdicts.value(float("nan"), paper=1.0)
 
 
 def test_measured_text_formats_unit_and_ci():
-    c = Claim("x", "1", 0.12345, Verdict.PARTLY, unit="%", ci=(0.1, 0.15))
+    c = _claim(measured=0.12345, unit="%", ci=(0.1, 0.15))
     assert c.measured_text() == "0.123 % [0.1, 0.15]"
-    assert Claim("x", "1", None, Verdict.NOT_CHECKABLE, note="n").measured_text() == "—"
+    assert not_checkable("x", "1", "n").measured_text() == "—"
 
 
-def test_reproduction_round_trips_through_json():
+def test_reproduction_round_trips_through_json_and_tallies_empirical_only():
     rep = Reproduction(system="backtrack", title="t", scale="smoke", seed=3)
-    rep.add(Claim("a", "1", 2.0, Verdict.NOT_REPRODUCED, ci=(1.0, 3.0), source="§2"))
+    rep.add(_claim(measured=2.0, ci=(1.0, 3.0), source="§2", ruling=verdicts.value(2.0, paper=1.0)))
+    rep.add(_claim(kind=Kind.CHECK, ruling=verdicts.bound(1e-12, 1e-9)))
     rep.add(not_checkable("b", "2", "why"))
     rep.details["table"] = {"k": [1, 2]}
     back = Reproduction.from_dict(json.loads(rep.to_json()))
     assert back.to_dict() == rep.to_dict()
-    assert back.verdict_counts() == {"reproduced": 0, "partly": 0, "not reproduced": 1, "not checkable here": 1}
-
-
-@pytest.mark.parametrize(
-    ("measured", "expected"),
-    [(5.0, Verdict.REPRODUCED), (8.0, Verdict.PARTLY), (20.0, Verdict.NOT_REPRODUCED)],
-)
-def test_verdict_from_interval(measured, expected):
-    assert verdict_from_interval(measured, 4, 6, partly_lo=2, partly_hi=10) is expected
-
-
-def test_verdict_from_ratio_and_direction():
-    assert verdict_from_ratio(0.8, 0.82) is Verdict.REPRODUCED
-    assert verdict_from_ratio(0.5, 0.82) is Verdict.PARTLY
-    assert verdict_from_ratio(0.1, 0.82) is Verdict.NOT_REPRODUCED
-    assert verdict_from_direction(0.2, (0.05, 0.3)) is Verdict.REPRODUCED
-    assert verdict_from_direction(0.2, (-0.05, 0.3)) is Verdict.PARTLY
-    assert verdict_from_direction(-0.2, (-0.3, -0.1)) is Verdict.NOT_REPRODUCED
-    assert verdict_from_direction(-0.2, (-0.3, -0.1), expected_sign=-1) is Verdict.REPRODUCED
+    assert back.verdict_counts() == {"reproduced": 0, "direction only": 0, "not separated from noise": 0,
+                                     "not reproduced": 1, "not checkable here": 1}
+    assert back.verdict_counts(None)["reproduced"] == 1
+    assert back.kind_counts() == {"check": 1, "by construction": 0, "empirical": 2}

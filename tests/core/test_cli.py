@@ -1,8 +1,10 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from divelab.cli import app
@@ -61,3 +63,54 @@ def test_console_script_end_to_end_on_e163(tmp_path):
     assert rep["system"] == "backtrack" and len(rep["claims"]) >= 4
     assert all(c["verdict"] for c in rep["claims"])
     assert rep["figures"], "E163 reproduction should carry figures"
+
+
+def test_list_never_truncates_keys_at_80_columns():
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0
+    from divelab import registry
+
+    for s in registry.SYSTEMS:
+        assert s.key in res.output, f"{s.key} truncated or wrapped at 80 columns"
+
+
+def test_reproduce_off_a_terminal_logs_lines_and_prints_a_summary(fake_system, tmp_path):
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)],
+                        env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "[1/1] e999 fake: started (scale smoke, seed 0)" in res.output
+    assert re.search(r"\[1/1\] e999 fake: finished in [\d.]+ s", res.output)
+    assert "measured thing" not in res.output  # the summary, not every claim
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path), "--verbose"],
+                        env={"COLUMNS": "200"})
+    assert "measured thing" in res.output
+
+
+def test_heartbeat_off_a_terminal(monkeypatch, capsys):
+    from divelab import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
+    monkeypatch.delenv("DIVELAB_QUIET", raising=False)
+    list(progress.track(range(3), "training"))
+    assert "… training: 3/3 after" in capsys.readouterr().err
+
+
+def test_unknown_and_planned_names_list_implemented_apart_from_planned(tmp_path):
+    from divelab import registry
+
+    planned = [s for s in registry.SYSTEMS if not s.implemented]
+    if not planned:
+        pytest.skip("every system is implemented")
+    res = runner.invoke(app, ["reproduce", planned[0].key, "--out", str(tmp_path)], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "is planned" in res.output
+    assert "implemented (valid names):" in res.output and "planned, not runnable yet:" in res.output
+
+
+def test_help_is_fast_and_plain():
+    exe = os.path.join(os.path.dirname(sys.executable), "divelab")
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "--help" in proc.stdout and "reproduce" in proc.stdout
+    # no system package (torch) is imported to list the commands
+    probe = subprocess.run([sys.executable, "-c", "import sys; from divelab.cli import make_app; make_app(); "
+                            "print('torch' in sys.modules)"], capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "False", probe.stderr

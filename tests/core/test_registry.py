@@ -16,7 +16,7 @@ def test_lookup_by_key_and_alias(name):
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(registry.UnknownSystemError, match=r"valid names: infotree \(e162\)"):
+    with pytest.raises(registry.UnknownSystemError, match=r"valid names\): infotree \(e162\)"):
         registry.get("nope")
 
 

@@ -6,20 +6,27 @@ so the report opens offline in any browser.
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from divelab.cache import atomic_write_bytes, atomic_write_text
-from divelab.claims import VERDICT_VALUES, Reproduction
+from divelab.claims import KIND_VALUES, VERDICT_VALUES, Claim, Kind, Reproduction
 
 VERDICT_CLASS = {
     "reproduced": "v-ok",
-    "partly": "v-partly",
+    "direction only": "v-partly",
+    "not separated from noise": "v-noise",
     "not reproduced": "v-no",
     "not checkable here": "v-nc",
+}
+RESULTS_VERSION = 2  # 2: claims carry a kind, the verdict rule, direction and size
+
+KIND_NOTE = {
+    "empirical": "could have come out otherwise; only these count in the headline tally",
+    "check": "mathematics or implementation correctness; fails only through a bug",
+    "by construction": "true because of how the set-up is built",
 }
 
 CSS = """
@@ -32,6 +39,9 @@ th{background:#f3f4f6}
 .verdict{font-weight:600;white-space:nowrap;border-radius:4px;padding:.1rem .4rem}
 .v-ok{background:#d8f5dd;color:#11632a}.v-partly{background:#fff1c2;color:#7a5a00}
 .v-no{background:#fbd9d9;color:#8a1414}.v-nc{background:#e5e7eb;color:#374151}
+.v-noise{background:#e8e2f8;color:#4b2f91} .kind{font-size:.8rem;color:#444;white-space:nowrap}
+td.n{text-align:right} tr.planned td{color:#777} nav h2{margin-top:1.2rem}
+.rule{display:block;font-size:.78rem;color:#555;margin-top:.2rem}
 figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #e5e7eb}
 figcaption{color:#444;font-size:.88rem}
 .note{color:#444;font-size:.86rem} section{border-top:2px solid #e5e7eb;margin-top:2rem}
@@ -39,78 +49,72 @@ code{background:#f3f4f6;padding:0 .2rem}
 """
 
 
-def _e(x: Any) -> str:
-    return html.escape(str(x))
-
-
-def _summary_counts(reps: list[Reproduction]) -> dict[str, int]:
+def _summary_counts(reps: list[Reproduction], kind: Kind | str | None = Kind.EMPIRICAL) -> dict[str, int]:
+    """Verdict tally over claims of one kind (empirical: the headline); ``None`` for all claims."""
     counts = {v: 0 for v in VERDICT_VALUES}
     for r in reps:
-        for k, n in r.verdict_counts().items():
+        for k, n in r.verdict_counts(kind).items():
             counts[k] += n
     return counts
+
+
+def tallies_by_kind(reps: list[Reproduction]) -> dict[str, dict[str, int]]:
+    """``{kind: {verdict: n}}`` for every kind: what the report's tally table shows."""
+    return {k: _summary_counts(reps, k) for k in KIND_VALUES}
 
 
 def _anchor(rep: Reproduction) -> str:
     return f"sys-{rep.system}"
 
 
+def _summary_rows(reps: list[Reproduction]) -> list[dict[str, Any]]:
+    """One row per system of the week: the ones run here with their counts, the others as planned
+    or not run, so a reader of "eighteen systems" sees which have no reproduction."""
+    from divelab import registry
+
+    by_key = {r.system: r for r in reps}
+    rows = []
+    known = set()
+    for s in registry.SYSTEMS:
+        known.add(s.key)
+        rep = by_key.get(s.key)
+        rows.append({
+            "alias": s.alias.upper(), "key": s.key, "name": s.name, "arxiv": s.arxiv, "status": s.status,
+            "rep": rep, "anchor": _anchor(rep) if rep else "", "counts": rep.verdict_counts() if rep else {},
+            "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL) if rep else 0,
+            "why": "planned: no reproduction yet" if not s.implemented else "implemented, not run in this report",
+        })
+    for rep in reps:  # systems outside the registry (tests, plugins) still get a row
+        if rep.system not in known:
+            rows.append({"alias": "—", "key": rep.system, "name": rep.title, "arxiv": "—", "status": "implemented",
+                         "rep": rep, "anchor": _anchor(rep), "counts": rep.verdict_counts(),
+                         "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL), "why": ""})
+    return rows
+
+
+def _heading(rep: Reproduction) -> str:
+    """A consistent section title: E-number, divelab's name for the system, arXiv id."""
+    from divelab import registry
+
+    try:
+        s = registry.get(rep.system)
+    except registry.UnknownSystemError:
+        return rep.title
+    return f"{s.alias.upper()} · {s.name} (arXiv {s.arxiv})"
+
+
 def render_html(reps: list[Reproduction], title: str = "divelab reproduction report") -> str:
-    counts = _summary_counts(reps)
-    parts = [
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        f"<p class='meta'>Generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))}. "
-        + " · ".join(
-            f"<span class='verdict {VERDICT_CLASS[v]}'>{_e(v)}: {n}</span>" for v, n in counts.items()
-        )
-        + "</p>",
-        "<h2>Every claim</h2>",
-        "<table id='claims'><thead><tr><th>System</th><th>Claim</th><th>Paper</th><th>Ours</th>"
-        "<th>Verdict</th></tr></thead><tbody>",
-    ]
-    for rep in reps:
-        for c in rep.claims:
-            v = c.verdict.value
-            parts.append(
-                f"<tr><td><a href='#{_anchor(rep)}'>{_e(rep.system)}</a></td><td>{_e(c.statement)}</td>"
-                f"<td>{_e(c.paper_value)}</td><td>{_e(c.measured_text())}</td>"
-                f"<td><span class='verdict {VERDICT_CLASS[v]}'>{_e(v)}</span></td></tr>"
-            )
-    parts.append("</tbody></table>")
-    for rep in reps:
-        parts.append(f"<section id='{_anchor(rep)}'><h2>{_e(rep.title)}</h2>")
-        parts.append(
-            f"<p class='meta'>system <code>{_e(rep.system)}</code> · scale <code>{_e(rep.scale)}</code> · "
-            f"seed {rep.seed} · ran {rep.runtime_s:.1f} s · "
-            + ", ".join(f"{_e(k)} {_e(v)}" for k, v in rep.environment.items())
-            + "</p>"
-        )
-        if rep.setup:
-            parts.append(f"<p>{_e(rep.setup)}</p>")
-        parts.append(
-            "<table><thead><tr><th>Claim</th><th>Paper (source)</th><th>Ours</th><th>Verdict</th>"
-            "<th>Note</th></tr></thead><tbody>"
-        )
-        for c in rep.claims:
-            v = c.verdict.value
-            src = f" <span class='note'>({_e(c.source)})</span>" if c.source else ""
-            parts.append(
-                f"<tr><td>{_e(c.statement)}</td><td>{_e(c.paper_value)}{src}</td>"
-                f"<td>{_e(c.measured_text())}</td>"
-                f"<td><span class='verdict {VERDICT_CLASS[v]}'>{_e(v)}</span></td>"
-                f"<td class='note'>{_e(c.note)}</td></tr>"
-            )
-        parts.append("</tbody></table>")
-        for f in rep.figures:
-            parts.append(
-                f"<figure><img alt='{_e(f.name)}' src='data:image/png;base64,{f.png_base64}'>"
-                f"<figcaption>{_e(f.caption)}</figcaption></figure>"
-            )
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("divelab.report", "templates"),
+                      autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    sections = [{"rep": r, "anchor": _anchor(r), "heading": _heading(r),
+                 "subtitle": r.title if r.title not in _heading(r) else "",
+                 "env": ", ".join(f"{k} {v}" for k, v in r.environment.items())} for r in reps]
+    return env.get_template("report.html").render(
+        title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
+        verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE,
+        summary=_summary_rows(reps), tally=tallies_by_kind(reps), sections=sections)
 
 
 def _md_cell(x: Any) -> str:
@@ -120,19 +124,17 @@ def _md_cell(x: Any) -> str:
 def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction report",
                     figure_dir: str | None = "figures") -> str:
     counts = _summary_counts(reps)
-    lines = [f"# {title}", "", " · ".join(f"{v}: {n}" for v, n in counts.items()), ""]
+    lines = [f"# {title}", "", "Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
+             "| Kind | " + " | ".join(VERDICT_VALUES) + " | all |", "|---" * (len(VERDICT_VALUES) + 2) + "|"]
+    for kind, kc in tallies_by_kind(reps).items():
+        lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
+    lines.append("")
     for rep in reps:
         lines += [f"## {rep.title}", "",
                   f"system `{rep.system}` · scale `{rep.scale}` · seed {rep.seed} · ran {rep.runtime_s:.1f} s", ""]
         if rep.setup:
             lines += [rep.setup, ""]
-        lines += ["| Claim | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|"]
-        for c in rep.claims:
-            paper = c.paper_value + (f" ({c.source})" if c.source else "")
-            lines.append(
-                f"| {_md_cell(c.statement)} | {_md_cell(paper)} | {_md_cell(c.measured_text())} | "
-                f"**{c.verdict.value}** | {_md_cell(c.note)} |"
-            )
+        lines += claims_table_md(rep.claims)
         lines.append("")
         if figure_dir is not None:
             for f in rep.figures:
@@ -140,14 +142,31 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
     return "\n".join(lines)
 
 
-def write_report(reps: list[Reproduction], out_dir: str | Path) -> dict[str, Path]:
+def claims_table_md(claims: list[Claim]) -> list[str]:
+    """A Markdown table of claims: kind, paper, ours (with the strongest baseline), verdict and rule."""
+    lines = ["| Claim | Kind | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        paper = c.paper_value + (f" ({c.source})" if c.source else "")
+        ours = c.measured_text() + (f"; strongest baseline: {c.baseline}" if c.baseline else "")
+        rule = c.rule_text()
+        verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
+        lines.append(
+            f"| {_md_cell(c.statement)} | {c.kind.value} | {_md_cell(paper)} | {_md_cell(ours)} | "
+            f"{_md_cell(verdict)} | {_md_cell(c.note)} |"
+        )
+    return lines
+
+
+def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool = True) -> dict[str, Path]:
     """Write ``results.json``, ``report.md`` (+ figure PNGs) and ``report.html`` into ``out_dir``.
-    Each file is written atomically."""
+    Each file is written atomically. ``write_json=False`` re-renders from an existing results.json
+    without rewriting it (``divelab report``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"divelab_results_version": 1, "reproductions": [r.to_dict() for r in reps]}
     paths = {"json": out / "results.json", "markdown": out / "report.md", "html": out / "report.html"}
-    atomic_write_text(paths["json"], json.dumps(results, indent=2, default=str))
+    if write_json:
+        results = {"divelab_results_version": RESULTS_VERSION, "reproductions": [r.to_dict() for r in reps]}
+        atomic_write_text(paths["json"], json.dumps(results, indent=2, default=str))
     for rep in reps:
         for f in rep.figures:
             atomic_write_bytes(out / "figures" / f"{rep.system}-{f.name}.png", f.png_bytes())
@@ -165,6 +184,10 @@ def load_results(path: str | Path) -> list[Reproduction]:
         raise FileNotFoundError(f"no results.json at {p}; run `divelab reproduce --out DIR` first")
     try:
         data = json.loads(p.read_text())
+        version = data.get("divelab_results_version")
+        if version is not None and version != RESULTS_VERSION:
+            raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
+                             f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
         return [Reproduction.from_dict(d) for d in data["reproductions"]]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{p} is not a divelab results.json: {exc}") from exc

@@ -1,0 +1,132 @@
+"""One place for the statistics behind every claim: intervals and AUROC on scipy / scikit-learn.
+
+Every reproduction uses these, so an interval means the same thing in every row of the report:
+a two-sided 95% interval unless ``confidence`` says otherwise, bootstrap intervals are BCa
+(scipy's default) with a fixed seed, and a proportion's interval is Wilson's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import stats as _st
+
+DEFAULT_RESAMPLES = 2000
+
+
+def _arr(x: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=float).ravel()
+    if a.size == 0:
+        raise ValueError(f"{name} is empty")
+    if np.isnan(a).any():
+        raise ValueError(f"{name} contains NaN")
+    return a
+
+
+def _finite(lo: float, hi: float, point: float) -> tuple[float, float]:
+    # BCa is undefined when every resample gives the same value (a constant sample); the
+    # interval is then the point itself.
+    if not np.isfinite(lo) or not np.isfinite(hi):
+        return (point, point)
+    return (float(lo), float(hi))
+
+
+def bootstrap_ci(x: Sequence[float] | np.ndarray, statistic: Callable[[np.ndarray], float] = np.mean, *,
+                 confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                 method: str = "BCa") -> tuple[float, float]:
+    """Bootstrap interval of ``statistic`` over one sample (scipy.stats.bootstrap)."""
+    a = _arr(x, "sample")
+    point = float(statistic(a))
+    if a.size < 2 or np.ptp(a) == 0:
+        return (point, point)
+    res = _st.bootstrap((a,), lambda s, axis=-1: np.apply_along_axis(statistic, axis, s),
+                        confidence_level=confidence, n_resamples=n_resamples, method=method,
+                        random_state=np.random.default_rng(seed))
+    return _finite(res.confidence_interval.low, res.confidence_interval.high, point)
+
+
+def mean_ci(x: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of the mean (scipy.stats.t.interval); for a handful of seeds."""
+    a = _arr(x, "sample")
+    m = float(a.mean())
+    if a.size < 2 or np.ptp(a) == 0:
+        return (m, m)
+    lo, hi = _st.t.interval(confidence, a.size - 1, loc=m, scale=_st.sem(a))
+    return (float(lo), float(hi))
+
+
+def paired_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
+                   confidence: float = 0.95, method: str = "t", seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``a - b`` over paired units, with its interval ("t" or "bootstrap")."""
+    x, y = _arr(a, "a"), _arr(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in size: {x.size} vs {y.size}")
+    d = x - y
+    lo, hi = mean_ci(d, confidence=confidence) if method == "t" else bootstrap_ci(d, confidence=confidence, seed=seed)
+    return float(d.mean()), lo, hi
+
+
+def diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
+            n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Difference of means of two independent samples, with a bootstrap interval."""
+    x, y = _arr(a, "a"), _arr(b, "b")
+    point = float(x.mean() - y.mean())
+    if (x.size < 2 or np.ptp(x) == 0) and (y.size < 2 or np.ptp(y) == 0):
+        return point, point, point
+    res = _st.bootstrap((x, y), lambda p, q, axis=-1: p.mean(axis=axis) - q.mean(axis=axis),
+                        confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                        random_state=np.random.default_rng(seed))
+    lo, hi = _finite(res.confidence_interval.low, res.confidence_interval.high, point)
+    return point, lo, hi
+
+
+def proportion_ci(k: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson interval of a proportion k/n (scipy.stats.binomtest(...).proportion_ci)."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+def auroc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """Area under the ROC curve (sklearn.metrics.roc_auc_score); both classes must be present."""
+    from sklearn.metrics import roc_auc_score
+
+    y, s = np.asarray(labels).ravel(), _arr(scores, "scores")
+    if y.shape != s.shape:
+        raise ValueError(f"labels and scores differ in size: {y.size} vs {s.size}")
+    if len(np.unique(y)) != 2:
+        raise ValueError(f"AUROC needs both classes in labels, got {sorted(set(y.tolist()))}")
+    return float(roc_auc_score(y, s))
+
+
+def auroc_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray, *,
+             confidence: float = 0.95, n_resamples: int = DEFAULT_RESAMPLES,
+             seed: int = 0) -> tuple[float, float, float]:
+    """AUROC with a stratified percentile bootstrap interval: positives and negatives are
+    resampled separately (scipy.stats.bootstrap over the two samples), so every resample has
+    both classes and the class balance is kept."""
+    from sklearn.metrics import roc_auc_score
+
+    y, s = np.asarray(labels).ravel(), _arr(scores, "scores")
+    point = auroc(y, s)
+    classes = np.unique(y)
+    pos, neg = s[y == classes[1]], s[y == classes[0]]
+
+    def stat(p: np.ndarray, q: np.ndarray) -> float:
+        return float(roc_auc_score(np.r_[np.ones(p.size), np.zeros(q.size)], np.r_[p, q]))
+
+    if pos.size < 2 or neg.size < 2:
+        return point, point, point
+    res = _st.bootstrap((pos, neg), stat, vectorized=False, confidence_level=confidence,
+                        n_resamples=n_resamples, method="percentile", random_state=np.random.default_rng(seed))
+    lo, hi = _finite(res.confidence_interval.low, res.confidence_interval.high, point)
+    return point, lo, hi
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels' multipletests)."""
+    from statsmodels.stats.multitest import multipletests
+
+    return multipletests(_arr(pvalues, "p-values"), method="holm")[1]

@@ -1,0 +1,265 @@
+"""Verdict rules: how a measured value becomes a verdict, recorded so it can be re-checked.
+
+Every verdict in divelab comes from one of these rules. A rule returns a :class:`Ruling`: the
+verdict, whether the **direction** holds, whether the **size** agrees with the paper within a
+tolerance the claim declares, and the rule itself as plain JSON (``{"name", "args"}``). The
+ruling is stored on the claim, so a test (and a reader of ``results.json``) can re-apply the rule
+to the recorded values and get the same verdict: no verdict is chosen by hand.
+
+The rules, and when to use which:
+
+- :func:`direction` — "A beats B" (an effect with a confidence interval). A CI that covers zero is
+  *not separated from noise*, never "partly": under the null that is a coin flip.
+- :func:`value` — "the paper measured X" (an AUROC, a rate); optionally also "better than chance".
+- :func:`bound` — "at most / at least L" (an overhead, an error of a numerical check).
+- :func:`found` — "a search finds an instance" (a counterexample): finding nothing is not partly.
+- :func:`outcome` — a pre-stated yes/no test whose outcome could have gone either way (a model
+  comparison, a monotonicity check); ``test`` says what was tested.
+
+Sizes: ``paper`` is a number or a ``(lo, hi)`` range; ``tol`` widens it, relative to the paper's
+value (``tol_kind="rel"``, the default) or in the claim's own unit (``"abs"``). Without a paper
+number the size is "not comparable" and ``why`` must say why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Verdict(StrEnum):
+    REPRODUCED = "reproduced"  # direction holds and the size agrees (or the paper gives no size)
+    PARTLY = "direction only"  # direction holds, the size is outside the declared tolerance
+    NOT_SEPARATED = "not separated from noise"  # the interval covers "no effect"
+    NOT_REPRODUCED = "not reproduced"  # the direction fails, or the value/bound/search fails
+    NOT_CHECKABLE = "not checkable here"  # measured is None; the note says why
+
+
+VERDICT_VALUES = [v.value for v in Verdict]
+
+
+class Kind(StrEnum):
+    """What a claim's evidence is. Only ``empirical`` claims count in the headline tally."""
+
+    CHECK = "check"  # mathematics or implementation correctness: can only fail through a bug
+    BY_CONSTRUCTION = "by construction"  # true because of how the set-up is built
+    EMPIRICAL = "empirical"  # could have come out otherwise
+
+
+KIND_VALUES = [k.value for k in Kind]
+
+
+@dataclass(frozen=True)
+class Ruling:
+    verdict: Verdict
+    direction: str  # "holds" | "fails" | "not separated" | "n/a"
+    size: str  # "agrees" | "differs" | "not comparable: <why>" | "n/a"
+    rule: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """One line a reader can check: what the rule saw."""
+        args = self.rule.get("args", {})
+        parts = [f"direction {self.direction}" if self.direction != "n/a" else ""]
+        if self.size.startswith("not comparable"):
+            parts.append(f"size {self.size}")
+        elif self.size != "n/a":
+            band = _band(args.get("paper"), args.get("tol", 0.0), args.get("tol_kind", "rel"))
+            if band is not None:
+                parts.append(f"size {self.size} (paper band {_fmt(band[0])}…{_fmt(band[1])})")
+            else:
+                parts.append(f"size {self.size}")
+        return "; ".join(p for p in parts if p)
+
+
+def _fmt(x: float) -> str:
+    from divelab.claims import format_number
+
+    return format_number(float(x))
+
+
+def _num(x: Any, name: str) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {x!r}") from None
+    if math.isnan(v):
+        raise ValueError(f"{name} is NaN")
+    return v
+
+
+def _paper_range(paper: Any) -> tuple[float, float] | None:
+    if paper is None:
+        return None
+    if isinstance(paper, list | tuple):
+        if len(paper) != 2:
+            raise ValueError(f"paper range must be (lo, hi), got {paper!r}")
+        lo, hi = _num(paper[0], "paper lo"), _num(paper[1], "paper hi")
+        return (min(lo, hi), max(lo, hi))
+    v = _num(paper, "paper")
+    return (v, v)
+
+
+def _band(paper: Any, tol: float, tol_kind: str) -> tuple[float, float] | None:
+    rng = _paper_range(paper)
+    if rng is None:
+        return None
+    lo, hi = rng
+    if tol_kind not in ("rel", "abs"):
+        raise ValueError(f"tol_kind must be 'rel' or 'abs', got {tol_kind!r}")
+    if tol < 0:
+        raise ValueError(f"tol must be >= 0, got {tol}")
+    if tol_kind == "abs":
+        return (lo - tol, hi + tol)
+    mid = abs((lo + hi) / 2)
+    return (lo - tol * mid, hi + tol * mid)
+
+
+def _size(measured: float, paper: Any, tol: float, tol_kind: str, why: str) -> str:
+    band = _band(paper, tol, tol_kind)
+    if band is None:
+        if not why:
+            raise ValueError("a claim with no paper number must say why sizes are not comparable (why=...)")
+        return f"not comparable: {why}"
+    return "agrees" if band[0] <= measured <= band[1] else "differs"
+
+
+def _ci(ci: Any) -> tuple[float, float] | None:
+    if ci is None:
+        return None
+    lo, hi = _num(ci[0], "ci lo"), _num(ci[1], "ci hi")
+    return (min(lo, hi), max(lo, hi))
+
+
+def _side(lo: float, hi: float, ref: float, sign: int) -> str:
+    """Where an interval lies relative to ``ref`` in direction ``sign``."""
+    a, b = (lo - ref) * sign, (hi - ref) * sign
+    if min(a, b) > 0:
+        return "holds"
+    if max(a, b) < 0:
+        return "fails"
+    return "not separated"
+
+
+def direction(effect: float, ci: Any = None, *, expected_sign: int = 1, paper: Any = None,
+              tol: float = 0.5, tol_kind: str = "rel", why: str = "", exact: bool = False) -> Ruling:
+    """An effect (difference, gain, log-ratio) whose sign is the claim.
+
+    ``ci`` is required unless ``exact`` (the effect is computed exactly, e.g. by enumeration).
+    Direction: CI wholly on the expected side → holds; wholly on the other → fails; else not
+    separated. Size: the point estimate inside the paper's band widened by ``tol``.
+    """
+    e = _num(effect, "effect")
+    s = 1 if expected_sign >= 0 else -1
+    c = _ci(ci)
+    if c is None and not exact:
+        raise ValueError("direction() needs a confidence interval (ci=...) unless exact=True")
+    lo, hi = c if c is not None else (e, e)
+    d = _side(lo, hi, 0.0, s)
+    size = _size(e, paper, tol, tol_kind, why)
+    verdict = _combine(d, size)
+    args = {"effect": e, "ci": list(c) if c else None, "expected_sign": s, "paper": _jsonable(paper),
+            "tol": tol, "tol_kind": tol_kind, "why": why, "exact": exact}
+    return Ruling(verdict, d, size, {"name": "direction", "args": args})
+
+
+def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: str = "rel",
+          ci: Any = None, chance: float | None = None, expected_sign: int = 1, why: str = "") -> Ruling:
+    """A measured value compared with the paper's; with ``chance``, also "better than chance".
+
+    With ``chance``: direction holds when the CI (or the value, without a CI) is wholly beyond
+    ``chance`` on the expected side, fails when wholly on the other, else not separated.
+    Without ``chance`` the direction is n/a and the verdict is the size alone.
+    """
+    m = _num(measured, "measured")
+    c = _ci(ci)
+    s = 1 if expected_sign >= 0 else -1
+    if chance is None:
+        d = "n/a"
+    else:
+        lo, hi = c if c is not None else (m, m)
+        d = _side(lo, hi, _num(chance, "chance"), s)
+    size = _size(m, paper, tol, tol_kind, why)
+    if d == "n/a":
+        if size.startswith("not comparable"):
+            raise ValueError("value() with neither a paper number nor chance has nothing to judge")
+        verdict = Verdict.REPRODUCED if size == "agrees" else Verdict.NOT_REPRODUCED
+    else:
+        verdict = _combine(d, size)
+    args = {"measured": m, "paper": _jsonable(paper), "tol": tol, "tol_kind": tol_kind,
+            "ci": list(c) if c else None, "chance": chance, "expected_sign": s, "why": why}
+    return Ruling(verdict, d, size, {"name": "value", "args": args})
+
+
+def bound(measured: float, limit: float, *, sense: str = "<=") -> Ruling:
+    """``measured <= limit`` (or ``>=``): an overhead cap, a numerical error, a floor."""
+    m, lim = _num(measured, "measured"), _num(limit, "limit")
+    if sense not in ("<=", ">="):
+        raise ValueError(f"sense must be '<=' or '>=', got {sense!r}")
+    ok = m <= lim if sense == "<=" else m >= lim
+    return Ruling(Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, "holds" if ok else "fails", "n/a",
+                  {"name": "bound", "args": {"measured": m, "limit": lim, "sense": sense}})
+
+
+def found(count: int, trials: int) -> Ruling:
+    """A search for an instance (a counterexample, a failure). Nothing found → not reproduced."""
+    n, t = int(count), int(trials)
+    if t <= 0 or n < 0 or n > t:
+        raise ValueError(f"need 0 <= count <= trials and trials > 0, got count={n}, trials={t}")
+    return Ruling(Verdict.REPRODUCED if n > 0 else Verdict.NOT_REPRODUCED, "holds" if n else "fails", "n/a",
+                  {"name": "found", "args": {"count": n, "trials": t}})
+
+
+def outcome(passed: bool, *, test: str) -> Ruling:
+    """A pre-stated yes/no test that could have gone either way; ``test`` says what it was."""
+    if not test:
+        raise ValueError("outcome() needs test=... describing the pre-stated test")
+    p = bool(passed)
+    return Ruling(Verdict.REPRODUCED if p else Verdict.NOT_REPRODUCED, "holds" if p else "fails", "n/a",
+                  {"name": "outcome", "args": {"passed": p, "test": test}})
+
+
+def _combine(d: str, size: str) -> Verdict:
+    if d == "fails":
+        return Verdict.NOT_REPRODUCED
+    if d == "not separated":
+        return Verdict.NOT_SEPARATED
+    if size == "differs":
+        return Verdict.PARTLY
+    return Verdict.REPRODUCED
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, tuple):
+        return [float(v) for v in x]
+    if x is None:
+        return None
+    if isinstance(x, list):
+        return [float(v) for v in x]
+    return float(x)
+
+
+RULES: dict[str, Callable[..., Ruling]] = {
+    "direction": direction, "value": value, "bound": bound, "found": found, "outcome": outcome,
+}
+
+
+def reapply(rule: dict[str, Any]) -> Ruling:
+    """Apply a recorded rule again (from a claim or a results.json) and return its ruling."""
+    name = rule.get("name")
+    if name not in RULES:
+        raise ValueError(f"unknown verdict rule {name!r}; allowed: {', '.join(RULES)}")
+    args = dict(rule.get("args", {}))
+    if name == "direction":
+        effect = args.pop("effect")
+        ci = args.pop("ci")
+        return direction(effect, ci, **args)
+    if name == "value":
+        return value(args.pop("measured"), **args)
+    if name == "bound":
+        return bound(args.pop("measured"), args.pop("limit"), **args)
+    if name == "found":
+        return found(args["count"], args["trials"])
+    return outcome(args["passed"], test=args["test"])

@@ -1,0 +1,25 @@
+"""Every claim of every reproduction: a kind, and a verdict that follows from its declared rule.
+
+Runs each implemented system at smoke scale, re-applies each claim's recorded rule to its recorded
+values and checks the verdict, the direction and the size come out the same. A verdict chosen by
+hand, or a rule recorded with other values than it was decided on, fails here.
+"""
+
+import pytest
+
+from divelab import registry, verdicts
+from divelab.claims import Kind, Verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system", registry.implemented(), ids=lambda s: s.key)
+def test_every_verdict_follows_from_its_rule(system):
+    rep = system.reproduce_module().reproduce(scale="smoke", seed=0)
+    assert rep.claims, f"{system.key} made no claims"
+    for c in rep.claims:
+        assert isinstance(c.kind, Kind), c.statement
+        if c.verdict is Verdict.NOT_CHECKABLE:
+            assert c.note and c.measured is None, c.statement
+            continue
+        again = verdicts.reapply(c.rule)
+        assert (again.verdict, again.direction, again.size) == (c.verdict, c.direction, c.size), c.statement

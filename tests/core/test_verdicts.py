@@ -1,0 +1,68 @@
+"""The verdict rules: direction and size, and the cases the old rules got wrong."""
+
+import pytest
+
+from divelab import verdicts as V
+from divelab.verdicts import Verdict
+
+
+def test_direction_with_ci_covering_zero_is_not_separated_not_partly():
+    r = V.direction(0.2, (-0.05, 0.3), paper=0.2)
+    assert r.verdict is Verdict.NOT_SEPARATED and r.direction == "not separated"
+
+
+def test_direction_holds_but_size_far_from_paper_is_direction_only():
+    # +83% where the paper says +16-18%: the direction holds, the size does not agree.
+    r = V.direction(0.83, (0.6, 1.0), paper=(0.16, 0.18), tol=0.5)
+    assert r.verdict is Verdict.PARTLY and r.direction == "holds" and r.size == "differs"
+    assert V.direction(0.2, (0.1, 0.3), paper=(0.16, 0.18), tol=0.5).verdict is Verdict.REPRODUCED
+
+
+def test_direction_fails_and_expected_sign():
+    assert V.direction(-0.2, (-0.3, -0.1), why="paper gives no number").verdict is Verdict.NOT_REPRODUCED
+    assert V.direction(-0.2, (-0.3, -0.1), expected_sign=-1, why="n").verdict is Verdict.REPRODUCED
+
+
+def test_direction_requires_ci_or_exact_and_size_requires_paper_or_reason():
+    with pytest.raises(ValueError, match="needs a confidence interval"):
+        V.direction(0.1, paper=0.1)
+    with pytest.raises(ValueError, match="must say why"):
+        V.direction(0.1, (0.05, 0.2))
+    assert V.direction(0.1, exact=True, why="paper gives no number").size.startswith("not comparable")
+
+
+def test_value_with_chance_and_tolerances():
+    r = V.value(0.93, paper=0.87, tol=0.05, tol_kind="abs", ci=(0.9, 0.95), chance=0.5)
+    assert r.verdict is Verdict.PARTLY  # better than chance, outside 0.82-0.92
+    assert V.value(0.55, paper=0.87, ci=(0.45, 0.65), chance=0.5).verdict is Verdict.NOT_SEPARATED
+    assert V.value(0.3, paper=0.87, ci=(0.2, 0.4), chance=0.5).verdict is Verdict.NOT_REPRODUCED
+    assert V.value(0.8, paper=0.82).verdict is Verdict.REPRODUCED
+    assert V.value(0.5, paper=0.82).verdict is Verdict.NOT_REPRODUCED
+    with pytest.raises(ValueError, match="nothing to judge"):
+        V.value(0.5, why="no paper number")
+
+
+def test_bound_found_outcome():
+    assert V.bound(0.004, 0.005).verdict is Verdict.REPRODUCED
+    assert V.bound(0.1, 0.005).verdict is Verdict.NOT_REPRODUCED
+    assert V.bound(3.0, 2.0, sense=">=").verdict is Verdict.REPRODUCED
+    # a search that finds nothing is not "partly" reproduced
+    assert V.found(0, 200).verdict is Verdict.NOT_REPRODUCED
+    assert V.found(3, 200).verdict is Verdict.REPRODUCED
+    with pytest.raises(ValueError, match="count <= trials"):
+        V.found(5, 2)
+    with pytest.raises(ValueError, match="needs test"):
+        V.outcome(True, test="")
+
+
+@pytest.mark.parametrize("ruling", [
+    V.direction(0.2, (0.1, 0.3), paper=(0.1, 0.2)), V.value(0.9, paper=0.8, chance=0.5, ci=(0.85, 0.95)),
+    V.bound(1e-9, 1e-6), V.found(0, 10), V.outcome(False, test="fit prefers linear"),
+])
+def test_reapply_reproduces_every_rule(ruling):
+    assert V.reapply(ruling.rule) == ruling
+
+
+def test_reapply_rejects_unknown_rules():
+    with pytest.raises(ValueError, match="allowed: direction, value, bound, found, outcome"):
+        V.reapply({"name": "vibes", "args": {}})

@@ -1,0 +1,106 @@
+"""Generate the README's measured tables from saved ``results.json`` files, or check them.
+
+The tables between ``<!-- results:KEY -->`` and ``<!-- /results:KEY -->`` in README.md and in the
+documentation pages under docs/ are never
+edited by hand: they are rendered from ``docs/results/KEY.json`` (a run's results.json with the
+figures stripped), and ``<!-- results:tally -->`` from all of them. A test runs ``--check``.
+
+    .venv/bin/divelab reproduce e163 --scale quick --out runs/q
+    .venv/bin/python tools/readme_results.py save runs/q      # -> docs/results/backtrack.json
+    .venv/bin/python tools/readme_results.py write            # rewrite README blocks
+    .venv/bin/python tools/readme_results.py check            # exit 1 if README disagrees
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from divelab.report import load_results
+from divelab.report.render import RESULTS_VERSION, claims_table_md, tallies_by_kind
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "docs" / "results"
+BLOCK = re.compile(r"(<!-- results:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=key) -->)", re.S)
+
+
+def save(run_dir: str) -> list[Path]:
+    """Copy each reproduction of a run into docs/results/KEY.json, without figures (kept small)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = []
+    for rep in load_results(run_dir):
+        d = rep.to_dict()
+        d["figures"] = []
+        path = RESULTS / f"{rep.system}.json"
+        path.write_text(json.dumps({"divelab_results_version": RESULTS_VERSION, "reproductions": [d]},
+                                   indent=1, default=str) + "\n")
+        out.append(path)
+    return out
+
+
+def _reps() -> dict[str, object]:
+    reps = {}
+    for path in sorted(RESULTS.glob("*.json")):
+        for rep in load_results(path):
+            reps[rep.system] = rep
+    return reps
+
+
+def render_block(key: str, reps: dict) -> str:
+    if key == "tally":
+        tally = tallies_by_kind(list(reps.values()))
+        verdict_names = list(next(iter(tally.values())))
+        lines = ["| Kind of claim | " + " | ".join(verdict_names) + " |", "|---" * (len(verdict_names) + 1) + "|"]
+        for kind, counts in tally.items():
+            lines.append(f"| {kind} | " + " | ".join(str(n) for n in counts.values()) + " |")
+        systems = ", ".join(sorted(reps))
+        return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
+    if key not in reps:
+        raise SystemExit(f"README has a results block for {key!r} but docs/results/{key}.json does not exist")
+    rep = reps[key]
+    head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
+            f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}).\n\n")
+    return head + "\n".join(claims_table_md(rep.claims)) + "\n"
+
+
+def rendered(text: str) -> str:
+    reps = _reps()
+    return BLOCK.sub(lambda m: m.group(1) + render_block(m.group("key"), reps) + m.group(4), text)
+
+
+def pages() -> list[Path]:
+    """README.md and every documentation page: all may hold generated blocks."""
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("save", "write", "check"):
+        print(__doc__)
+        return 2
+    if argv[0] == "save":
+        if len(argv) != 2:
+            print("usage: readme_results.py save RUN_DIR")
+            return 2
+        for p in save(argv[1]):
+            print(f"saved {p.relative_to(ROOT)}")
+        return 0
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        new = rendered(text)
+        if new != text:
+            stale.append(page.relative_to(ROOT))
+            if argv[0] == "write":
+                page.write_text(new)
+    if argv[0] == "check" and stale:
+        print(f"measured tables differ from docs/results/*.json in: {', '.join(map(str, stale))}; "
+              "run tools/readme_results.py write")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
