@@ -40,7 +40,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     On an exception (or Ctrl-C) the temporary directory is removed and ``final`` is untouched."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(final), suffix=".tmp", dir=final.parent))
     try:
         yield tmp
         if final.exists():
@@ -49,12 +49,13 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    clean_stale_temporaries(final)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -65,6 +66,58 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    clean_stale_temporaries(path)
+
+
+# A temporary's name carries its writer's pid (".NAME.PID.RANDOM.tmp"), so a later writer can tell
+# one orphaned by a killed process (SIGKILL skips every cleanup) from one a live writer still owns.
+LEGACY_STALE_S = 3600.0  # temporaries from before the pid was in the name: stale after an hour
+
+
+def _tmp_prefix(final: Path) -> str:
+    return f".{final.name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temporaries(final: Path) -> list[Path]:
+    """Remove temporaries of ``final`` left by writers that no longer run; returns what was removed.
+    A temporary whose writer is alive (a concurrent run) is never touched."""
+    import time
+
+    final = Path(final)
+    removed = []
+    for tmp in final.parent.glob(f".{glob_escape(final.name)}.*.tmp"):
+        middle = tmp.name[len(final.name) + 2:-len(".tmp")]
+        pid_text = middle.split(".", 1)[0]
+        if pid_text.isdigit() and "." in middle:
+            stale = not _alive(int(pid_text))
+        else:
+            try:
+                stale = time.time() - tmp.stat().st_mtime > LEGACY_STALE_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    import glob
+
+    return glob.escape(name)
 
 
 def _umask() -> int:

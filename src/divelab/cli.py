@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import time
 import traceback
@@ -21,7 +22,38 @@ from divelab.claims import Reproduction
 from divelab.scale import DEFAULT_SCALE, SCALES, check_scale
 
 out_console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: off a terminal rich would wrap an error at 80 columns; in a log it should be one line.
+err_console = Console(stderr=True, soft_wrap=True)
+
+MAX_SEED = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed both accept [0, 2**32)
+FORBIDDEN_OUT = ("/proc", "/sys", "/dev")
+
+
+def check_seed(seed: int) -> int:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed {seed} is out of range; allowed: an integer from 0 to {MAX_SEED}")
+    return seed
+
+
+def check_out_dir(out: str | Path) -> Path:
+    """Refuse an output location that cannot hold a report, before any work starts; creates nothing."""
+    text = str(out)
+    if not text.strip():
+        raise ValueError("--out is empty; give a directory for report.html, report.md and results.json")
+    resolved = Path(os.path.abspath(out))
+    for bad in FORBIDDEN_OUT:
+        if resolved == Path(bad) or Path(bad) in resolved.parents:
+            raise ValueError(f"--out {text!r} is inside {bad}, which cannot hold files; choose another directory")
+    if resolved.exists() and not resolved.is_dir():
+        raise ValueError(f"--out {text!r} is an existing file, not a directory")
+    probe = resolved
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"--out {text!r} lies below {str(probe)!r}, which is a file, not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {text!r}: {str(probe)!r} is not writable")
+    return Path(out)
 
 VERDICT_STYLE = {"reproduced": "green", "direction only": "yellow", "not separated from noise": "magenta",
                  "not reproduced": "red", "not checkable here": "dim"}
@@ -82,7 +114,7 @@ def reproduce(
     systems: list[str] = typer.Argument(None, help="system keys or E-numbers (default: all implemented)"),
     scale: str = typer.Option(DEFAULT_SCALE, help=f"one of {', '.join(SCALES)}"),
     seed: int = typer.Option(0, help="seed for every random choice"),
-    out: Path = typer.Option(Path("divelab-report"), help="directory for report.html, report.md, results.json"),
+    out: str = typer.Option("divelab-report", help="directory for report.html, report.md, results.json"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim, not only the summary"),
 ) -> None:
     """Run reproductions and write the report of every claim."""
@@ -90,6 +122,8 @@ def reproduce(
 
     try:
         check_scale(scale)
+        check_seed(seed)
+        out = check_out_dir(out)
         chosen = registry.resolve_implemented(systems or [])
     except ValueError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
@@ -137,7 +171,7 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
 
     try:
         reps = load_results(run_dir)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     paths = write_report(reps, run_dir if run_dir.is_dir() else run_dir.parent, write_json=False)

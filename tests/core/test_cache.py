@@ -35,3 +35,36 @@ def test_atomic_write_text(tmp_path):
     p = tmp_path / "a" / "b.txt"
     atomic_write_text(p, "hi")
     assert p.read_text() == "hi"
+
+
+def test_temporaries_orphaned_by_sigkill_are_cleaned_by_the_next_writer(tmp_path):
+    """A writer killed with SIGKILL leaves its temporary; the next successful write removes it,
+    but never one owned by a live concurrent writer."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from divelab.cache import atomic_dir
+
+    final = tmp_path / "models" / "abc"
+    script = ("import sys, time; from pathlib import Path; from divelab.cache import atomic_dir\n"
+              f"with atomic_dir(Path({str(final)!r})) as t:\n"
+              "    (t / 'w.bin').write_bytes(b'x' * 10); print('ready', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    live = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert live.stdout.readline().strip() == "ready"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    orphans = list(final.parent.glob(".abc.*.tmp"))
+    assert len(orphans) == 2 and not final.exists()
+    with atomic_dir(final) as t:
+        (t / "w.bin").write_bytes(b"ok")
+    left = list(final.parent.glob(".abc.*.tmp"))
+    assert [p.name.split(".")[2] for p in left] == [str(live.pid)]  # the live writer's is kept
+    live.kill()
+    live.wait()
+    assert (final / "w.bin").read_bytes() == b"ok"
+    time.sleep(0)

@@ -114,3 +114,48 @@ def test_help_is_fast_and_plain():
     probe = subprocess.run([sys.executable, "-c", "import sys; from divelab.cli import make_app; make_app(); "
                             "print('torch' in sys.modules)"], capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "False", probe.stderr
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_bad_seed_fails_before_any_work(tmp_path, seed):
+    res = runner.invoke(app, ["reproduce", "backtrack", "--seed", seed, "--out", str(tmp_path / "o")],
+                        env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "allowed: an integer from 0" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_out_fails_before_any_work(tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    for out, msg in [(str(a_file), "existing file"), (str(a_file / "sub"), "which is a file"),
+                     ("/proc/divelab", "inside /proc"), ("", "--out is empty")]:
+        res = runner.invoke(app, ["reproduce", "backtrack", "--out", out], env={"COLUMNS": "300"})
+        assert res.exit_code == 2 and msg in res.output, (out, res.output)
+    assert a_file.read_text() == "x"
+
+
+def test_report_on_malformed_results_names_file_and_field_and_touches_nothing(fake_system, tmp_path):
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)])
+    assert res.exit_code == 0
+    good = json.loads((tmp_path / "results.json").read_text())
+    cases = {
+        "runtime_s": lambda d: d["reproductions"][0].__setitem__("runtime_s", "slow"),
+        "png": lambda d: d["reproductions"][0]["figures"][0].__setitem__("png_base64", "%%%"),
+        "ci": lambda d: d["reproductions"][0]["claims"][0].__setitem__("ci", [1]),
+    }
+    for field, corrupt in cases.items():
+        bad = json.loads(json.dumps(good))
+        corrupt(bad)
+        run = tmp_path / field
+        run.mkdir()
+        (run / "results.json").write_text(json.dumps(bad))
+        res = runner.invoke(app, ["report", str(run)], env={"COLUMNS": "300"})
+        assert res.exit_code == 2 and "results.json" in res.output and field in res.output, res.output
+        assert sorted(p.name for p in run.iterdir()) == ["results.json"]
+    (tmp_path / "utf" ).mkdir()
+    (tmp_path / "utf" / "results.json").write_bytes(b"\xff\xfe{")
+    res = runner.invoke(app, ["report", str(tmp_path / "utf")])
+    assert res.exit_code == 2 and "not UTF-8" in res.output
+    (tmp_path / "dir" / "results.json").mkdir(parents=True)
+    res = runner.invoke(app, ["report", str(tmp_path / "dir" / "results.json")])
+    assert res.exit_code == 2 and "no results.json at" in res.output

@@ -176,18 +176,60 @@ def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool
 
 
 def load_results(path: str | Path) -> list[Reproduction]:
-    """Read a run's ``results.json`` (or the directory holding it)."""
+    """Read a run's ``results.json`` (or the directory holding it), checking every field a report
+    needs, so a bad file is an error that names the file and the field, never a traceback."""
     p = Path(path)
     if p.is_dir():
         p = p / "results.json"
     if not p.exists():
         raise FileNotFoundError(f"no results.json at {p}; run `divelab reproduce --out DIR` first")
+    if not p.is_file():
+        raise ValueError(f"{p} is not a file")
     try:
-        data = json.loads(p.read_text())
-        version = data.get("divelab_results_version")
-        if version is not None and version != RESULTS_VERSION:
-            raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
-                             f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
-        return [Reproduction.from_dict(d) for d in data["reproductions"]]
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{p} is not a divelab results.json: {exc}") from exc
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p} is not UTF-8 text: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p} is not a divelab results.json: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("reproductions"), list):
+        raise ValueError(f"{p} is not a divelab results.json: no 'reproductions' list")
+    version = data.get("divelab_results_version")
+    if version is not None and version != RESULTS_VERSION:
+        raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
+                         f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
+    reps = []
+    for i, d in enumerate(data["reproductions"]):
+        where = f"{p}: reproductions[{i}]"
+        try:
+            _check_fields(d, where)
+            reps.append(Reproduction.from_dict(d))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return reps
+
+
+def _check_fields(d: Any, where: str) -> None:
+    import base64
+    import binascii
+
+    if not isinstance(d, dict):
+        raise ValueError("not an object")
+    for key, typ in (("system", str), ("title", str), ("scale", str), ("seed", int), ("claims", list)):
+        if not isinstance(d.get(key), typ):
+            raise ValueError(f"field {key!r} must be {typ.__name__}, got {d.get(key)!r}")
+    if not isinstance(d.get("runtime_s", 0.0), int | float):
+        raise ValueError(f"field 'runtime_s' must be a number, got {d.get('runtime_s')!r}")
+    for j, c in enumerate(d["claims"]):
+        ci = c.get("ci") if isinstance(c, dict) else None
+        if ci is not None and not (isinstance(ci, list) and len(ci) == 2
+                                   and all(isinstance(x, int | float) for x in ci)):
+            raise ValueError(f"claims[{j}].ci must be [low, high] numbers, got {ci!r}")
+    for j, f in enumerate(d.get("figures", [])):
+        try:
+            data = base64.b64decode(f["png_base64"], validate=True)
+        except (binascii.Error, KeyError, TypeError) as exc:
+            raise ValueError(f"figures[{j}] has no valid base64 PNG data ({exc})") from None
+        if not data.startswith(b"\x89PNG"):
+            raise ValueError(f"figures[{j}] is not a PNG image")
