@@ -4,8 +4,13 @@ developer's cached models and never leave files behind."""
 from __future__ import annotations
 
 import os
+import sys
+import textwrap
 
 import pytest
+
+from divelab import registry
+from divelab.registry import System
 
 os.environ.setdefault("DIVELAB_QUIET", "1")
 
@@ -16,3 +21,41 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
         os.environ["DIVELAB_CACHE"] = os.environ["DIVELAB_TEST_CACHE"]
     else:
         os.environ["DIVELAB_CACHE"] = str(tmp_path_factory.mktemp("divelab-cache"))
+
+
+# A stand-in system for testing the CLI, report and scale-out plumbing without training anything.
+FAKE_REPRODUCE = '''
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from divelab import verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+
+def reproduce(scale="quick", seed=0):
+    rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale=scale, seed=seed,
+                       setup="a stand-in for plumbing tests")
+    rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, unit="x", kind=Kind.EMPIRICAL,
+                  ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5)))
+    rep.add(Claim("a | pipe in text", "2", 3.0, note="disagrees", kind=Kind.CHECK,
+                  ruling=verdicts.bound(3.0, 2.0)))
+    rep.add(not_checkable("needs a GPU", "5", "no GPU here"))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, seed])
+    rep.figures.append(Figure.from_matplotlib(fig, "curve", "a curve"))
+    return rep
+'''
+
+
+@pytest.fixture
+def fake_system(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakepkg" / "fakesys"
+    pkg.mkdir(parents=True)
+    (tmp_path / "fakepkg" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reproduce.py").write_text(textwrap.dedent(FAKE_REPRODUCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = System(999, "fake", "Fake system", "0000.00000", "testing", "fakepkg.fakesys")
+    monkeypatch.setattr(registry, "SYSTEMS", (*registry.SYSTEMS, fake))
+    yield fake
+    for name in [m for m in sys.modules if m.startswith("fakepkg")]:
+        del sys.modules[name]

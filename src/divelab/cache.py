@@ -52,6 +52,22 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     clean_stale_temporaries(final)
 
 
+@contextmanager
+def lock(path: Path) -> Iterator[None]:
+    """An exclusive lock beside ``path`` (``path.lock``, fcntl): two processes, or two Ray workers
+    on one machine, building the same cache entry — the second waits, then finds it built."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ import importlib.util
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import typer
@@ -114,53 +113,108 @@ def reproduce(
     systems: list[str] = typer.Argument(None, help="system keys or E-numbers (default: all implemented)"),
     scale: str = typer.Option(DEFAULT_SCALE, help=f"one of {', '.join(SCALES)}"),
     seed: int = typer.Option(0, help="seed for every random choice"),
+    seeds: str = typer.Option(None, help="several seeds, e.g. '0-4' or '0,3,7': claims aggregated across them "
+                                         "(overrides --seed)"),
     out: str = typer.Option("divelab-report", help="directory for report.html, report.md, results.json"),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                            help="run each (system, seed) as a Ray task: 'local' starts Ray on this machine, "
+                                 "or a cluster address ('auto', 'ray://head:10001'); needs divelab[ray]"),
+    retries: int = typer.Option(0, help="re-run a failed task this many times before reporting it failed"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim, not only the summary"),
 ) -> None:
     """Run reproductions and write the report of every claim."""
     from divelab.report import write_report
+    from divelab.scaleout import Outcome, Task, aggregate_seeds, parse_seeds, run_tasks
 
     try:
         check_scale(scale)
-        check_seed(seed)
+        seed_list = parse_seeds(seeds) if seeds is not None else [seed]
+        for s_ in seed_list:
+            check_seed(s_)
         out = check_out_dir(out)
         chosen = registry.resolve_implemented(systems or [])
+        if retries < 0:
+            raise ValueError(f"--retries {retries} is negative; allowed: 0 or more")
+        if ray is not None:
+            import importlib.util as _u
+
+            if _u.find_spec("ray") is None:
+                from divelab.scaleout.tasks import RAY_HINT
+
+                raise ValueError(RAY_HINT)
     except ValueError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if not chosen:
         err_console.print("[red]error:[/red] no system is implemented yet")
         raise typer.Exit(2)
+    tasks = [Task(s.module, s.key, scale, sd) for s in chosen for sd in seed_list]
+    by_key = {s.key: s for s in chosen}
+    got: dict[str, list[Reproduction]] = {s.key: [] for s in chosen}
     reps: list[Reproduction] = []
-    failed: list[str] = []
+    failed: list[dict[str, object]] = []
     run_t0 = time.perf_counter()
-    for i, s in enumerate(chosen, 1):
-        # Plain lines, flushed: readable in a CI log or under nohup, where a live display is silent.
-        _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: started (scale {scale}, seed {seed}) — {s.name}")
-        t0 = time.perf_counter()
-        try:
-            rep = s.reproduce_module().reproduce(scale=scale, seed=seed)
-        except KeyboardInterrupt:
-            err_console.print("[red]interrupted[/red]; cached work is kept, re-run to resume")
-            raise typer.Exit(130) from None
-        except Exception:  # a broken system must not hide the others' results
-            err_console.print(f"[red]{s.key} failed:[/red]\n{traceback.format_exc()}")
-            _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: FAILED after {time.perf_counter() - t0:.1f} s")
-            failed.append(s.key)
-            continue
-        rep.runtime_s = time.perf_counter() - t0
-        reps.append(rep)
-        paths = write_report(reps, out)  # after each system, so a long run's results survive
-        counts = ", ".join(f"{v} {n}" for v, n in rep.verdict_counts().items() if n)
-        _log(f"[{i}/{len(chosen)}] {s.alias} {s.key}: finished in {rep.runtime_s:.1f} s "
-             f"(total {time.perf_counter() - run_t0:.0f} s); empirical claims: {counts or 'none'}")
+    paths: dict[str, Path] = {}
+    finished = 0
+
+    # Plain lines, flushed: readable in a CI log or under nohup, where a live display is silent.
+    where = f"on Ray ({ray})" if ray is not None else "in process"
+    _log(f"{len(tasks)} task(s) {where}: {', '.join(f'{s.alias} {s.key}' for s in chosen)}; "
+         f"scale {scale}; seed(s) {', '.join(map(str, seed_list))}")
+
+    def on_start(task: Task) -> None:
+        s = by_key[task.key]
+        _log(f"[{tasks.index(task) + 1}/{len(tasks)}] {s.alias} {s.key}: started (scale {scale}, seed {task.seed}) "
+             f"— {s.name}")
+
+    def on_result(o: Outcome) -> None:
+        nonlocal finished, paths
+        finished += 1
+        s = by_key[o.task.key]
+        head = f"[{finished}/{len(tasks)}] {s.alias} {s.key} seed {o.task.seed}"
+        if not o.ok:
+            err_console.print(f"[red]{s.key} (seed {o.task.seed}) failed:[/red]\n{o.error}")
+            _log(f"{head}: FAILED after {o.runtime_s:.1f} s")
+            failed.append({"system": s.key, "seed": o.task.seed, "error": o.error.strip().splitlines()[-1:] and
+                           o.error.strip().splitlines()[-1], "traceback": o.error, "attempts": o.attempts})
+        else:
+            rep = o.reproduction
+            counts = ", ".join(f"{v} {n}" for v, n in rep.verdict_counts().items() if n)
+            _log(f"{head}: finished in {rep.runtime_s:.1f} s (total {time.perf_counter() - run_t0:.0f} s); "
+                 f"empirical claims: {counts or 'none'}")
+            got[s.key].append(rep)
+        expected = len(seed_list)
+        done_here = len(got[s.key]) + sum(1 for f in failed if f["system"] == s.key)
+        if done_here == expected and got[s.key]:
+            try:
+                reps.append(aggregate_seeds(got[s.key]))
+            except ValueError as exc:
+                failed.append({"system": s.key, "seed": -1, "error": str(exc), "traceback": "", "attempts": 1})
+        # after each result, so a long run's results survive an interrupt
+        paths = write_report(reps, out, failed=failed)
+
+    try:
+        if ray is None:
+            for task in tasks:
+                on_start(task)
+                run_tasks([task], backend="inprocess", retries=retries, on_result=on_result)
+        else:
+            run_tasks(tasks, backend="ray", address=None if ray == "local" else ray, retries=retries,
+                      on_result=on_result)
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/red]; cached work is kept, re-run to resume")
+        raise typer.Exit(130) from None
+    except RuntimeError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     if reps:
         if verbose:
             print_claims(reps)
         print_summary(reps, out)
+    if paths:
         out_console.print(f"report: {paths['html']}  ({paths['markdown'].name}, {paths['json'].name})")
     if failed:
-        err_console.print(f"[red]error:[/red] reproductions failed: {', '.join(failed)}")
+        err_console.print("[red]error:[/red] failed: " + ", ".join(f"{f['system']} (seed {f['seed']})" for f in failed))
         raise typer.Exit(1)
 
 
@@ -174,7 +228,10 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
     except (FileNotFoundError, ValueError, OSError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    paths = write_report(reps, run_dir if run_dir.is_dir() else run_dir.parent, write_json=False)
+    from divelab.report.render import load_failed
+
+    target = run_dir if run_dir.is_dir() else run_dir.parent
+    paths = write_report(reps, target, write_json=False, failed=load_failed(target))
     if verbose:
         print_claims(reps)
     print_summary(reps, run_dir)

@@ -79,7 +79,7 @@ def test_reproduce_off_a_terminal_logs_lines_and_prints_a_summary(fake_system, t
                         env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     assert "[1/1] e999 fake: started (scale smoke, seed 0)" in res.output
-    assert re.search(r"\[1/1\] e999 fake: finished in [\d.]+ s", res.output)
+    assert re.search(r"\[1/1\] e999 fake seed 0: finished in [\d.]+ s", res.output)
     assert "measured thing" not in res.output  # the summary, not every claim
     res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path), "--verbose"],
                         env={"COLUMNS": "200"})

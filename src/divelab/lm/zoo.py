@@ -19,7 +19,6 @@ A model config name (``tiny-4m``) selects the recipe built on that config; keywo
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
-from divelab.cache import atomic_dir, cache_root, stable_hash
+from divelab.cache import atomic_dir, cache_root, lock, stable_hash
 from divelab.lm.corpus import CorpusConfig, manifest
 from divelab.lm.models import MODEL_CONFIGS, build_model, count_parameters
 from divelab.lm.tokenizer import encode_split, get_tokenizer, load_tokenizer
@@ -117,24 +116,12 @@ def model_path(name: str = "quick", **overrides: object) -> Path:
     return cache_root() / "models" / recipe_key(recipe(name, **overrides))
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    # two processes asking for the same model: the second waits and then loads, not retrains
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def ensure_trained(name: str = "quick", *, force: bool = False, **overrides: object) -> Path:
     """Train the recipe unless it is cached; return the model directory."""
     r = recipe(name, **overrides)
     final = cache_root() / "models" / recipe_key(r)
     runs = cache_root() / "runs" / final.name  # checkpoints: an interrupted run resumes here
-    with _lock(final):
+    with lock(final):
         if force:
             shutil.rmtree(final, ignore_errors=True)
             shutil.rmtree(runs, ignore_errors=True)

@@ -67,12 +67,15 @@ def _anchor(rep: Reproduction) -> str:
     return f"sys-{rep.system}"
 
 
-def _summary_rows(reps: list[Reproduction]) -> list[dict[str, Any]]:
+def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per system of the week: the ones run here with their counts, the others as planned
     or not run, so a reader of "eighteen systems" sees which have no reproduction."""
     from divelab import registry
 
     by_key = {r.system: r for r in reps}
+    errors: dict[str, list[str]] = {}
+    for f in failed or []:
+        errors.setdefault(str(f.get("system")), []).append(f"seed {f.get('seed')}: {f.get('error')}")
     rows = []
     known = set()
     for s in registry.SYSTEMS:
@@ -82,8 +85,11 @@ def _summary_rows(reps: list[Reproduction]) -> list[dict[str, Any]]:
             "alias": s.alias.upper(), "key": s.key, "name": s.name, "arxiv": s.arxiv, "status": s.status,
             "rep": rep, "anchor": _anchor(rep) if rep else "", "counts": rep.verdict_counts() if rep else {},
             "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL) if rep else 0,
-            "why": "planned: no reproduction yet" if not s.implemented else "implemented, not run in this report",
+            "why": "planned: no reproduction yet" if not s.implemented else (
+                "FAILED — " + "; ".join(errors[s.key]) if s.key in errors else "implemented, not run in this report"),
         })
+        if rep is not None and s.key in errors:
+            rows[-1]["status"] = "partly failed: " + "; ".join(errors[s.key])
     for rep in reps:  # systems outside the registry (tests, plugins) still get a row
         if rep.system not in known:
             rows.append({"alias": "—", "key": rep.system, "name": rep.title, "arxiv": "—", "status": "implemented",
@@ -103,7 +109,8 @@ def _heading(rep: Reproduction) -> str:
     return f"{s.alias.upper()} · {s.name} (arXiv {s.arxiv})"
 
 
-def render_html(reps: list[Reproduction], title: str = "divelab reproduction report") -> str:
+def render_html(reps: list[Reproduction], title: str = "divelab reproduction report",
+                failed: list[dict[str, Any]] | None = None) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("divelab.report", "templates"),
@@ -114,7 +121,7 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
         verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE,
-        summary=_summary_rows(reps), tally=tallies_by_kind(reps), sections=sections)
+        summary=_summary_rows(reps, failed), tally=tallies_by_kind(reps), sections=sections)
 
 
 def _md_cell(x: Any) -> str:
@@ -122,13 +129,15 @@ def _md_cell(x: Any) -> str:
 
 
 def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction report",
-                    figure_dir: str | None = "figures") -> str:
+                    figure_dir: str | None = "figures", failed: list[dict[str, Any]] | None = None) -> str:
     counts = _summary_counts(reps)
     lines = [f"# {title}", "", "Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
              "| Kind | " + " | ".join(VERDICT_VALUES) + " | all |", "|---" * (len(VERDICT_VALUES) + 2) + "|"]
     for kind, kc in tallies_by_kind(reps).items():
         lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
     lines.append("")
+    for f in failed or []:
+        lines += [f"**FAILED**: `{f.get('system')}` seed {f.get('seed')}: {_md_cell(f.get('error'))}", ""]
     for rep in reps:
         lines += [f"## {rep.title}", "",
                   f"system `{rep.system}` · scale `{rep.scale}` · seed {rep.seed} · ran {rep.runtime_s:.1f} s", ""]
@@ -157,7 +166,8 @@ def claims_table_md(claims: list[Claim]) -> list[str]:
     return lines
 
 
-def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool = True) -> dict[str, Path]:
+def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool = True,
+                 failed: list[dict[str, Any]] | None = None) -> dict[str, Path]:
     """Write ``results.json``, ``report.md`` (+ figure PNGs) and ``report.html`` into ``out_dir``.
     Each file is written atomically. ``write_json=False`` re-renders from an existing results.json
     without rewriting it (``divelab report``)."""
@@ -165,13 +175,14 @@ def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "report.md", "html": out / "report.html"}
     if write_json:
-        results = {"divelab_results_version": RESULTS_VERSION, "reproductions": [r.to_dict() for r in reps]}
+        results = {"divelab_results_version": RESULTS_VERSION, "reproductions": [r.to_dict() for r in reps],
+                   "failed": list(failed or [])}
         atomic_write_text(paths["json"], json.dumps(results, indent=2, default=str))
     for rep in reps:
         for f in rep.figures:
             atomic_write_bytes(out / "figures" / f"{rep.system}-{f.name}.png", f.png_bytes())
-    atomic_write_text(paths["markdown"], render_markdown(reps))
-    atomic_write_text(paths["html"], render_html(reps))
+    atomic_write_text(paths["markdown"], render_markdown(reps, failed=failed))
+    atomic_write_text(paths["html"], render_html(reps, failed=failed))
     return paths
 
 
@@ -208,6 +219,18 @@ def load_results(path: str | Path) -> list[Reproduction]:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
     return reps
+
+
+def load_failed(path: str | Path) -> list[dict[str, Any]]:
+    """The failed tasks recorded in a run's results.json (empty when there were none)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+    try:
+        failed = json.loads(p.read_text()).get("failed", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [f for f in failed if isinstance(f, dict)] if isinstance(failed, list) else []
 
 
 def _check_fields(d: Any, where: str) -> None:

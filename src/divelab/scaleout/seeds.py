@@ -1,0 +1,130 @@
+"""Several seeds of one reproduction, aggregated into one set of claims.
+
+Each claim's recorded rule is re-applied to the across-seed mean of the value it judged, with a
+Student-t interval across seeds (``divelab.stats.mean_ci``) in place of the single run's interval;
+searches add their counts, yes/no tests pass when they pass in a majority of seeds. The verdict
+is therefore again a recorded rule, checkable like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Reproduction, Verdict
+
+MAX_SEEDS = 1000
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` → [0, 1, 2, 3, 4]; ``"0,3,7"``; ``"2"``. Ranges and lists may be mixed."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"--seeds {text!r}: {part!r} is not a seed or a range; allowed: '0-4', '0,3,7', '2'")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ValueError(f"--seeds {text!r}: range {part!r} runs backwards")
+        seeds.extend(range(lo, hi + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds {text!r} names a seed twice")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"--seeds {text!r} asks for {len(seeds)} seeds; at most {MAX_SEEDS}")
+    return seeds
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def _ci(values: list[float]) -> tuple[float, float]:
+    return stats.mean_ci(values) if len(values) > 1 else (values[0], values[0])
+
+
+def _aggregate_rule(rules: list[dict[str, Any]]) -> verdicts.Ruling:
+    name = rules[0]["name"]
+    args = [r["args"] for r in rules]
+    a0 = dict(args[0])
+    if name == "direction":
+        eff = [float(a["effect"]) for a in args]
+        a0.pop("effect"), a0.pop("ci")
+        a0["exact"] = False
+        return verdicts.direction(float(np.mean(eff)), _ci(eff), **a0)
+    if name == "value":
+        vals = [float(a["measured"]) for a in args]
+        a0.pop("measured")
+        a0["ci"] = list(_ci(vals))
+        return verdicts.value(float(np.mean(vals)), **a0)
+    if name == "bound":
+        return verdicts.bound(float(np.mean([a["measured"] for a in args])), a0["limit"], sense=a0["sense"])
+    if name == "found":
+        return verdicts.found(sum(a["count"] for a in args), sum(a["trials"] for a in args))
+    passed = sum(bool(a["passed"]) for a in args)
+    return verdicts.outcome(passed * 2 > len(args), test=f"{a0['test']} (majority of seeds: passed in "
+                                                         f"{passed}/{len(args)})")
+
+
+def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
+    """One claim from its copies across seeds (same statement, same rule)."""
+    first = claims[0]
+    checkable = [c for c in claims if c.verdict is not Verdict.NOT_CHECKABLE]
+    if not checkable:
+        return first
+    per_seed = ", ".join(f"seed {s}: {c.measured_text()} ({c.verdict.value})"
+                         for s, c in zip(seeds, claims, strict=True))
+    note = (first.note + " " if first.note else "") + f"Mean over {len(claims)} seeds; {per_seed}."
+    names = {c.rule["name"] for c in checkable}
+    if len(checkable) != len(claims) or len(names) != 1:
+        raise ValueError(f"claim {first.statement!r} is checked by different rules across seeds ({sorted(names)}); "
+                         "it cannot be aggregated")
+    ruling = _aggregate_rule([c.rule for c in checkable])
+    measured: float | str | None = first.measured
+    ci = None
+    values = [_num(c.measured) for c in claims]
+    if all(v is not None for v in values):
+        measured = float(np.mean(values))
+        ci = _ci(values) if len(values) > 1 else None
+    else:
+        measured = "; ".join(str(c.measured) for c in claims)
+    return Claim(statement=first.statement, paper_value=first.paper_value, measured=measured, unit=first.unit,
+                 source=first.source, note=note, ci=ci, kind=first.kind, baseline=first.baseline, ruling=ruling)
+
+
+def aggregate_seeds(reps: list[Reproduction]) -> Reproduction:
+    """One reproduction from the same system run with several seeds: claims matched by statement,
+    values averaged with a t-interval across seeds, verdicts from each claim's rule re-applied."""
+    if not reps:
+        raise ValueError("no reproductions to aggregate")
+    systems = {r.system for r in reps}
+    if len(systems) != 1 or len({r.scale for r in reps}) != 1:
+        raise ValueError(f"aggregate one system at one scale at a time, got {sorted(systems)}")
+    if len(reps) == 1:
+        return reps[0]
+    reps = sorted(reps, key=lambda r: r.seed)
+    seeds = [r.seed for r in reps]
+    first = reps[0]
+    out = Reproduction(system=first.system, title=first.title, scale=first.scale, seed=first.seed,
+                       setup=first.setup + f" Aggregated over seeds {seeds}.", environment=first.environment)
+    out.runtime_s = float(sum(r.runtime_s for r in reps))
+    by_statement: dict[str, list[Claim]] = {}
+    order: list[str] = []
+    for r in reps:
+        for c in r.claims:
+            if c.statement not in by_statement:
+                order.append(c.statement)
+            by_statement.setdefault(c.statement, []).append(c)
+    for statement in order:
+        copies = by_statement[statement]
+        if len(copies) != len(reps):
+            missing = len(reps) - len(copies)
+            raise ValueError(f"claim {statement!r} is missing from {missing} of the {len(reps)} seeds")
+        out.add(aggregate_claims(copies, seeds))
+    out.figures = [type(f)(name=f.name, caption=f"{f.caption} (seed {first.seed})", png_base64=f.png_base64)
+                   for f in first.figures]
+    out.details = {"seeds": seeds, "per_seed_runtime_s": [r.runtime_s for r in reps]}
+    return out
