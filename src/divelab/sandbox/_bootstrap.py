@@ -1,11 +1,16 @@
 """Child-side start-up of a sandboxed run (stdlib only; never imported by divelab itself).
 
 Run as ``python -I _bootstrap.py CONFIG.json``. It reads the program and its config *before*
-giving anything up, then, in this order: isolates the network (a new network namespace), moves
-into the fresh work directory, sets the resource limits, drops to an unprivileged uid (when
-started as root), installs a socket-blocking audit hook if no namespace could be made, and only
-then executes the untrusted code. What it achieved is written to ``meta.json`` beside the config
-(a directory only the parent can read) before privileges are dropped.
+giving anything up, then, in this order: joins the run's cgroups (whole-run memory and process
+totals), makes new network, IPC, mount and PID namespaces, puts a private size-limited tmpfs under
+``/tmp``, ``/var/tmp``, ``/dev/shm`` and ``/run`` (the work directory lives in it), and forks the
+PID namespace's init — a reaper whose exit takes every descendant with it. The reaper forks the
+program, which moves into the work directory, sets the resource limits, drops to an unprivileged
+uid (when started as root), sets ``PR_SET_NO_NEW_PRIVS`` (no set-uid program can gain privileges),
+installs a socket-blocking audit hook if no namespace could be made, and only then executes the
+untrusted code. What was achieved is written to ``meta.json`` beside the config (a directory only
+the parent can read) before anything untrusted runs; the reaper writes the program's exit status
+there too, and this process ends the same way the program did.
 """
 
 import builtins
@@ -20,6 +25,13 @@ MEMORY_EXIT_CODE = 86
 MEMORY_MARKER = b"\ndivelab-sandbox: MemoryError (memory limit reached)\n"
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+PRIVATE_DIRS = ("/var/tmp", "/dev/shm", "/run")  # bound onto subdirectories of the private /tmp
 
 
 def _unshare(flags):
@@ -28,6 +40,84 @@ def _unshare(flags):
         return libc.unshare(flags) == 0
     except Exception:  # noqa: BLE001 - no libc / no symbol: report "not isolated"
         return False
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option, arg):
+    try:
+        return _libc().prctl(option, arg, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _mount(source, target, fstype, flags, data=None):
+    libc = _libc()
+    enc = [x.encode() if isinstance(x, str) else x for x in (source, target, fstype, data)]
+    return libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]) == 0
+
+
+def _join_cgroups(paths):
+    joined = []
+    for path in paths:
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            joined.append(path)
+        except OSError:
+            pass
+    return joined
+
+
+def _read_tree(root):
+    """Every file under the work directory, kept in memory while the private tmpfs replaces it."""
+    files = []
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            full = os.path.join(dirpath, n)
+            with open(full, "rb") as f:
+                files.append((os.path.relpath(full, root), f.read()))
+    return files
+
+
+def _private_filesystem(workdir, size_mb, uid):
+    """A fresh tmpfs of ``size_mb`` on /tmp; /var/tmp, /dev/shm and /run become directories of it
+    (bind mounts: one quota for everything the run writes), and the work directory is recreated
+    inside it. Nothing written there outlives the mount namespace."""
+    workdir = os.path.abspath(workdir)
+    files = _read_tree(workdir)
+    if not _mount(None, "/", None, MS_REC | MS_PRIVATE):
+        return None
+    opts = f"size={int(size_mb)}m,mode=1777"
+    if not _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts):
+        return None
+    bound = ["/tmp"]
+    for d in PRIVATE_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            sub = "/tmp/.divelab" + d.replace("/", "-")
+            os.mkdir(sub)
+            os.chmod(sub, 0o1777)
+            if _mount(sub, d, None, MS_BIND | MS_REC):
+                bound.append(d)
+    if not (workdir == "/tmp" or workdir.startswith("/tmp/")):
+        sub = "/tmp/.divelab-work"
+        os.mkdir(sub)
+        if not _mount(sub, workdir, None, MS_BIND):
+            return None
+    os.makedirs(workdir, exist_ok=True)
+    for rel, data in files:
+        target = os.path.join(workdir, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+    if uid is not None:
+        for dirpath, dirs, names in os.walk(workdir):
+            for n in [*dirs, *names]:
+                os.chown(os.path.join(dirpath, n), uid, uid)
+        os.chown(workdir, uid, uid)
+    return bound
 
 
 def _block_sockets(event, args):
@@ -42,16 +132,100 @@ def main():
         cfg = json.load(f)
     with open(cfg["code_path"], encoding="utf-8") as f:
         code = f.read()
-    meta = {"network": "none", "uid": os.getuid(), "nproc_enforced": False}
+    # the control directory may be hidden by the private /tmp below: keep a handle on it
+    ctrl_fd = os.open(os.path.dirname(config_path), os.O_RDONLY | os.O_DIRECTORY)
+    meta = {"network": "none", "uid": os.getuid(), "nproc_enforced": False, "ipc": "shared",
+            "filesystem": "shared", "pid_namespace": False, "no_new_privs": False, "cgroups": []}
+    root = os.geteuid() == 0
+    iso = cfg.get("isolation") or {}
+    uid = cfg.get("uid")
+    meta["cgroups"] = _join_cgroups(cfg.get("cgroups", []))  # before anything forks
 
     if cfg["isolate_network"]:
-        if os.geteuid() == 0 and _unshare(CLONE_NEWNET):
+        if root and _unshare(CLONE_NEWNET):
             meta["network"] = "namespace"
-        elif os.geteuid() != 0 and _unshare(CLONE_NEWUSER | CLONE_NEWNET):
+        elif not root and _unshare(CLONE_NEWUSER | CLONE_NEWNET):
             meta["network"] = "user+net namespace"
         else:
             meta["network"] = "audit-hook"
+    if root and iso.get("ipc") and _unshare(CLONE_NEWIPC):
+        meta["ipc"] = "namespace"
+    if root and iso.get("disk_mb") and _unshare(CLONE_NEWNS):
+        bound = _private_filesystem(cfg["workdir"], iso["disk_mb"], uid)
+        if bound:
+            meta["filesystem"] = f"private tmpfs of {iso['disk_mb']} MB over {', '.join(bound)}"
+    pid_ns = root and iso.get("pid") and _unshare(CLONE_NEWPID)
+    meta["pid_namespace"] = bool(pid_ns)
+    if uid is not None:
+        meta["uid"] = uid
+    lim = cfg["limits"]
+    if lim.get("processes"):
+        # The kernel never applies RLIMIT_NPROC to real uid 0, so it only binds after the uid drop.
+        meta["nproc_enforced"] = uid is not None or os.getuid() != 0
+    # Inherited by every descendant: from here on no exec can raise privileges (set-uid bits and
+    # file capabilities are ignored). Root can still drop its own uid below.
+    meta["no_new_privs"] = _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    fd = os.open("meta.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=ctrl_fd)
+    with os.fdopen(fd, "w") as f:
+        json.dump(meta, f)
 
+    if not pid_ns:
+        _run_program(cfg, code, meta)
+        return
+    init = os.fork()  # the first child of a new PID namespace is its init
+    if init == 0:
+        _init(cfg, code, meta, ctrl_fd)
+        return  # only the program's process gets here: a normal interpreter exit (atexit, threads)
+    _, wstatus = os.waitpid(init, 0)
+    status = None
+    try:
+        fd = os.open("status.json", os.O_RDONLY, dir_fd=ctrl_fd)
+        with os.fdopen(fd) as f:
+            status = json.load(f)
+    except (OSError, ValueError):
+        pass
+    if status is None:  # init itself died (killed from outside): report that
+        status = {"signal": os.WTERMSIG(wstatus)} if os.WIFSIGNALED(wstatus) else {"code": os.WEXITSTATUS(wstatus)}
+    _end_like(status)
+
+
+def _end_like(status):
+    """Exit the way the program did, so the parent classifies it as before."""
+    sys.stdout.flush()
+    if "signal" in status:
+        sig = int(status["signal"])
+        signal.signal(sig, signal.SIG_DFL)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal that cannot end us (not expected)
+    os._exit(int(status.get("code", 1)))
+
+
+def _init(cfg, code, meta, ctrl_fd):
+    """PID 1 of the run: mount its own /proc, fork the program, reap everything, record how the
+    program ended, exit. The kernel then kills every process left in the namespace."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the parent killed (wall clock): take all down
+        if meta["filesystem"] != "shared":
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
+        program = os.fork()
+        if program == 0:
+            _run_program(cfg, code, meta)
+            os._exit(0)
+        while True:
+            pid, wstatus = os.waitpid(-1, 0)
+            if pid == program:
+                break
+        status = {"signal": os.WTERMSIG(wstatus)} if os.WIFSIGNALED(wstatus) else {"code": os.WEXITSTATUS(wstatus)}
+        fd = os.open("status.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=ctrl_fd)
+        with os.fdopen(fd, "w") as f:
+            json.dump(status, f)
+    finally:
+        os._exit(0)
+
+
+def _run_program(cfg, code, meta):
+    uid = cfg.get("uid")
     os.chdir(cfg["workdir"])
     lim = cfg["limits"]
     if lim.get("cpu_s"):
@@ -69,15 +243,8 @@ def main():
     # Python ignores SIGXFSZ (writes then fail with EFBIG); restore the default so a file/output
     # flood ends the run with a signal the parent can name.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-    uid = cfg.get("uid")
     if lim.get("processes"):
         resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["processes"]),) * 2)
-        # The kernel never applies RLIMIT_NPROC to real uid 0, so it only binds after the uid drop.
-        meta["nproc_enforced"] = uid is not None or os.getuid() != 0
-    if uid is not None:
-        meta["uid"] = uid
-    with open(os.path.join(os.path.dirname(config_path), "meta.json"), "w") as f:
-        json.dump(meta, f)
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)

@@ -13,7 +13,12 @@ What is enforced (see :func:`enforcement` for this host):
   make one, else a socket-blocking audit hook (best effort: C extensions can bypass it);
 - **environment**: a minimal one is built from scratch; the parent's variables never pass through;
 - **directory**: a fresh temporary directory is the cwd and is removed afterwards, as is anything
-  the sandbox uid left in the world-writable temp directories.
+  the sandbox uid left in the world-writable temp directories;
+- **the whole run** (as root): ``PR_SET_NO_NEW_PRIVS`` (no set-uid gain); new IPC, mount and PID
+  namespaces (SysV IPC private, every descendant killed when the run's init exits); a private
+  tmpfs of ``Limits.disk_mb`` under /tmp, /var/tmp, /dev/shm, /run and the work directory (one
+  quota, nothing left behind, host sockets there hidden); memory and pids cgroups over all of the
+  run's processes. ``SandboxResult.enforced`` says which of these were applied.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from divelab.sandbox._bootstrap import MEMORY_EXIT_CODE, MEMORY_MARKER
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
 TAIL_BYTES = 8192
 _WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class Status(StrEnum):
@@ -61,11 +67,18 @@ class Limits:
     open_files: int | None = 256
     isolate_network: bool = True
     drop_privileges: bool = True  # only meaningful when running as root
+    # Whole-run limits (root only): IPC, mount and PID namespaces, a private tmpfs of ``disk_mb`` for
+    # everything the run writes (/tmp, /var/tmp, /dev/shm, /run and the work directory), and cgroups
+    # capping the memory of all its processes together (``total_memory_mb``, default ``memory_mb``,
+    # plus ``disk_mb`` since tmpfs pages are memory) and their number.
+    isolate: bool = True
+    disk_mb: int | None = 256
+    total_memory_mb: int | None = None
 
     def __post_init__(self) -> None:
         if not self.wall_s > 0:
             raise ValueError(f"Limits.wall_s must be > 0 seconds, got {self.wall_s!r}")
-        for name in ("cpu_s", "memory_mb", "processes", "open_files"):
+        for name in ("cpu_s", "memory_mb", "processes", "open_files", "disk_mb", "total_memory_mb"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise ValueError(f"Limits.{name} must be a positive int or None, got {v!r}")
@@ -211,12 +224,96 @@ def _remove_files_of_uid(uid: int) -> None:
                 pass
 
 
-def _tail(path: Path) -> str:
+def _own_cgroup(controller: str) -> Path | None:
+    """This process's cgroup-v1 directory for ``controller`` (None when there is none to write)."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                d = _CGROUP_ROOT / controller / path.lstrip("/")
+                return d if d.is_dir() and os.access(d, os.W_OK) else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _make_cgroups(limits: Limits) -> dict[str, Path]:
+    """A memory and a pids cgroup for the whole run (cgroup v1; skipped where not writable)."""
+    made: dict[str, Path] = {}
+    if os.geteuid() != 0 or not limits.isolate:
+        return made
+    name = f"divelab-sbx-{os.getpid()}-{random.SystemRandom().randrange(1 << 30)}"
+    total_mb = limits.total_memory_mb or limits.memory_mb
+    wanted = {"memory": ("memory.limit_in_bytes", (total_mb + (limits.disk_mb or 0)) * 1024 * 1024
+                         if total_mb else None),
+              # + 2: the bootstrap and the PID namespace's init are processes of the run too
+              "pids": ("pids.max", limits.processes + 2 if limits.processes else None)}
+    for controller, (knob, value) in wanted.items():
+        base = _own_cgroup(controller)
+        if base is None or value is None:
+            continue
+        d = base / name
+        try:
+            d.mkdir()
+            (d / knob).write_text(str(value))
+            made[controller] = d
+        except OSError:
+            shutil.rmtree(d, ignore_errors=True) if d.exists() and not any(d.iterdir()) else None
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return made
+
+
+def _remove_cgroups(groups: dict[str, Path]) -> None:
+    for d in groups.values():
+        for _ in range(50):
+            try:
+                pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.01)
+
+
+def _cgroup_memory_hit(groups: dict[str, Path]) -> bool:
+    d = groups.get("memory")
+    try:
+        return d is not None and int((d / "memory.failcnt").read_text()) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.scandir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task.name}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+                out.extend(kids)
+                todo.extend(kids)
+        except OSError:
+            pass
+    return out
+
+
+def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - TAIL_BYTES))
+            f.seek(max(0, size - limit))
             data = f.read()
     except OSError:
         return ""
@@ -249,17 +346,21 @@ def run_python(
     env: dict[str, str] | None = None,
     files: dict[str, str] | None = None,
     argv: list[str] | tuple[str, ...] = (),
+    output_bytes: int = TAIL_BYTES,
 ) -> SandboxResult:
     """Run ``code`` (Python source) as ``__main__`` in a sandbox; see the module docstring.
 
     ``files`` are written into the fresh work directory first (relative names only); ``env`` adds
     variables to a minimal environment (nothing of the caller's leaks in); ``stdin`` is fed whole.
+    ``output_bytes`` is how much of the end of stdout and of stderr comes back (default 8 KiB).
 
     >>> run_python("print(6 * 7)").stdout
     '42\\n'
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str of Python source, got {type(code).__name__}")
+    if not isinstance(output_bytes, int) or output_bytes < 1:
+        raise ValueError(f"output_bytes must be a positive int, got {output_bytes!r}")
     limits = limits or Limits()
     is_root = os.geteuid() == 0
     uid = None
@@ -271,7 +372,9 @@ def run_python(
     ctrl = Path(tempfile.mkdtemp(prefix="divelab-sbx-ctl-"))
     work = Path(tempfile.mkdtemp(prefix="divelab-sbx-"))
     proc = None
+    groups: dict[str, Path] = {}
     try:
+        groups = _make_cgroups(limits)
         for name, text in (files or {}).items():
             target = (work / name).resolve()
             if work.resolve() not in target.parents:
@@ -289,6 +392,9 @@ def run_python(
             "workdir": str(work),
             "uid": uid,
             "isolate_network": limits.isolate_network,
+            "isolation": {"ipc": limits.isolate, "pid": limits.isolate,
+                          "disk_mb": limits.disk_mb if limits.isolate else None},
+            "cgroups": [str(d) for d in groups.values()],
             "argv": list(argv),
             "limits": {
                 "cpu_s": limits.cpu_s,
@@ -324,7 +430,8 @@ def run_python(
             pid, wstatus, rusage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
+            # the program runs below the bootstrap (and the PID namespace's init): sample them all
+            peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid), *(_vm_hwm_kb(p) for p in _descendants(proc.pid)))
             if time.perf_counter() >= deadline:
                 timed_out = True
                 _killpg(proc.pid)
@@ -340,14 +447,19 @@ def run_python(
         meta = {}
         if (ctrl / "meta.json").exists():
             meta = json.loads((ctrl / "meta.json").read_text())
-        stdout, stderr = _tail(ctrl / "stdout"), _tail(ctrl / "stderr")
+        stdout, stderr = _tail(ctrl / "stdout", output_bytes), _tail(ctrl / "stderr", output_bytes)
         rc = proc.returncode
         cpu = rusage.ru_utime + rusage.ru_stime
         status, reason, signame = _classify(rc, timed_out, cpu, stderr, limits)
+        if signame == "SIGKILL" and status is Status.CRASHED and _cgroup_memory_hit(groups):
+            status = Status.MEMORY
+            reason = (f"total memory of the run ({(limits.total_memory_mb or limits.memory_mb)} MB for all its "
+                      f"processes, + {limits.disk_mb or 0} MB of files) reached; killed by the cgroup")
         return SandboxResult(
             status=status, returncode=rc, stdout=stdout, stderr=stderr, wall_s=wall, cpu_s=cpu,
             max_rss_kb=peak_kb or int(rusage.ru_maxrss), reason=reason, signal=signame,
-            enforced={**meta, "uid_dropped": uid is not None, "interpreter": python},
+            enforced={**meta, "uid_dropped": uid is not None, "interpreter": python,
+                      "cgroups": sorted(groups)},
         )
     finally:
         if proc is not None and proc.returncode is None:
@@ -359,6 +471,7 @@ def run_python(
         if uid is not None:
             _kill_uid(uid)
             _remove_files_of_uid(uid)
+        _remove_cgroups(groups)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(ctrl, ignore_errors=True)
 
@@ -410,6 +523,20 @@ def enforcement() -> dict[str, Any]:
             "NOT enforced (running as uid 0 without a uid drop; the kernel exempts root)",
             "writes_outside_workdir": "blocked by file permissions (fresh uid)" if e.get("uid_dropped") else
             "NOT blocked (same uid as the caller)",
+            "privilege_gain": "blocked (PR_SET_NO_NEW_PRIVS: set-uid bits ignored)",
+            "process_survival": "none (PID namespace: every descendant dies with its init)"
+            if e.get("pid_namespace") else "best effort (process group and sandbox uid killed)",
+            "sysv_ipc": "private (IPC namespace, destroyed with the run)" if e.get("ipc") == "namespace"
+            else "NOT isolated (host IPC)",
+            "unix_sockets": "host sockets under /tmp, /var/tmp, /dev/shm, /run hidden (private mounts); abstract "
+            "sockets isolated by the network namespace; a world-writable socket elsewhere is NOT hidden"
+            if e.get("filesystem", "shared") != "shared" else "NOT isolated (host filesystem)",
+            "total_disk": e.get("filesystem", "shared") if e.get("filesystem", "shared") != "shared"
+            else "NOT limited (per-file RLIMIT_FSIZE only)",
+            "total_memory": "enforced (memory cgroup over all processes)" if "memory" in e.get("cgroups", [])
+            else "NOT enforced (RLIMIT_AS per process only)",
+            "total_processes": "enforced (pids cgroup)" if "pids" in e.get("cgroups", []) else
+            "per uid only (RLIMIT_NPROC)",
         })
         _ENFORCEMENT = e
     return dict(_ENFORCEMENT)
