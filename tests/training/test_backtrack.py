@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from divelab.claims import Verdict
+from divelab.claims import Kind, Verdict
 from divelab.lm.models import build_model
 from divelab.training.backtrack import (
     VOCAB,
@@ -22,6 +22,7 @@ from divelab.training.backtrack import (
     signal_share,
 )
 from divelab.training.backtrack.policy import rollout_reference
+from divelab.verdicts import reapply
 
 
 def _maze(K: int, L: int, W: int, correct: tuple[int, ...]) -> Maze:
@@ -150,7 +151,13 @@ def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
     rep = reproduce("smoke", seed=0)
     assert rep.system == "backtrack" and len(rep.claims) >= 6
     for c in rep.claims:
-        assert c.measured is not None and c.verdict in Verdict
+        assert c.measured is not None and c.verdict in Verdict and c.kind in Kind
+        assert reapply(c.rule).verdict is c.verdict  # every verdict follows from its recorded rule
+    comparative = [c for c in rep.claims if c.kind is Kind.EMPIRICAL]
+    assert comparative and all(c.baseline for c in comparative)
+    inherited = next(c for c in rep.claims if "relative to its base" in c.statement)
+    ratio = rep.details["L=2"]["SFT"]["fit"]["ratio"] / rep.details["L=2"]["base"]["fit"]["ratio"]
+    assert inherited.measured == pytest.approx(ratio, abs=1e-3) and inherited.ci[0] <= inherited.measured
     zero = next(c for c in rep.claims if "zero training signal" in c.statement)
     assert zero.measured.startswith("SFT 0.000 of moves / 0.000")
     assert {f.name for f in rep.figures} == {"hitting_time_vs_K", "signal_share"}

@@ -1,31 +1,80 @@
-"""The G2PO reproduction at smoke scale computes its claims."""
+"""The G2PO reproduction at smoke scale computes its claims over several set-ups."""
 
 from __future__ import annotations
 
-from divelab.claims import Verdict
-from divelab.training.g2po.reproduce import reproduce
+import numpy as np
+import pytest
+
+from divelab.claims import Kind, Verdict
+from divelab.training.g2po.reproduce import _across, _plan, experiment_config, reproduce, setups
+from divelab.verdicts import reapply
+
+
+def test_setups_cross_game_sets_and_warm_starts_and_mark_the_tuned_one() -> None:
+    sups = setups("quick", seed=0)
+    assert len(sups) == 4
+    assert {(s.testbed.game_seed0, s.testbed.seed) for s in sups} == {(0, 0), (0, 1), (100, 0), (100, 1)}
+    assert [s.preregistered for s in sups] == [False, True, True, True]  # game set 0 / warm 0 was tuned on
+    _, train = experiment_config("quick", 0)
+    primary, other = _plan(train, primary=True), _plan(train, primary=False)
+    # gigpo and the control on the first seed only at quick; the control on the primary set-up only
+    assert ("control" in {c for _, c, _ in primary}) and ("control" not in {c for _, c, _ in other})
+    assert sum(1 for _, c, m in other if m == "gigpo") == 1 and sum(1 for _, c, m in other if m == "g2po") == 2
+
+
+def test_across_is_a_t_interval_over_setup_means() -> None:
+    m, ci, means = _across({"a": [10.0, 20.0], "b": [0.0], "c": [5.0, 5.0]})
+    assert means == [15.0, 0.0, 5.0] and m == pytest.approx(20 / 3)
+    assert ci[0] < 0 < ci[1]  # three set-ups that disagree: the interval is wide
+    with pytest.raises(ValueError):
+        _across({"a": []})
 
 
 def test_reproduce_smoke_computes_claims() -> None:
     rep = reproduce(scale="smoke", seed=0)
-    assert rep.system == "g2po" and len(rep.claims) >= 5
-    measured = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
-    assert len(measured) >= 5 and all(isinstance(c.measured, float) for c in measured)
+    assert rep.system == "g2po" and len(rep.claims) >= 7
+    for c in rep.claims:
+        assert c.kind in Kind
+        if c.verdict is not Verdict.NOT_CHECKABLE:
+            assert isinstance(c.measured, float)
+            assert reapply(c.rule).verdict is c.verdict  # every verdict follows from its recorded rule
+    kinds = {c.statement: c.kind for c in rep.claims}
+    assert kinds["G2PO's gain over GRPO when states almost never repeat (control games)"] is Kind.BY_CONSTRUCTION
     assert rep.figures and rep.setup
     runs = rep.details["runs"]
     assert {r["method"] for r in runs} == {"grpo", "gigpo", "g2po"}
     assert {r["condition"] for r in runs} == {"repeat", "control"}
-    # same seed and same start: the first iteration's rollouts are identical across methods
-    first = {r["success"][0] for r in runs if r["condition"] == "repeat"}
-    assert len(first) == 1
+    names = list(rep.details["setups"])
+    assert len(names) == 2 and {r["setup"] for r in runs} == set(names)
+    for n in names:
+        # same seed and same start: the first iteration's rollouts are identical across methods
+        first = {r["success"][0] for r in runs if r["condition"] == "repeat" and r["setup"] == n}
+        assert len(first) == 1
+        # with no repeated state every g2po/gigpo TD/anchor term is 0, so they train exactly like grpo
+        ctl = {r["method"]: r for r in runs if r["condition"] == "control" and r["setup"] == n}
+        assert ctl["g2po"]["success"] == ctl["grpo"]["success"] == ctl["gigpo"]["success"]
+        assert ctl["g2po"]["kl"] == ctl["grpo"]["kl"]
     # the control's states never repeat, the real games' do
     rep_states = [r for r in runs if r["condition"] == "repeat"][0]
     ctl_states = [r for r in runs if r["condition"] == "control"][0]
     assert rep_states["distinct_states"][0] < rep_states["n_steps"][0]
     assert ctl_states["distinct_states"][0] == ctl_states["n_steps"][0]
-    # with no repeated state every g2po/gigpo TD/anchor term is 0, so they train exactly like grpo
-    ctl = {r["method"]: r for r in runs if r["condition"] == "control"}
-    assert ctl["g2po"]["success"] == ctl["grpo"]["success"] == ctl["gigpo"]["success"]
-    assert ctl["g2po"]["kl"] == ctl["grpo"]["kl"]
-    shares = [r["within_decision_share"] for r in runs if r["condition"] == "repeat"][0]
+    shares = [r["within_decision_share"] for r in runs if r["condition"] == "repeat" and r["method"] == "grpo"][0]
     assert set(shares) == {"grpo", "gigpo", "g2po", "g2po-edge-only"}
+    # the headline is the mean over set-up means of the paired per-seed gains
+    head = next(c for c in rep.claims if c.statement.startswith("G2PO beats GRPO where states repeat (TextWorld"))
+    per = rep.details["gains_points"]["repeat/g2po-grpo"]
+    assert head.measured == pytest.approx(np.mean([np.mean(v) for v in per.values()]))
+
+
+def test_warm_starts_differ_by_seed_and_are_deterministic(tmp_path, monkeypatch) -> None:
+    from divelab.rl.testbed import build_testbed
+
+    cfg0 = setups("smoke", seed=0)
+    weights = []
+    for d in ("a", "b"):
+        monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path / d))
+        tbs = [build_testbed(s.testbed) for s in cfg0]
+        weights.append([t.weights.read_bytes() for t in tbs])
+    assert weights[0] == weights[1]  # same seed, fresh cache -> byte-identical warm starts
+    assert weights[0][0] != weights[0][1]  # a different warm seed is a different start

@@ -116,6 +116,24 @@ def test_greedy_guarantee_on_brute_forced_instances():
     assert np.mean(ratios) > 0.95
 
 
+def test_vectorised_values_match_value_and_deep_trees_are_deep():
+    from divelab.training.infotree.objective import instance_depth
+
+    rng = np.random.default_rng(5)
+    inst = random_tree_instance(rng, n_nodes=20, chain=0.9)
+    counts = rng.integers(0, 3, size=(12, inst.n_candidates)).astype(float)
+    assert np.allclose(inst.values(counts), [inst.value(c) for c in counts])
+    assert instance_depth(inst) >= 10  # chain-like: far deeper than log2(20)
+    shallow = [instance_depth(random_tree_instance(np.random.default_rng(s), n_nodes=20)) for s in range(10)]
+    assert np.mean(shallow) < 10
+    c, v = brute_force(inst, 3)
+    g = inst.value(greedy(inst, 3))
+    base = inst.value(np.zeros(inst.n_candidates))
+    assert c.sum() == 3 and v >= g - 1e-12 and (g - base) >= (1 - 1 / np.e) * (v - base) - 1e-9
+    with pytest.raises(ValueError, match="chain"):
+        random_tree_instance(rng, chain=1.5)
+
+
 def test_greedy_not_always_optimal_on_a_crafted_instance():
     # two overlapping groups: one candidate covers both a little, two others each cover one a lot
     inst = CoverageInstance(v=np.array([0.6, 0.99, 0.99]), group_weight=np.array([1.0, 1.0]),

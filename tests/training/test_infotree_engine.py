@@ -89,16 +89,27 @@ def test_adapters_shapes():
 
 
 def test_reproduce_smoke_computes_claims():
-    from divelab.claims import Verdict
+    from divelab.claims import Kind, Verdict
     from divelab.training.infotree.reproduce import reproduce
+    from divelab.verdicts import reapply
 
     rep = reproduce(scale="smoke", seed=0)
-    assert rep.system == "infotree" and len(rep.claims) >= 8
-    checked = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
-    assert all(c.measured is not None for c in checked)
+    assert rep.system == "infotree" and len(rep.claims) >= 12
+    for c in rep.claims:
+        assert c.kind in Kind and c.measured is not None
+        assert reapply(c.rule).verdict is c.verdict  # every verdict follows from its recorded rule
+        if c.kind is Kind.EMPIRICAL and c.rule["name"] in ("direction", "value"):
+            assert c.baseline or "λ_entropy" in c.statement or c.rule["args"].get("why")
     assert rep.figures and rep.setup
-    greedy = next(c for c in rep.claims if "1-1/e" in c.statement)
-    assert greedy.measured >= 1 - 1 / np.e
+    kinds = {c.statement: c.kind for c in rep.claims}
+    assert kinds["Allocator's extra budget over the plain tree sampler"] is Kind.BY_CONSTRUCTION
+    for c in rep.claims:
+        if "(1-1/e)" in c.statement:  # both greedy claims: small and deep trees
+            assert c.kind is Kind.CHECK and c.measured >= 1 - 1 / np.e
+    deep = rep.details["greedy_ratio_deep"]
+    assert deep["n"] == 6 and min(deep["depths"]) >= 8  # chain-like instances are deep
+    ablations = [c for c in rep.claims if c.statement.startswith("Entropy-term ablation")]
+    assert len(ablations) == 2 and all(c.rule["name"] == "direction" for c in ablations)
     # tree vs independent on the engine: both env families are run, not skipped
     for fam in ("TextWorld", "E163 mazes"):
         c = next(c for c in rep.claims if c.statement.endswith(f"({fam})"))

@@ -1,4 +1,4 @@
-"""Measurements: hitting times with bootstrap CIs, linear-vs-exponential growth fits, and probes of
+"""Measurements: hitting times with bootstrap CIs (``divelab.stats``), linear-vs-exponential growth fits, and probes of
 what each policy does at backward-facing states."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from divelab import stats
 from divelab.training.backtrack.maze import Maze
 from divelab.training.backtrack.policy import (
     DEFAULT_WINDOW,
@@ -28,17 +29,18 @@ class HittingTime:
     ci: tuple[float, float]
     success: float
     n: int
+    steps: tuple[float, ...] = ()  # steps of each walk, in the order of the mazes walked
 
 
 def hitting_time(episodes: list[Episode], seed: int = 0, n_boot: int = 1000) -> HittingTime:
+    """Mean steps over walks with a percentile bootstrap interval (:func:`divelab.stats.bootstrap_ci`)."""
     steps = np.array([e.steps for e in episodes], dtype=float)
-    rng = np.random.default_rng(seed)
-    boots = steps[rng.integers(0, len(steps), size=(n_boot, len(steps)))].mean(1)
     return HittingTime(
         mean=float(steps.mean()),
-        ci=(float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))),
+        ci=stats.bootstrap_ci(steps, n_resamples=n_boot, seed=seed, method="percentile"),
         success=float(np.mean([e.success for e in episodes])),
         n=len(steps),
+        steps=tuple(float(x) for x in steps),
     )
 
 

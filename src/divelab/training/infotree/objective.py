@@ -79,6 +79,23 @@ class CoverageInstance:
                 total += w * (1.0 - np.exp(log_f[m].sum()))
         return float(total)
 
+    def values(self, counts: np.ndarray) -> np.ndarray:
+        """F(n) for every row of an ``(S, K)`` array of counts at once (what brute force needs)."""
+        n = np.asarray(counts, dtype=float)
+        if n.ndim != 2 or n.shape[1] != len(self.v) or np.any(n < 0):
+            raise ValueError(f"counts must be an (S, {len(self.v)}) array of non-negative numbers")
+        member = np.zeros((len(self.members), len(self.v)))
+        for u, m in enumerate(self.members):
+            member[u, m] = 1.0
+        with np.errstate(divide="ignore"):
+            # log 0 = -inf is clipped: n * (-1e6) for n >= 1 still gives exp(...) = 0, and 0 * (-1e6) = 0
+            log_v = np.maximum(np.log(self.v), -1e6)
+            log_f = np.maximum(np.log1p(-self.v), -1e6)
+        all_succ = np.exp(n @ (member * log_v).T)  # (S, U): P(every new leaf in u's subtree succeeds)
+        all_fail = np.exp(n @ (member * log_f).T)
+        miss = np.where(self.group_state == ALL_SUCC, all_succ, np.where(self.group_state == ALL_FAIL, all_fail, 0.0))
+        return (self.group_weight * (1.0 - miss)).sum(axis=1)
+
     def value_of_set(self, chosen: list[int]) -> float:
         return self.value(np.bincount(np.asarray(chosen, dtype=int), minlength=len(self.v)))
 
@@ -112,26 +129,32 @@ def brute_force(inst: CoverageInstance, budget: int) -> tuple[np.ndarray, float]
     for j in range(budget):
         n_sets = n_sets * (K + j) // (j + 1)
     if n_sets > 200_000:
-        raise ValueError(f"brute force over {n_sets} multisets is too big; use K <= 8 and budget <= 5")
-    best, best_val = None, -np.inf
-    for combo in itertools.combinations_with_replacement(range(K), budget):
-        c = np.bincount(np.asarray(combo, dtype=int), minlength=K).astype(float)
-        val = inst.value(c)
-        if val > best_val + 1e-15:
-            best, best_val = c, val
-    assert best is not None
-    return best, float(best_val)
+        raise ValueError(f"brute force over {n_sets} multisets is too big (at most 200000: e.g. K <= 30 with "
+                         "budget <= 4, K <= 8 with budget <= 5)")
+    combos = np.array(list(itertools.combinations_with_replacement(range(K), budget)), dtype=int)
+    counts = np.zeros((len(combos), K))
+    for j in range(budget):
+        np.add.at(counts, (np.arange(len(combos)), combos[:, j]), 1.0)
+    vals = inst.values(counts)
+    i = int(np.argmax(vals))  # the first maximum, as the former loop kept
+    return counts[i], float(inst.value(counts[i]))
 
 
 def random_tree_instance(rng: np.random.Generator, n_nodes: int = 7, root_weight: float = 1.0,
-                         p_candidate: float = 0.8) -> CoverageInstance:
+                         p_candidate: float = 0.8, chain: float = 0.0) -> CoverageInstance:
     """A random rollout tree: random parent links, random outcome states, random candidate values.
 
-    Groups are the tree's nodes (nested subtrees), so instances are laminar like real trees.
+    Groups are the tree's nodes (nested subtrees), so instances are laminar like real trees. With
+    ``chain`` > 0 each node extends the previous one with that probability (else a uniformly random
+    earlier node): ``chain=0.9`` gives deep, long-horizon trees (depth close to ``n_nodes``), the
+    default 0 the bushy, shallow (depth ~ log n) trees of uniform random attachment.
     """
     if n_nodes < 1:
         raise ValueError(f"n_nodes must be >= 1; got {n_nodes}")
-    parent = [-1] + [int(rng.integers(0, i)) for i in range(1, n_nodes)]
+    if not 0.0 <= chain <= 1.0:
+        raise ValueError(f"chain must be in [0, 1]; got {chain}")
+    parent = [-1] + [i - 1 if chain > 0 and rng.random() < chain else int(rng.integers(0, i))
+                     for i in range(1, n_nodes)]
     cand = [i for i in range(n_nodes) if rng.random() < p_candidate] or [n_nodes - 1]
     idx = {node: k for k, node in enumerate(cand)}
     # a leaf outcome pattern drives the states: the tree is all-fail, all-success, or partly mixed
@@ -152,6 +175,14 @@ def random_tree_instance(rng: np.random.Generator, n_nodes: int = 7, root_weight
     w = np.ones(n_nodes)
     w[0] = root_weight
     return CoverageInstance(v=v, group_weight=w, group_state=state, members=[np.array(m) for m in members])
+
+
+def instance_depth(inst: CoverageInstance) -> int:
+    """Depth of a tree instance: the most groups (ancestors, itself included) any candidate lies in."""
+    depth = np.zeros(inst.n_candidates, dtype=int)
+    for m in inst.members:
+        depth[m] += 1
+    return int(depth.max()) if depth.size else 0
 
 
 def random_instance(rng: np.random.Generator, n_candidates: int = 5, n_groups: int = 6) -> CoverageInstance:

@@ -11,16 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
 
-from divelab.claims import (  # noqa: E402
-    Claim,
-    Figure,
-    Reproduction,
-    Verdict,
-    verdict_from_direction,
-    verdict_from_ratio,
-)
+from divelab import stats, verdicts  # noqa: E402
+from divelab.claims import Claim, Figure, Kind, Reproduction  # noqa: E402
 from divelab.progress import track  # noqa: E402
 from divelab.scale import check_scale, pick  # noqa: E402
 from divelab.training.backtrack.maze import MazeSpec  # noqa: E402
@@ -34,7 +27,12 @@ from divelab.training.infotree.collapse import (  # noqa: E402
     simulate_collapse,
 )
 from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory  # noqa: E402
-from divelab.training.infotree.objective import brute_force, greedy, random_tree_instance  # noqa: E402
+from divelab.training.infotree.objective import (  # noqa: E402
+    brute_force,
+    greedy,
+    instance_depth,
+    random_tree_instance,
+)
 from divelab.training.infotree.overhead import measure_overhead  # noqa: E402
 from divelab.training.infotree.proxy import proxy_true_correlation  # noqa: E402
 from divelab.training.infotree.train import ChainTrainConfig, train_chain  # noqa: E402
@@ -44,29 +42,34 @@ SRC = "training-rl.md §1"
 A, DMAX, P_REVEAL, Q_POLICY = 4, 16, 0.5, 0.7
 
 
-def _ci(x: np.ndarray) -> tuple[float, float]:
-    x = np.asarray(x, dtype=float)
-    if x.size < 2:
-        return (float(x.mean()), float(x.mean()))
-    h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-    return (float(x.mean() - h), float(x.mean() + h))
-
-
-def _mixed_at_budget(policy: TabularPolicy, ds: np.ndarray, G: int, seed: int) -> dict[str, tuple[float, float]]:
-    """(mixed ratio, env steps used / budget) for each sampler on the same prompts."""
+def _mixed_at_budget(policy: TabularPolicy, ds: np.ndarray, G: int, seed: int) -> dict[str, tuple[np.ndarray, float]]:
+    """(per-prompt mixed outcome, env steps used / budget) for each sampler on the same prompts."""
     envs = [DecisionChainEnv(d=int(d), n_actions=A, p_reveal=P_REVEAL) for d in ds]
     budgets = [G * int(d) for d in ds]
     out = {}
     for name, scfg in (("independent", SamplerConfig(init_rollouts=1, uucb=UUCBConfig(selector="independent"))),
-                       ("tree", SamplerConfig())):
+                       ("tree", SamplerConfig()),
+                       (NO_ENTROPY, SamplerConfig(uucb=UUCBConfig(lam_entropy=0.0)))):
         rng = np.random.default_rng(seed)
         trees = [sample_tree(e, policy, b, scfg, rng) for e, b in zip(envs, budgets, strict=True)]
-        out[name] = (float(np.mean([t.prompt_mixed for t in trees])),
+        out[name] = (np.array([float(t.prompt_mixed) for t in trees]),
                      sum(t.stats.env_steps for t in trees) / sum(budgets))
     trees = allocate_and_sample(envs, policy, budgets, AllocatorConfig(), np.random.default_rng(seed))
-    out["tree+allocator"] = (float(np.mean([t.prompt_mixed for t in trees])),
+    out["tree+allocator"] = (np.array([float(t.prompt_mixed) for t in trees]),
                              sum(t.stats.env_steps for t in trees) / sum(budgets))
     return out
+
+
+NO_ENTROPY = "tree (λ_entropy=0)"
+SAMPLER_ARMS = ("independent", "tree", NO_ENTROPY, "tree+allocator")
+
+
+def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """Mean of a - b over paired units with its 95% interval: a t-interval for a handful of seeds,
+    a bootstrap for many units (prompts)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    m, lo, hi = stats.paired_diff_ci(a, b, method="t" if a.size < 30 else "bootstrap", seed=seed)
+    return m, (lo, hi)
 
 
 def _arena_families(scale: str, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
@@ -110,30 +113,26 @@ def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
         final = {k: np.array([by[(k, s)].final_success for s in seeds]) for k in cfg.samplers}
         used = {k: float(np.mean([by[(k, s)].env_steps[-1] for s in seeds])) for k in cfg.samplers}
         start = np.array([by[("independent", s)].start_success for s in seeds])
-        eff = final["tree"] - final["independent"]  # paired by seed (same start, same eval episodes)
-        ci = _ci(eff)
-        learned = final["independent"] - start
+        m_eff, ci = _paired(final["tree"], final["independent"])  # paired by seed (same start and eval)
+        m_learn, ci_learn = _paired(final["independent"], start)
         mixed = {k: float(np.nanmean([np.mean(by[(k, s)].mixed_group_frac) for s in seeds])) for k in cfg.samplers}
-        noise = ("the CI covers 0: not separated from noise" if ci[0] <= 0 <= ci[1] else
-                 "the CI excludes 0" + (": tree is worse" if ci[1] < 0 else ""))
         rep.add(Claim(
             statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam})",
             paper_value="tree beats flat GRPO (numbers for these envs not stated)", source="issue 7; notes §1 [V]",
-            measured=float(eff.mean()), ci=ci, unit="success gain",
-            verdict=verdict_from_direction(float(eff.mean()), ci if eff.size > 1 else None),
+            measured=m_eff, ci=ci, unit="success gain", kind=Kind.EMPIRICAL,
+            baseline=f"independent GRPO (same start, same env steps): success {final['independent'].mean():.3f}",
+            ruling=verdicts.direction(m_eff, ci, why="the paper's per-benchmark numbers were not retrievable"),
             note=f"{len(game_ids)} games, step cap {cfg.max_steps}, {cfg.env_steps} env steps of training per run "
                  f"(used: independent {used['independent']:.0f}, tree {used['tree']:.0f}), group budget "
                  f"{cfg.group_size} rollouts' worth per game, {cfg.estimator} estimator for both; success = independent "
                  f"sampled episodes ({cfg.eval_episodes}/game) after training. Start {start.mean():.3f} "
                  f"(uniform random player {rnd:.3f}) -> independent {final['independent'].mean():.3f}, tree "
-                 f"{final['tree'].mean():.3f}; {len(seeds)} seeds paired, 95% t-interval ({noise}). Mixed "
+                 f"{final['tree'].mean():.3f}; {len(seeds)} seeds paired, 95% t-interval. Mixed "
                  f"(informative) groups during training: independent {mixed['independent']:.2f}, tree "
                  f"{mixed['tree']:.2f} of games per batch; with the starting policy, at the same budget: "
                  f"independent {mix0['independent'][0]:.2f}, tree {mix0['tree'][0]:.2f} ({mix0['independent'][1]:.0f} vs "
                  f"{mix0['tree'][1]:.0f} env steps per game). Training itself "
-                 f"helps: independent - start = {learned.mean():+.3f} (CI {_ci(learned)[0]:+.3f}.."
-                 f"{_ci(learned)[1]:+.3f}). Rule: reproduced if the CI of tree - independent is above 0, "
-                 "partly if only the mean is, not reproduced if the mean is <= 0."))
+                 f"helps: independent - start = {m_learn:+.3f} (CI {ci_learn[0]:+.3f}..{ci_learn[1]:+.3f})."))
         out[fam] = {"seeds": seeds, "random_success": rnd, "start": start.tolist(), "mixed_group_frac": mixed,
                     "start_mixed_ratio": {k: {"mixed": v[0], "env_steps_per_game": v[1]} for k, v in mix0.items()},
                     "final": {k: v.tolist() for k, v in final.items()}, "env_steps_used": used,
@@ -144,8 +143,9 @@ def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
                                                          "mixed_group_frac": r.mixed_group_frac} for r in runs}}
         for j, k in enumerate(cfg.samplers):
             ax.scatter(np.full(len(seeds), j) + np.linspace(-0.1, 0.1, len(seeds)), final[k], s=14)
-            ax.errorbar([j], [final[k].mean()], yerr=[[final[k].mean() - _ci(final[k])[0]],
-                                                      [_ci(final[k])[1] - final[k].mean()]], fmt="o", color="k")
+            lo, hi = stats.mean_ci(final[k])
+            ax.errorbar([j], [final[k].mean()], yerr=[[final[k].mean() - lo], [hi - final[k].mean()]], fmt="o",
+                        color="k")
         ax.axhline(start.mean(), color="gray", ls=":", label="start")
         ax.set_xticks(range(len(cfg.samplers)), cfg.samplers)
         ax.set_ylabel("success after training")
@@ -160,11 +160,11 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     check_scale(scale)
     t_start = time.perf_counter()
     sz = pick(scale,
-              smoke=dict(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, proxy_prompts=6, train_iters=3,
+              smoke=dict(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, deep_inst=6, proxy_prompts=6, train_iters=3,
                          train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5),
-              quick=dict(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, proxy_prompts=40, train_iters=30,
+              quick=dict(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, deep_inst=100, proxy_prompts=40, train_iters=30,
                          train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10),
-              full=dict(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, proxy_prompts=200,
+              full=dict(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, deep_inst=1000, proxy_prompts=200,
                         train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12))
     rep = Reproduction(system="infotree", title="InfoTree: submodular tree rollouts against advantage collapse",
                        scale=scale, seed=seed)
@@ -182,11 +182,11 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     max_err, max_z = float(max(errs)), float(max(zs))
     rep.add(Claim(
         statement="Collapse law: P(GRPO group all-same) = p^G + (1-p)^G with p = q^d, matches Monte Carlo",
-        paper_value="impossibility result; the closed form is the notes' reconstruction [R]", measured=max_err,
-        unit="max |MC - formula|", source=SRC,
-        verdict=Verdict.REPRODUCED if max_z < 4.5 else Verdict.NOT_REPRODUCED,
-        note=f"27 (q, d, G) cells, {sz['mc']} simulated groups each; largest deviation {max_z:.2f} standard "
-             "errors (rule: reproduced if every cell is within 4.5 SE)."))
+        paper_value="impossibility result; the closed form is the notes' reconstruction [R]", measured=max_z,
+        unit="max |MC - formula| in standard errors", source=SRC, kind=Kind.CHECK,
+        ruling=verdicts.bound(max_z, 4.5, sense="<="),
+        note=f"27 (q, d, G) cells, {sz['mc']} simulated groups each; largest absolute deviation {max_err:.4f}. "
+             "A check of the formula against a simulation of the same model (rule: every cell within 4.5 SE)."))
 
     mix = DifficultyMix(d_range=(1, DMAX), q_range=(0.5, 0.95))
     Gs_curve = np.array([2, 4, 8, 16, 32, 64, 128, 256])
@@ -195,13 +195,16 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     per_doubling = gain_4x / 2
     rep.add(Claim(
         statement="Independent sampling: the mixed-group ratio flattens as the budget G grows (difficulty mix)",
-        paper_value="flatlines near 45%", measured=float(curve[list(Gs_curve).index(16)]),
-        unit=f"mixed ratio at G=16 (+{per_doubling:.3f} per doubling of G up to 64)", source="review; notes §1 [S]",
-        verdict=Verdict.PARTLY if per_doubling < 0.1 else Verdict.NOT_REPRODUCED,
+        paper_value="flatlines (near 45%): ~0 points per doubling of G", measured=100 * per_doubling,
+        unit=f"points per doubling of G from 16 to 64 (level {curve[list(Gs_curve).index(16)]:.1%} at G=16)",
+        source="review; notes §1 [S]", kind=Kind.BY_CONSTRUCTION,
+        ruling=verdicts.value(100 * per_doubling, paper=0.0, tol=3.0, tol_kind="abs"),
         note="Exact population curve for prompts with d~U{1..16} decisions, q~U(0.5,0.95) (chosen before "
-             "measuring). Growth is only logarithmic in the budget (a near-constant gain per doubling: "
-             "diminishing returns, as the law predicts), but it is not a flat line, and the level is set by the "
-             "difficulty mix, not a universal 45%. Rule: 'partly' if each doubling adds < 10 points."))
+             "measuring). By construction: the curve is the closed form applied to a difficulty mix we chose, "
+             "so it says what the law implies for that mix, not what a model does. Growth is only logarithmic "
+             "in the budget (a near-constant gain per doubling: diminishing returns, as the law predicts), but "
+             "it is not a flat line, and the level is set by the mix, not a universal 45%. Rule: flat = within "
+             "3 points per doubling of 0."))
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
     Gx = np.arange(1, 257)
@@ -224,40 +227,60 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     # ---- 2. mixed ratio at equal budget: independent vs tree vs tree + allocator --------------------
     policy = TabularPolicy.with_accuracy(DMAX, A, Q_POLICY)
     per_G: dict[int, dict[str, list[float]]] = {}
-    budget_ratio: dict[str, list[float]] = {"independent": [], "tree": [], "tree+allocator": []}
+    per_prompt8: dict[str, list[np.ndarray]] = {k: [] for k in SAMPLER_ARMS}
+    budget_ratio: dict[str, list[float]] = {k: [] for k in SAMPLER_ARMS}
     for G in sz["Gs"]:
-        per_G[G] = {"independent": [], "tree": [], "tree+allocator": []}
+        per_G[G] = {k: [] for k in SAMPLER_ARMS}
         for s in track(range(sz["seeds"]), f"infotree: mixed ratio G={G}"):
             ds = np.random.default_rng(seed * 1000 + s).integers(1, DMAX + 1, size=sz["prompts"])
             res = _mixed_at_budget(policy, ds, G, seed * 1000 + s)
             for k, (m, b) in res.items():
-                per_G[G][k].append(m)
+                per_G[G][k].append(float(m.mean()))
                 if G == 8:
+                    per_prompt8[k].append(m)
                     budget_ratio[k].append(b)
-    m8 = {k: np.array(v) for k, v in per_G[8].items()}
-    d_tree = m8["tree"] - m8["independent"]
-    d_alloc = m8["tree+allocator"] - m8["tree"]
+    m8 = {k: np.concatenate(v) for k, v in per_prompt8.items()}  # prompts of every seed, paired across arms
+    d_tree, ci_tree = _paired(m8["tree"], m8["independent"], seed)
+    d_alloc, ci_alloc = _paired(m8["tree+allocator"], m8["tree"], seed)
+    d_ent, ci_ent = _paired(m8["tree"], m8[NO_ENTROPY], seed)
     extra = float(np.mean(budget_ratio["tree+allocator"]) / np.mean(budget_ratio["tree"]) - 1)
+    levels = " / ".join(f"{k} {m8[k].mean():.1%}" for k in SAMPLER_ARMS)
+    setup8 = (f"Decision chain, d~U{{1..{DMAX}}}, {A} actions, policy right w.p. {Q_POLICY} per step, half the "
+              f"errors silent; budget G*d env steps per prompt, G=8; {sz['seeds']} seeds x {sz['prompts']} prompts, "
+              "every arm on the same prompts; difference paired by prompt, 95% bootstrap interval. Levels: "
+              + levels + ".")
     rep.add(Claim(
-        statement="Mixed-outcome ratio at equal env-step budget (G=8): independent / tree / tree+allocator",
-        paper_value="58.1% -> 76.3% with the allocator; independent ~45%", source="notes §1 [V]/[S]",
-        measured=f"{m8['independent'].mean():.1%} / {m8['tree'].mean():.1%} / {m8['tree+allocator'].mean():.1%}",
-        verdict=(Verdict.REPRODUCED if (_ci(d_tree)[0] > 0 and _ci(d_alloc)[0] > 0) else Verdict.PARTLY
-                 if (d_tree.mean() > 0 and d_alloc.mean() > 0) else Verdict.NOT_REPRODUCED),
-        note=f"Decision chain, d~U{{1..{DMAX}}}, {A} actions, policy right w.p. {Q_POLICY} per step, half the "
-             f"errors silent; budget G*d env steps per prompt; {sz['seeds']} seeds x {sz['prompts']} prompts. "
-             f"Tree - independent = {d_tree.mean():+.3f} (95% CI {_ci(d_tree)[0]:+.3f}..{_ci(d_tree)[1]:+.3f}); "
-             f"allocator - tree = {d_alloc.mean():+.3f} (CI {_ci(d_alloc)[0]:+.3f}..{_ci(d_alloc)[1]:+.3f}). "
-             "Rule: reproduced if both gains have CIs above 0 (the direction; levels depend on the task)."))
+        statement="Mixed-outcome ratio at equal env-step budget (G=8): tree vs independent sampling",
+        paper_value="~45% (independent, [S]) -> 58.1% (tree): about +13 points", source="notes §1 [V]/[S]",
+        measured=100 * d_tree, ci=(100 * ci_tree[0], 100 * ci_tree[1]), unit="points", kind=Kind.EMPIRICAL,
+        baseline=f"independent sampling {m8['independent'].mean():.1%}",
+        ruling=verdicts.direction(100 * d_tree, (100 * ci_tree[0], 100 * ci_tree[1]), paper=58.1 - 45.0, tol=0.5),
+        note=setup8 + " Size: 45 -> 58.1 (two sources: the podcast's 45% and the paper's 58.1%), ±50%."))
+    rep.add(Claim(
+        statement="Mixed-outcome ratio at equal env-step budget (G=8): tree + allocator vs tree",
+        paper_value="58.1% -> 76.3% with the allocator (+18.2 points)", source="notes §1 [V]",
+        measured=100 * d_alloc, ci=(100 * ci_alloc[0], 100 * ci_alloc[1]), unit="points", kind=Kind.EMPIRICAL,
+        baseline=f"tree sampler alone {m8['tree'].mean():.1%}",
+        ruling=verdicts.direction(100 * d_alloc, (100 * ci_alloc[0], 100 * ci_alloc[1]), paper=76.3 - 58.1,
+                                  tol=0.5),
+        note=setup8 + " Our allocator is closed-form (greedy on the union of trees), the paper's ABA is learned."))
+    rep.add(Claim(
+        statement="Entropy-term ablation: mixed-outcome ratio at G=8, UUCB vs UUCB with λ_entropy = 0",
+        paper_value="the entropy bonus arises from the objective (no ablation number retrievable)",
+        measured=100 * d_ent, ci=(100 * ci_ent[0], 100 * ci_ent[1]), unit="points", kind=Kind.EMPIRICAL,
+        baseline=f"λ_entropy = 0 {m8[NO_ENTROPY].mean():.1%}",
+        ruling=verdicts.direction(100 * d_ent, (100 * ci_ent[0], 100 * ci_ent[1]),
+                                  why="the notes' plan asks for the ablation; the paper gives no number"),
+        note=setup8 + f" Default λ_entropy = {UUCBConfig().lam_entropy}; everything else equal."))
     rep.add(Claim(
         statement="Allocator's extra budget over the plain tree sampler",
-        paper_value="under 5%", measured=extra * 100, unit="%", source="notes §1 [V]",
-        verdict=Verdict.REPRODUCED if extra < 0.05 else Verdict.NOT_REPRODUCED,
-        note="Actual env steps used (tree+allocator / tree) - 1 at G=8; the allocator pools 40% of each "
-             "prompt's budget plus 4% extra."))
+        paper_value="under 5%", measured=extra * 100, unit="%", source="notes §1 [V]", kind=Kind.BY_CONSTRUCTION,
+        ruling=verdicts.bound(extra * 100, 5.0, sense="<="),
+        note="Actual env steps used (tree+allocator / tree) - 1 at G=8. By construction: the allocator pools "
+             "40% of each prompt's budget plus a configured 4% extra, so this measures the configuration."))
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
-    for k in ("independent", "tree", "tree+allocator"):
+    for k in SAMPLER_ARMS:
         ax.plot(sz["Gs"], [np.mean(per_G[G][k]) for G in sz["Gs"]], "o-", label=k)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("budget (G full-length rollouts' worth of env steps)")
@@ -279,14 +302,41 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     ratios_a = np.array(ratios)
     bound = 1 - 1 / np.e
     rep.add(Claim(
-        statement="Greedy expansion set reaches at least (1-1/e) of the brute-force optimum",
+        statement="Greedy expansion set reaches at least (1-1/e) of the brute-force optimum (small trees)",
         paper_value=">= 0.632 (Nemhauser-Wolsey-Fisher)", measured=float(ratios_a.min()), unit="worst ratio",
-        source=SRC, verdict=Verdict.REPRODUCED if ratios_a.min() >= bound - 1e-9 else Verdict.NOT_REPRODUCED,
+        source=SRC, kind=Kind.CHECK, ruling=verdicts.bound(float(ratios_a.min()), bound - 1e-9, sense=">="),
         note=f"{len(ratios)} random rollout-tree instances (4-7 nodes, budget 2-4 continuations); ratio of "
              f"gains over F(empty). Mean {ratios_a.mean():.4f}, 5th percentile {np.percentile(ratios_a, 5):.4f}, "
-             f"greedy optimal in {np.mean(ratios_a > 1 - 1e-9):.1%} of instances."))
+             f"greedy optimal in {np.mean(ratios_a > 1 - 1e-9):.1%} of instances. A check: the bound is a "
+             "theorem for monotone submodular functions, so it fails only if the objective or greedy is wrong."))
+
+    # the review's seam: deep, long-horizon trees (chain-like: each node mostly extends the last one)
+    deep_rng = np.random.default_rng(seed + 31)
+    deep_ratios, depths = [], []
+    for _ in track(range(sz["deep_inst"]), "infotree: greedy vs optimum, deep trees"):
+        inst = random_tree_instance(deep_rng, n_nodes=int(deep_rng.integers(16, 29)), chain=0.9,
+                                    root_weight=float(deep_rng.choice([1.0, 4.0])))
+        k = int(deep_rng.integers(2, 5))
+        g = inst.value(greedy(inst, k))
+        _, opt = brute_force(inst, k)
+        base = inst.value(np.zeros(inst.n_candidates))
+        deep_ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
+        depths.append(instance_depth(inst))
+    deep_a = np.array(deep_ratios)
+    rep.add(Claim(
+        statement="Greedy reaches at least (1-1/e) of the optimum on deep trees (depth 10-28)",
+        paper_value=">= 0.632; the review: the guarantee 'weakens on deep, long-horizon problems'",
+        measured=float(deep_a.min()), unit="worst ratio", source="review; notes §1 [S]", kind=Kind.CHECK,
+        ruling=verdicts.bound(float(deep_a.min()), bound - 1e-9, sense=">="),
+        note=f"{len(deep_a)} random chain-like tree instances, 16-28 nodes (each node extends the previous one "
+             f"w.p. 0.9), depth {min(depths)}-{max(depths)} (median {int(np.median(depths))}), budget 2-4 "
+             f"continuations, brute force over every multiset. Mean ratio {deep_a.mean():.4f}, 5th percentile "
+             f"{np.percentile(deep_a, 5):.4f}, greedy optimal in {np.mean(deep_a > 1 - 1e-9):.1%}. Depth does "
+             "not weaken the bound on the objective itself (a theorem); what depth can weaken is how well the "
+             "proxy tracks the objective (next claim)."))
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.hist(ratios_a, bins=30, range=(min(0.6, ratios_a.min()), 1.0))
+    lo_x = min(0.6, ratios_a.min(), deep_a.min())
+    ax.hist([ratios_a, deep_a], bins=30, range=(lo_x, 1.0), label=["4-7 nodes", "deep, 16-28 nodes"])
     ax.axvline(bound, color="r", ls="--", label="1-1/e")
     ax.set_xlabel("greedy / optimal gain")
     ax.legend()
@@ -299,35 +349,54 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     pr_val = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7),
                                     cfg=SamplerConfig(uucb=UUCBConfig(selector="value")))
     pr_rev = proxy_true_correlation(policy, ds, 8, A, 1.0, np.random.default_rng(seed + 7))
+    ci_pr = stats.bootstrap_ci(np.arange(pr.n_points), lambda i: float(np.corrcoef(pr.proxy[i.astype(int)],
+                                                                                    pr.true[i.astype(int)])[0, 1]),
+                               n_resamples=1000, seed=seed, method="percentile")
     rep.add(Claim(
         statement="Correlation of the proxy score greedy maximises (UUCB) with the true marginal gain",
-        paper_value="0.82", measured=pr.pearson, unit="Pearson r", source="review (notes §1: unconfirmed [S])",
-        verdict=verdict_from_ratio(pr.pearson, 0.82, tolerance=0.15, partly=0.5),
+        paper_value="0.82", measured=pr.pearson, ci=ci_pr, unit="Pearson r", kind=Kind.EMPIRICAL,
+        source="review (notes §1: unconfirmed [S])",
+        baseline=f"the value term alone: r = {pr_val.pearson:.2f}",
+        ruling=verdicts.value(pr.pearson, paper=0.82, tol=0.15, tol_kind="rel", ci=ci_pr, chance=0.0),
         note=f"Pooled over {pr.n_points} (candidate, step) pairs on the decision chain; true gain uses the "
              f"exact success probability of each node's state. Spearman {pr.spearman:.2f}. Value term alone: "
              f"r={pr_val.pearson:.2f}; with every error revealed (no hidden dead prefixes): r={pr_rev.pearson:.2f}. "
-             "Rule: within 15% of 0.82 reproduced, within 50% partly."))
+             "Rule: direction = r above 0 with its CI (percentile bootstrap over points; points of one tree are "
+             "correlated, so the interval is optimistic); size = within 15% of 0.82."))
 
     # ---- 5. training at equal env steps ----------------------------------------------------------------
-    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"independent": [], "tree": [], "tree+allocator": []}
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in SAMPLER_ARMS}
     for s in track(range(sz["train_seeds"]), "infotree: training"):
         for name in curves:
-            r = train_chain(ChainTrainConfig(sampler=name, iterations=sz["train_iters"], lr=8.0,
+            tree_cfg = SamplerConfig(uucb=UUCBConfig(lam_entropy=0.0)) if name == NO_ENTROPY else SamplerConfig()
+            r = train_chain(ChainTrainConfig(sampler="tree" if name == NO_ENTROPY else name,
+                                             iterations=sz["train_iters"], lr=8.0, tree=tree_cfg,
                                              prompts_per_iter=sz["train_prompts"], d_range=(1, 8),
                                              seed=seed * 100 + s))
             curves[name].append((np.array(r.env_steps, dtype=float), np.array(r.success)))
     common = min(c[0][-1] for v in curves.values() for c in v)
     at = {k: np.array([np.interp(common, x, y) for x, y in v]) for k, v in curves.items()}
-    eff = at["tree"] - at["independent"]
+    m_eff, ci_eff = _paired(at["tree"], at["independent"])
+    levels = ", ".join(f"{k} {at[k].mean():.3f}" for k in SAMPLER_ARMS)
     rep.add(Claim(
         statement="Success after training at equal env steps: tree vs independent (decision chain, tabular GRPO)",
         paper_value="tree beats flat GRPO on 9 benchmarks (numbers not retrievable)", source="notes §1 [V]",
-        measured=float(eff.mean()), ci=_ci(eff), unit="success gain",
-        verdict=verdict_from_direction(float(eff.mean()), _ci(eff) if eff.size > 1 else None),
-        note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: independent "
-             f"{at['independent'].mean():.3f}, tree {at['tree'].mean():.3f}, tree+allocator "
-             f"{at['tree+allocator'].mean():.3f}; {sz['train_seeds']} seeds, CI over seeds. Stand-in for the "
-             "TextWorld/maze runs (see the next claims)."))
+        measured=m_eff, ci=ci_eff, unit="success gain", kind=Kind.EMPIRICAL,
+        baseline=f"independent GRPO at the same env steps: {at['independent'].mean():.3f}",
+        ruling=verdicts.direction(m_eff, ci_eff, why="the paper's per-benchmark numbers were not retrievable"),
+        note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: {levels}; {sz['train_seeds']} seeds "
+             "paired, 95% t-interval over seeds. Stand-in for the TextWorld/maze runs (see the next claims)."))
+    m_ent, ci_ent_t = _paired(at["tree"], at[NO_ENTROPY])
+    rep.add(Claim(
+        statement="Entropy-term ablation: success after training at equal env steps, UUCB vs λ_entropy = 0",
+        paper_value="the entropy bonus arises from the objective (no ablation number retrievable)",
+        source="notes §1 plan", measured=m_ent, ci=ci_ent_t, unit="success gain", kind=Kind.EMPIRICAL,
+        baseline=f"tree sampler with λ_entropy = 0: {at[NO_ENTROPY].mean():.3f}",
+        ruling=verdicts.direction(m_ent, ci_ent_t, why="the notes' plan asks for the ablation; no paper number"),
+        note=f"Same decision-chain training as above, tree sampler with the default λ_entropy = "
+             f"{UUCBConfig().lam_entropy} against 0, everything else equal; {sz['train_seeds']} seeds paired, 95% "
+             "t-interval. The tabular policy's entropy is the same at every prompt of a depth, so the term can "
+             "only re-weight candidates by depth here; an LM's per-prefix entropy varies more."))
     fig, ax = plt.subplots(figsize=(5, 3.6))
     grid_x = np.linspace(0, common, 50)
     for k, v in curves.items():
@@ -346,17 +415,21 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     o_sync, o_spec = oh[0].overhead, oh[1].overhead
     rep.add(Claim(
         statement="Wall-clock overhead of tree bookkeeping: synchronous -> speculative expansion",
-        paper_value="14.3% -> 4.8%", measured=f"{o_sync:.1%} -> {o_spec:.1%}", source="notes §1 [V]",
-        verdict=(Verdict.REPRODUCED if o_spec < o_sync and o_spec < 0.1 else
-                 Verdict.PARTLY if o_spec < o_sync else Verdict.NOT_REPRODUCED),
-        note="Bookkeeping (scoring + node updates) / generation (tiny-100k Llama forward + env), "
-             "speculative = 4 expansions per scoring round in lockstep. Depends on the policy's cost: a real "
-             "LLM makes generation far slower, so both fractions would shrink. Rule: reproduced if speculative "
-             "is lower and under 10%."))
+        paper_value="14.3% -> 4.8%", measured=100 * o_spec, unit="% (speculative)", source="notes §1 [V]",
+        kind=Kind.EMPIRICAL, baseline=f"synchronous expansion {o_sync:.1%}",
+        ruling=verdicts.value(100 * o_spec, paper=4.8, tol=1.0, tol_kind="rel", chance=100 * o_sync,
+                              expected_sign=-1),
+        note=f"Synchronous {o_sync:.1%} -> speculative {o_spec:.1%}. Bookkeeping (scoring + node updates) / "
+             "generation (tiny-100k Llama forward + env), speculative = 4 expansions per scoring round in "
+             "lockstep; one timing each, no interval (timing-dependent). Depends on the policy's cost: a real "
+             "LLM makes generation far slower, so both fractions would shrink. Rule: direction = speculative "
+             "below synchronous; size = within 0-9.6% (4.8% ± 100%)."))
 
     rep.details = {
         "mixed_ratio": {str(G): {k: list(map(float, v)) for k, v in d.items()} for G, d in per_G.items()},
         "budget_ratio_G8": {k: list(map(float, v)) for k, v in budget_ratio.items()},
+        "greedy_ratio_deep": {"mean": float(deep_a.mean()), "min": float(deep_a.min()),
+                              "p05": float(np.percentile(deep_a, 5)), "n": len(deep_a), "depths": depths},
         "collapse_curve": {"G": Gs_curve.tolist(), "mixed": curve.tolist()},
         "greedy_ratio": {"mean": float(ratios_a.mean()), "min": float(ratios_a.min()),
                          "p05": float(np.percentile(ratios_a, 5)), "n": len(ratios)},
@@ -377,7 +450,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "independent full-length rollouts cost. Tree rollouts restore a prefix's state and branch; siblings "
         "form comparison groups. The objective (expected mixed subtree groups), UUCB's exact terms and the "
         "allocator (closed-form greedy, not the paper's learned ABA) are our reconstruction. Greedy-vs-optimum "
-        "uses random small tree instances; the overhead uses an untrained tiny-100k Llama for generation cost. "
+        "uses random small tree instances and deep chain-like ones (depth 10-28); the entropy-term ablation sets λ_entropy = 0 in UUCB, all else equal; the overhead uses an untrained tiny-100k Llama for generation cost. "
         "Tree vs independent training also runs on the RL engine: GRPOTrainer with sampler=independent or "
         "sampler=tree (grpo estimator for both; on TextWorld also gigpo for both), on the G2PO reproduction's generated TextWorld games and "
         "warm-started ~20k-parameter Llama policy, and on a fixed set of E163 mazes behind a TextEnv adapter "

@@ -1,0 +1,247 @@
+"""Reproduce E168 (Metis): the controlled text-vs-code study and the gate's ablations on TextWorld.
+
+See :mod:`divelab.selfimprove.metis.study` for the set-up. Units of every paired comparison are
+(seed, test task) pairs, played by every arm with the same budget and random stream.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.scale import check_scale, pick
+from divelab.selfimprove.metis.study import SeedResult, Study, StudyConfig
+
+SOURCE = "agents-coding-safety.md §E168"
+
+
+def _arr(results: list[SeedResult], wl: str, arm: str, field: str) -> np.ndarray:
+    return np.array([float(getattr(o, field)) for r in results for o in r.outcomes[wl][arm]])
+
+
+def _paired(results: list[SeedResult], wl: str, a: str, b: str, field: str = "won") -> tuple[float, float, float]:
+    return stats.paired_diff_ci(_arr(results, wl, a, field), _arr(results, wl, b, field))
+
+
+def _table(results: list[SeedResult]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for wl in results[0].outcomes:
+        for arm in results[0].outcomes[wl]:
+            won = _arr(results, wl, arm, "won")
+            lo, hi = stats.proportion_ci(int(won.sum()), won.size)
+            out[f"{wl}/{arm}"] = {
+                "success": float(won.mean()), "success_ci": [lo, hi], "n": int(won.size),
+                "context_words": float(_arr(results, wl, arm, "context_words").mean()),
+                "decisions": float(_arr(results, wl, arm, "decisions").mean()),
+                "steps": float(_arr(results, wl, arm, "steps").mean()),
+                "tool_calls": int(sum(bool(o.tool) for r in results for o in r.outcomes[wl][arm])),
+            }
+    return out
+
+
+def _figure(table: dict[str, Any], arms: list[str], k_rows: list[tuple[int, float, float]]) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    x = np.arange(len(arms))
+    for i, wl in enumerate(("recurring", "novel")):
+        vals = [table[f"{wl}/{a}"]["success"] for a in arms]
+        err = np.array([[v - table[f"{wl}/{a}"]["success_ci"][0], table[f"{wl}/{a}"]["success_ci"][1] - v]
+                        for a, v in zip(arms, vals, strict=True)]).T
+        axes[0].bar(x + (i - 0.5) * 0.4, vals, 0.4, yerr=err, label=wl, capsize=2)
+        axes[1].bar(x + (i - 0.5) * 0.4, [table[f"{wl}/{a}"]["context_words"] for a in arms], 0.4, label=wl)
+    for ax, title in ((axes[0], "success rate"), (axes[1], "execution cost (words read per task)")):
+        ax.set_xticks(x, arms, rotation=30)
+        ax.set_title(title)
+        ax.legend()
+    ks = [r[0] for r in k_rows]
+    axes[2].plot(ks, [r[1] for r in k_rows], "o-", label="success (recurring)")
+    ax2 = axes[2].twinx()
+    ax2.plot(ks, [r[2] for r in k_rows], "s--", color="C3", label="codifier words")
+    axes[2].set_xlabel("gate threshold k")
+    axes[2].set_title("sensitivity to k")
+    axes[2].legend(loc="lower left")
+    ax2.legend(loc="lower right")
+    return Figure.from_matplotlib(fig, "metis-arms", "Success (Wilson 95% CI) and ReAct-style execution cost per "
+                                  "arm on recurring and novel workloads; gate-threshold sweep.")
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    t0 = time.perf_counter()
+    cfg = pick(scale,
+               smoke=StudyConfig(seeds=1, n_experience=8, n_test=3, k=2, k_sweep=(3,), novel_worlds=("w1",)),
+               quick=StudyConfig(seeds=3, n_experience=16, n_test=12),
+               full=StudyConfig(seeds=10, n_experience=24, n_test=20, k_sweep=(2, 4, 5, 8)))
+    study = Study(cfg)
+    results = [study.run_seed(seed * 1000 + s) for s in range(cfg.seeds)]
+    table = _table(results)
+    rep = Reproduction(
+        system="metis", title="Metis: text-first, code-when-earned memory", scale=scale, seed=seed,
+        setup=(f"Four TextWorld worlds compiled locally with GameMaker (w0: the recurring layout; w1-w3: the same "
+               f"task templates with directions, containers, a door or the key changed). Per seed the plain "
+               f"programmatic explorer plays {cfg.n_experience} recurring + 2 rare + {len(cfg.novel_worlds)} shifted-world "
+               f"experience "
+               f"tasks; every memory is built from those same episodes; each arm then plays {cfg.n_test} recurring "
+               f"(w0) and {cfg.n_test} novel ({', '.join(cfg.novel_worlds)}) test tasks with a {cfg.budget}-step budget and the same random "
+               f"stream; {cfg.seeds} seeds. Codifier: the template codifier with injected bugs (leak "
+               f"{cfg.leak}, drop {cfg.drop}) standing in for an LLM. Cost = words an LLM agent would read "
+               f"(ReAct-style: task + advice + history per decision). AppWorld is not available offline."),
+    )
+    n = table["recurring/none"]["n"]
+
+    # 1. code memory vs no memory, novel workload (the paper's "22-point collapse")
+    d, lo, hi = _paired(results, "novel", "code", "none")
+    rep.add(Claim(
+        statement="novel tasks: code-only memory vs no memory (success difference)",
+        paper_value="−22 points (streaming); 53% vs 63% in one setting", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"no memory: {table['novel/none']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, paper=-0.22, tol=0.11, tol_kind="abs"),
+        note=f"code {table['novel/code']['success']:.2f} vs none {table['novel/none']['success']:.2f} over {n} "
+             "paired (seed, task) units. Tools are trusted black boxes by harness design (see agent.py); the "
+             "agent may recover after a failing tool, so any loss is wasted budget, not forbidden recovery."))
+
+    # 2. text memory vs code memory, novel workload
+    d, lo, hi = _paired(results, "novel", "text", "code")
+    rep.add(Claim(
+        statement="novel tasks: text memory transfers better than code memory (success difference)",
+        paper_value="text transfers better to unseen tasks (no number)", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"code memory: {table['novel/code']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper states the direction only"),
+        note="Text advice is followed only where admissible; stale moves are dropped."))
+
+    # 3. code memory cheaper to run than text memory (recurring)
+    d, lo, hi = _paired(results, "recurring", "code", "text", "context_words")
+    rep.add(Claim(
+        statement="recurring tasks: code memory is cheaper to run than text memory (words read per task)",
+        paper_value="code efficient to run, text costlier (no number)", measured=d, ci=(lo, hi), unit="words",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"text memory: {table['recurring/text']['context_words']:.0f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper states the direction only")))
+
+    # 4-5. Metis vs the plain agent (recurring)
+    d, lo, hi = _paired(results, "recurring", "metis", "none")
+    rep.add(Claim(
+        statement="recurring tasks: Metis vs the plain agent (success difference)",
+        paper_value="up to +20.6% accuracy vs ReAct (AppWorld)", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"plain agent: {table['recurring/none']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.206, tol=0.1, tol_kind="abs"),
+        note="'Up to' is the paper's best setting; our plain agent is a heuristic explorer, not ReAct."))
+    base = _arr(results, "recurring", "none", "context_words")
+    d, lo, hi = _paired(results, "recurring", "metis", "none", "context_words")
+    rel, rlo, rhi = d / base.mean(), lo / base.mean(), hi / base.mean()
+    rep.add(Claim(
+        statement="recurring tasks: Metis execution cost relative to the plain agent",
+        paper_value="up to −22.8% vs ReAct", measured=rel, ci=(rlo, rhi), unit="relative",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"plain agent: {base.mean():.0f} words/task",
+        ruling=verdicts.direction(rel, (rlo, rhi), expected_sign=-1, paper=-0.228, tol=0.5),
+        note="Paired difference of words read per task over the plain agent's mean (its mean is treated as fixed)."))
+
+    # 6-8. Eager (k=1) vs the gate
+    eager_cost = np.array([r.memories["eager"]["construction_words"] for r in results], dtype=float)
+    gate_cost = np.array([r.memories["metis"]["construction_words"] for r in results], dtype=float)
+    ratio = eager_cost / gate_cost - 1
+    rlo, rhi = stats.mean_ci(ratio)
+    rep.add(Claim(
+        statement="Eager (codify everything, k=1) vs the gate: extra construction cost",
+        paper_value="+47%", measured=float(ratio.mean()), ci=(rlo, rhi), unit="relative",
+        kind=Kind.BY_CONSTRUCTION, source=SOURCE, baseline=f"gate k={cfg.k}: {gate_cost.mean():.0f} words",
+        ruling=verdicts.direction(float(ratio.mean()), (rlo, rhi), expected_sign=1, paper=0.47, tol=0.5),
+        note=f"Codifier words alone: eager {np.mean([r.memories['eager']['codify_words'] for r in results]):.0f} vs "
+             f"gate {np.mean([r.memories['metis']['codify_words'] for r in results]):.0f}. "
+             "Construction = distiller + codifier words. Eager codifies more patterns, so more cost is built in; "
+             "its size depends on how long the workload's tail of one-off patterns is (ours: 2 rare + 3 shifted)."))
+    d, lo, hi = _paired(results, "recurring", "eager", "metis")
+    d2, lo2, hi2 = _paired(results, "novel", "eager", "metis")
+    rep.add(Claim(
+        statement="Eager vs the gate: success difference (recurring workload)",
+        paper_value="lower score", measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"gate k={cfg.k}: {table['recurring/metis']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
+        note=f"Novel workload: {d2:+.3f} [{lo2:+.3f}, {hi2:+.3f}]. With one example, validation cannot catch a "
+             "tool that hard-codes that example's entity."))
+    tools = sum(r.memories["eager"]["tools"] for r in results)
+    never = sum(r.memories["eager"]["tools_never_invoked"] for r in results)
+    if tools:
+        share = never / tools
+        plo, phi = stats.proportion_ci(never, tools)
+        rep.add(Claim(
+            statement="Eager: share of built tools never invoked", paper_value="over half", measured=share,
+            ci=(plo, phi), kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+            baseline=f"gate k={cfg.k}: {sum(r.memories['metis']['tools_never_invoked'] for r in results)} of "
+                     f"{sum(r.memories['metis']['tools'] for r in results)} never invoked",
+            ruling=verdicts.value(share, paper=(0.5, 1.0), tol=0.0, tol_kind="abs"),
+            note=f"{never} of {tools} tools over {cfg.seeds} seeds. Set by the workload: one-off patterns in the "
+                 "experience set are never asked again, and tools are called on exact pattern match only."))
+
+    # 9. buggy unvalidated tools vs validated
+    d, lo, hi = _paired(results, "recurring", "unvalidated", "metis")
+    rep.add(Claim(
+        statement="unvalidated vs validated tools (same gate k): success difference, recurring",
+        paper_value="a flawed tool propagates to every caller (no number)", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"validated: {table['recurring/metis']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number")))
+    calls = [ok for r in results for arm in ("unvalidated", "code", "eager") for ok in r.buggy_calls.get(arm, [])]
+    if calls:
+        fail = 1 - float(np.mean(calls))
+        rep.add(Claim(
+            statement="calls of a tool with an injected bug that failed (flaw reaches every caller)",
+            paper_value="every caller", measured=fail, ci=stats.proportion_ci(int(round(fail * len(calls))), len(calls)),
+            kind=Kind.BY_CONSTRUCTION, source=SOURCE, ruling=verdicts.bound(fail, 0.8, sense=">="),
+            note=f"{len(calls)} calls of buggy tools (unvalidated, code and eager arms). A macro that hard-codes "
+                 "an entity or drops a step fails every caller whose entity differs, by construction."))
+    else:
+        rep.add(not_checkable("calls of a tool with an injected bug that failed", "every caller",
+                              "no buggy tool was invoked at this scale", SOURCE, kind=Kind.BY_CONSTRUCTION))
+
+    # 10. the seam: Metis vs the strongest text baseline on recurring tasks
+    d, lo, hi = _paired(results, "recurring", "metis", "text")
+    dc, clo, chi = _paired(results, "recurring", "metis", "text", "context_words")
+    rep.add(Claim(
+        statement="the seam: Metis vs text-only memory on recurring tasks (success margin)",
+        paper_value="66.1 vs 65.5 (+0.6 points) [review, unverified]", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source="week-in-review", baseline=f"text memory: {table['recurring/text']['success']:.2f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.006, tol=0.03, tol_kind="abs"),
+        note=f"Cost margin (words/task): {dc:+.0f} [{clo:+.0f}, {chi:+.0f}] — where Metis's gain is, here."))
+
+    # checks
+    events = [e for r in results for e in r.gate_events]
+    early = sum(e["recurrence"] < e["k"] for e in events)
+    rep.add(Claim(statement="the gate never fired below k (gate events with recurrence < k)", paper_value="by design",
+                  measured=float(early), kind=Kind.CHECK, source=SOURCE, ruling=verdicts.bound(early, 0),
+                  note=f"{len(events)} gate events over {cfg.seeds} seeds."))
+    leaks = sum(any(t in inp for t in r.experience_texts) for r in results for inp in r.codifier_inputs)
+    rep.add(Claim(statement="codifier inputs containing trajectory text", paper_value="never (codifier reads the "
+                  "clean pattern)", measured=float(leaks), kind=Kind.CHECK, source=SOURCE,
+                  ruling=verdicts.bound(leaks, 0),
+                  note=f"{sum(len(r.codifier_inputs) for r in results)} codifier inputs checked against every "
+                       "observation of the experience episodes."))
+    exposed = sum(r.memories["metis"]["unvalidated_active"] for r in results)
+    rep.add(Claim(statement="Metis tools exposed without passing validation", paper_value="none (validated before "
+                  "exposure)", measured=float(exposed), kind=Kind.CHECK, source=SOURCE, ruling=verdicts.bound(exposed, 0)))
+    rep.add(not_checkable("AppWorld numbers (+20.6% / −22.8% vs ReAct, TGC/SGC)", "AppWorld", "AppWorld needs a data "
+                          "download that is not possible here; the study runs on locally generated TextWorld worlds.",
+                          SOURCE))
+
+    k_rows = [(1, table["recurring/eager"]["success"], float(np.mean([r.memories["eager"]["codify_words"] for r in results])))]
+    for k in sorted({cfg.k, *cfg.k_sweep}):
+        arm = "metis" if k == cfg.k else f"metis-k{k}"
+        k_rows.append((k, table[f"recurring/{arm}"]["success"],
+                       float(np.mean([r.memories[arm]["codify_words"] for r in results]))))
+    arms = list(cfg.arms)
+    rep.figures.append(_figure(table, arms, k_rows))
+    rep.details = {
+        "table": table, "k_sweep": [{"k": k, "success": s, "codify_words": c} for k, s, c in k_rows],
+        "memories": [{a: {k: v for k, v in m.items() if k != "gate_events"} for a, m in r.memories.items()}
+                     for r in results],
+        "experience_success": float(np.mean([w for r in results for w in r.experience_won])),
+        "config": cfg.__dict__,
+    }
+    rep.runtime_s = time.perf_counter() - t0
+    return rep
