@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from divelab.claims import Verdict
+from divelab.claims import Kind, Verdict
 from divelab.coding.bayes_control.reproduce import reproduce
 
 
@@ -11,11 +11,19 @@ def test_reproduce_smoke_computes_claims_and_is_seeded():
     assert rep.system == "bayes-control" and len(rep.claims) >= 7
     checked = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
     assert all(c.measured is not None for c in checked)
-    assert {f.name for f in rep.figures} == {"regime-map", "utility-vs-verifier-cost"}
+    assert {f.name for f in rep.figures} == {"regime-map", "utility-vs-verifier-cost", "belief-auroc-by-public-share"}
     auc = rep.details["auroc"]["overall"]["belief"]
     assert 0.5 <= auc <= 1.0
+    curve = rep.details["auroc"]["by_public_share"]
+    assert len(curve) == 2 and all(c["belief_ci"][0] <= c["belief"] <= c["belief_ci"][1] for c in curve)
     thr = next(c for c in rep.claims if "threshold" in c.statement)
-    assert thr.verdict is Verdict.REPRODUCED  # the formula and the DP agree exactly in our code
+    assert thr.verdict is Verdict.REPRODUCED and thr.kind is Kind.CHECK  # the formula and the DP agree in our code
+    best = next(c for c in rep.claims if "best simple rule" in c.statement)
+    assert best.baseline and best.rule["name"] == "direction"
+    hard = next(c for c in rep.claims if "hard tasks" in c.statement)
+    assert hard.rule["name"] == "direction"  # hard must beat overall, not merely sit near 0.91
+    regime = next(c for c in rep.claims if "regimes" in c.statement)
+    assert regime.rule["name"] == "outcome" and isinstance(rep.details["non_monotone_cells"], list)
     syn = next(c for c in rep.claims if "syntax" in c.statement)
     assert abs(syn.measured) < 0.05
     again = reproduce(scale="smoke", seed=0)  # pools now cached: only the replay reruns

@@ -138,8 +138,16 @@ def test_reproduce_smoke_computes_claims():
     assert any("lossless" in s for s in statements)
     assert all(c.measured is not None for c in rep.claims if c.verdict.value != "not checkable here")
     lossless = next(c for c in rep.claims if "are lossless" in c.statement)
-    assert lossless.verdict.value == "reproduced"
+    assert lossless.verdict.value == "reproduced" and lossless.kind.value == "check"
     assert "SYNTHETIC" in rep.details["sps"]["synthetic_label"]
+    # the scheduler is judged against the best fixed k and no speculation, not against fixed-1
+    best = [c for c in rep.claims if "best fixed k" in c.statement]
+    assert len(best) == 2 and all(c.rule["name"] == "bound" and "best fixed k" in c.baseline for c in best)
+    assert len([c for c in rep.claims if "no speculation" in c.statement]) == 2
+    assert not any("over fixed-1" in c.statement for c in rep.claims)
+    assert {"plain", "fixed-1", "fixed-4", "dspark", "dspark-raw", "stale-k"} <= set(rep.details["sweep"]["synthetic"])
+    search = next(c for c in rep.claims if "lossy on random instances" in c.statement)
+    assert search.rule["name"] == "found" and (search.verdict.value == "reproduced") == (search.measured > 0)
     assert rep.figures
 
 

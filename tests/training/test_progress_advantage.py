@@ -297,7 +297,7 @@ def test_cli_scores_a_jsonl(pair, tmp_path) -> None:
 
 
 def test_reproduce_smoke_computes_claims() -> None:
-    from divelab.claims import Verdict
+    from divelab.claims import Kind, Verdict
     from divelab.training.progress_advantage.reproduce import exact_check, reproduce
 
     rep = reproduce(scale="smoke", seed=0)
@@ -311,6 +311,13 @@ def test_reproduce_smoke_computes_claims() -> None:
         assert all(0.9 < v <= 1.0 for v in res["optimal_success"].values())
     assert len(rep.claims) >= 5
     assert rep.claims[0].measured < 1e-8 and rep.claims[0].verdict is Verdict.REPRODUCED
+    assert [c.kind for c in rep.claims[:3]] == [Kind.CHECK] * 3
+    pg = rep.claims[2]
+    assert pg.rule["name"] == "bound" and (pg.verdict is Verdict.REPRODUCED) == (pg.measured <= 1e-6)  # can fail
+    bon = [c for c in rep.claims if c.statement.startswith("best-of-") and c.verdict is not Verdict.NOT_CHECKABLE]
+    assert len(bon) == 2 and all(c.rule["name"] == "direction" and "best-of-" in c.baseline for c in bon)
+    agg = [c for c in rep.claims if c.statement.startswith("dependence on the aggregation")]
+    assert len(agg) == 2 and all(c.rule["name"] == "direction" and "sum/sum" in c.baseline for c in agg)
     assert all(c.measured is not None for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE)
     assert rep.figures and rep.setup
     json.loads(rep.to_json())

@@ -189,16 +189,10 @@ def evaluate_controllers(pools: Sequence[Pool], level: float, model: BeliefModel
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    """Area under the ROC curve (ties count half), via the Mann-Whitney rank statistic."""
-    from scipy.stats import rankdata
+    """Area under the ROC curve (ties count half): :func:`divelab.stats.auroc` with scores first."""
+    from divelab import stats
 
-    s = np.asarray(scores, dtype=float)
-    y = np.asarray(labels, dtype=bool)
-    npos, nneg = int(y.sum()), int((~y).sum())
-    if npos == 0 or nneg == 0:
-        raise ValueError(f"AUROC needs both classes; got {npos} positives and {nneg} negatives")
-    ranks = rankdata(s)
-    return float((ranks[y].sum() - npos * (npos + 1) / 2) / (npos * nneg))
+    return stats.auroc(np.asarray(labels, dtype=bool).astype(int), scores)
 
 
 def correctness_scores(pools: Sequence[Pool], level: float, model: BeliefModel,
@@ -227,19 +221,14 @@ def correctness_scores(pools: Sequence[Pool], level: float, model: BeliefModel,
     return beliefs, passed, public_pass, labels, owner
 
 
-def bootstrap_ci(fn: Callable[[np.ndarray], float], n_groups: int, seed: int, n: int = 200,
-                 level: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of ``fn(group indices)`` resampling groups (tasks) with replacement."""
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n):
-        idx = rng.integers(0, n_groups, n_groups)
-        try:
-            vals.append(fn(idx))
-        except ValueError:  # a resample with one class only
-            continue
-    lo, hi = np.quantile(vals, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
+def task_bootstrap_ci(fn: Callable[[np.ndarray], float], n_groups: int, seed: int,
+                      n_resamples: int = 1000) -> tuple[float, float]:
+    """Percentile 95% interval of ``fn(task indices)`` resampling tasks with replacement
+    (:func:`divelab.stats.bootstrap_ci` over the task indices: candidates of one task move together)."""
+    from divelab import stats
+
+    return stats.bootstrap_ci(np.arange(n_groups), lambda idx: float(fn(idx.astype(int))), n_resamples=n_resamples,
+                              seed=seed, method="percentile")
 
 
 class SyntheticEnv:

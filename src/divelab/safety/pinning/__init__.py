@@ -24,6 +24,7 @@ from divelab.safety.pinning.card import (
     CARD_NAME,
     CardIntegrityError,
     InBandRules,
+    NonceBoundRules,
     OperatorChannel,
     PinnedRules,
     RuleCard,
@@ -47,7 +48,7 @@ from divelab.safety.pinning.tokens import TokenCounter, default_counter
 
 __all__ = [
     "CARD_NAME", "RULES", "TOOLS", "CardIntegrityError", "ChatSummarizer", "Check", "Compactor", "Constraint",
-    "HeadTail", "InBandRules", "KeepLastN", "NoCompaction", "OperatorChannel", "Pinned", "PinnedRules",
+    "HeadTail", "InBandRules", "KeepLastN", "NoCompaction", "NonceBoundRules", "OperatorChannel", "Pinned", "PinnedRules",
     "RuleCard", "Scenario", "SignedUpdate", "SummarizingCompactor", "SumySummarizer", "TokenCounter",
     "ToolAgent", "ToolCallGrader", "ToolGuard", "Turn", "UpdateRejected", "Violation", "default_counter",
     "find_inband_updates", "make_scenario", "make_suite", "strip_rules",

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
 from dataclasses import dataclass, field
 
 from divelab.chat.types import Message
@@ -199,3 +200,62 @@ class InBandRules:
                 self.card = self.card.with_update("revoke", {"id": cid})
                 revoked.append(cid)
         return revoked
+
+
+_NONCE_RE = re.compile(r"\[operator-nonce: ([0-9a-f]{8,64})\]", re.IGNORECASE)
+
+
+@dataclass
+class NonceBoundRules:
+    """The strongest in-band design we could build: rule changes still travel as text in the
+    conversation (no signing key in the harness), but a change applies only when the text carries
+    a one-time operator nonce the harness was handed out of band (e.g. by the operator's console)
+    and that has not been used before. A forged update that lacks a valid nonce, guesses one, or
+    replays a nonce already consumed is refused and logged.
+
+    ``issue()`` hands out a fresh nonce (the out-of-band step); ``observe_text`` applies the
+    in-band updates that carry a valid unused nonce and returns the revoked rule ids."""
+
+    card: RuleCard
+    pending: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)
+    rejected: list[str] = field(default_factory=list)
+
+    def issue(self) -> str:
+        """A fresh one-time nonce, given to the operator out of band (never placed in context)."""
+        nonce = secrets.token_hex(12)
+        self.pending.add(nonce)
+        return nonce
+
+    def observe_text(self, text: str) -> list[str]:
+        revoked = []
+        for line in text.splitlines():
+            if not find_inband_updates(line):
+                continue
+            m = _NONCE_RE.search(line)
+            nonce = m.group(1).lower() if m else None
+            if nonce is None:
+                self.rejected.append("in-band update without an operator nonce")
+                continue
+            if nonce in self.used:
+                self.rejected.append("replayed operator nonce")
+                continue
+            if nonce not in self.pending:
+                self.rejected.append("unknown operator nonce")
+                continue
+            cid = _rule_id(line, self.card)
+            if cid is None:
+                self.rejected.append("update names no rule on the card")
+                continue
+            self.pending.discard(nonce)
+            self.used.add(nonce)
+            self.card = self.card.with_update("revoke", {"id": cid})
+            revoked.append(cid)
+        return revoked
+
+
+def _rule_id(line: str, card: RuleCard) -> str | None:
+    for tok in re.findall(r"\b([A-Z][A-Za-z0-9_-]{0,31})\b", line):
+        if any(c.id == tok for c in card.constraints):
+            return tok
+    return None

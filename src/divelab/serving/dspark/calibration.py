@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -34,13 +33,13 @@ def ece(pred: np.ndarray, label: np.ndarray, bins: int = 20) -> float:
 
 
 def roc_auc(pred: np.ndarray, label: np.ndarray) -> float:
-    """ROC-AUC via the Mann-Whitney rank statistic (NaN when only one class is present)."""
+    """ROC-AUC (:func:`divelab.stats.auroc`); NaN when only one class is present."""
+    from divelab import stats
+
     label = np.asarray(label).astype(bool)
-    n_pos, n_neg = int(label.sum()), int((~label).sum())
-    if n_pos == 0 or n_neg == 0:
+    if label.all() or not label.any():
         return float("nan")
-    ranks = rankdata(pred)
-    return float((ranks[label].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return stats.auroc(label.astype(int), np.asarray(pred, dtype=float))
 
 
 def reliability(pred: np.ndarray, label: np.ndarray, bins: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,8 +14,9 @@ import time
 import numpy as np
 import torch
 
+from divelab import stats, verdicts
 from divelab.cache import entry_path, stable_hash
-from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable, verdict_from_direction
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.scale import check_scale, pick
 from divelab.serving.dspark import exact
 from divelab.serving.dspark.api import collect_rounds, load_drafter, save_drafter
@@ -164,20 +165,13 @@ def _cond_accept(acc: np.ndarray, gamma: int) -> np.ndarray:
     return np.where(reached > 0, ok / np.maximum(reached, 1), np.nan)
 
 
-def _gain_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, n_boot: int = 400) -> tuple[float, tuple]:
-    """Relative τ gain mean(a+1)/mean(b+1) − 1 with a bootstrap CI over rounds."""
-    ta, tb = a + 1.0, b + 1.0
-    point = ta.mean() / tb.mean() - 1
-    boots = [rng.choice(ta, len(ta)).mean() / rng.choice(tb, len(tb)).mean() - 1 for _ in range(n_boot)]
-    return float(point), (float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5)))
-
-
 def _exact_checks(seed: int, n_problems: int) -> dict:
     rng = np.random.default_rng(seed)
     sps_curves = {"smooth": SPSCurve(np.arange(1, 8), 1.0 / (1 + 0.35 * np.arange(7))),
                   "staircase": SPSCurve.synthetic_accelerator(1.0, 2, tile=2, max_b=16),
                   "random": SPSCurve(np.arange(1, 8), rng.uniform(0.2, 1.0, 7)),
                   "paper-steep": exact.COUNTEREXAMPLE_SPS}
+    n_lossy = n_inst = 0
     worst: dict[str, float] = {"fixed-1": 0.0, "fixed-2": 0.0, "threshold": 0.0, "alg1": 0.0, "stale-K": 0.0, "global-argmax": 0.0}
     for i in range(n_problems):
         prob = exact.SpecProblem.random(int(rng.integers(1, 3)), 3, 2, seed=seed * 1000 + i, peaked=0.6)
@@ -193,25 +187,31 @@ def _exact_checks(seed: int, n_problems: int) -> dict:
             for name, sch in (("fixed-1", FixedK(1)), ("fixed-2", FixedK(2)), ("threshold", StaticThreshold(0.4)),
                               ("alg1", ConfidenceScheduler()), ("stale-K", StaleKScheduler()),
                               ("global-argmax", GlobalArgmaxScheduler())):
-                worst[name] = max(worst[name], exact.max_tv_error(prob, sch, sps, prime))
+                tv = exact.max_tv_error(prob, sch, sps, prime)
+                worst[name] = max(worst[name], tv)
+                if name == "global-argmax":
+                    n_lossy += int(tv > 1e-6)
+            n_inst += 1
     ce = exact.SpecProblem.counterexample()
-    return {"worst_tv": worst,
+    return {"worst_tv": worst, "argmax_lossy_instances": n_lossy, "instances": n_inst,
             "counterexample_break": exact.first_token_distribution(ce, ConfidenceScheduler(), exact.COUNTEREXAMPLE_SPS).tolist(),
             "counterexample_argmax": exact.first_token_distribution(ce, GlobalArgmaxScheduler(),
                                                                     exact.COUNTEREXAMPLE_SPS).tolist()}
 
 
 def _sweep(target, drafter, cal, prompts, loads, max_new, curves: dict[str, SPSCurve], gamma: int, seed: int) -> dict:
-    scheds = ["plain", "fixed-1", f"fixed-{gamma}", "threshold-0.5", "dspark", "stale-k"]
+    fixed = sorted({k for k in (1, 2, 4, gamma) if k <= gamma})
+    scheds = ["plain", *[f"fixed-{k}" for k in fixed], "threshold-0.5", "dspark", "dspark-raw", "stale-k"]
     out: dict = {}
     for cname, curve in curves.items():
         for sname in scheds:
             pts = []
             for load in loads:
                 reqs = [Request(prompts[i % len(prompts)], max_new, 0.0, i) for i in range(2 * load)]
-                eng = SpecEngine(target, None if sname == "plain" else drafter,
-                                 make_scheduler("fixed-0" if sname == "plain" else sname, gamma), sps=curve,
-                                 calibration=cal, temperature=1.0, gamma=gamma, seed=seed)
+                sched = "fixed-0" if sname == "plain" else "dspark" if sname == "dspark-raw" else sname
+                eng = SpecEngine(target, None if sname == "plain" else drafter, make_scheduler(sched, gamma),
+                                 sps=curve, calibration=None if sname == "dspark-raw" else cal, temperature=1.0,
+                                 gamma=gamma, seed=seed)
                 res = eng.serve(reqs, max_batch=load, clock="wall" if cname == "measured" else curve)
                 budget = [float(np.mean(s.ell)) + 1 for s in res.steps] if res.steps else [1.0]
                 pts.append({"load": load, "throughput": res.throughput, "per_user": res.per_user_speed,
@@ -260,7 +260,6 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     max_new = pick(scale, smoke=10, quick=48, full=128)
     test_prompts = _prompts(test_tok, n_prompts, 16, seed + 1)
     val_prompts = _prompts(val_tok, pick(scale, smoke=2, quick=36, full=128), 16, seed + 2)  # STS fit set
-    rng = np.random.default_rng(seed)
 
     # --- E2: τ per drafter and γ; per-position acceptance; sequential-head overhead ----------------
     n_regen = pick(scale, smoke=16, quick=512, full=4096)
@@ -279,38 +278,59 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     tau = {f"{k}@{g}": float(np.mean(rounds[(k, g)]["accepted"] + 1)) for (k, g) in rounds}
     cond = {f"{k}@{g}": _cond_accept(rounds[(k, g)]["accepted"], g).tolist() for (k, g) in rounds}
     rep.details.update(tau=tau, cond_accept=cond)
-    for g in gammas:
-        rep.add(Claim(f"accepted length τ (incl. bonus, T=1, fixed block) at γ={g}: parallel / markov / rnn / AR",
-                      "Qwen3-4B macro τ at block 7: DFlash 4.06, DSpark 4.73, Eagle3 3.61 (Table 1)",
-                      " / ".join(f"{tau[f'{k}@{g}']:.2f}" if f"{k}@{g}" in tau else "—" for k in KINDS), Verdict.PARTLY, source=f"{NOTES} §3.1",
-                      note="absolute τ depends on the target and data; shown for the ordering only "
-                           "(verdict 'partly' by construction: the ordering claims are judged below)"))
-    for g, paper in ((8, "+16–18 % at γ=7"), (16, "+22–30 % at γ=15"), (4, "gap smaller at short γ")):
+    order_ok = {g: ("markov", g) in rounds and ("parallel", g) in rounds
+                and tau[f"markov@{g}"] > tau[f"parallel@{g}"] > tau[f"ar@{g}"] for g in gammas}
+    rep.add(Claim("accepted length τ ordering at every γ: semi-AR (Markov head) > parallel > AR (EAGLE-style)",
+                  "Qwen3-4B macro τ at block 7: DSpark 4.73 > DFlash 4.06 > Eagle3 3.61 (Table 1)",
+                  "; ".join(f"γ={g}: " + " / ".join(f"{k} {tau[f'{k}@{g}']:.2f}" for k in KINDS if f"{k}@{g}" in tau)
+                            for g in gammas), kind=Kind.EMPIRICAL, source=f"{NOTES} §3.1",
+                  ruling=verdicts.outcome(all(order_ok.values()),
+                                          test="τ(markov) > τ(parallel) > τ(AR) at every γ (T=1, fixed block)"),
+                  note="absolute τ depends on the target and data, so only the ordering is judged; the sizes of the "
+                       "gaps are judged below with intervals. Ordering held at: "
+                       + ", ".join(f"γ={g} {'yes' if ok else 'no'}" for g, ok in order_ok.items())))
+
+    def rel_gain(a: np.ndarray, b: np.ndarray, s: int) -> tuple[float, tuple[float, float]]:
+        """Relative τ gain mean(a+1)/mean(b+1) − 1 in %, with the bootstrap interval of the difference of
+        means (divelab.stats.diff_ci) divided by mean(b+1): exact for the sign, approximate for the size."""
+        ta, tb = a + 1.0, b + 1.0
+        _, lo, hi = stats.diff_ci(ta, tb, seed=s)
+        m = float(tb.mean())
+        return 100 * (float(ta.mean()) / m - 1), (100 * lo / m, 100 * hi / m)
+
+    for g, paper, why in ((8, (16.0, 18.0), ""), (16, (22.0, 30.0), ""),
+                          (4, None, "the paper says only that the gap is smaller at short γ")):
         if g not in gammas:
             continue
-        gain, ci = _gain_ci(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], rng)
-        rep.add(Claim(f"semi-AR (Markov head) over parallel-only τ gain at γ={g}", paper, 100 * gain,
-                      verdict_from_direction(gain, ci), unit="%", source=f"{NOTES} §3.3", ci=(100 * ci[0], 100 * ci[1]),
-                      note="reproduced when the bootstrap 95% CI over rounds is above 0, partly when only the point "
-                           "estimate is; magnitude is not required to match"))
+        gain, ci = rel_gain(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], seed + g)
+        rep.add(Claim(f"semi-AR (Markov head) over parallel-only τ gain at γ={g}",
+                      "gap smaller at short γ" if paper is None else f"+{paper[0]:g}–{paper[1]:g} % at γ={g - 1}",
+                      gain, unit="%", source=f"{NOTES} §3.3", ci=ci, kind=Kind.EMPIRICAL,
+                      baseline=f"parallel (DFlash-style) drafter, τ {tau[f'parallel@{g}']:.2f}",
+                      ruling=verdicts.direction(gain, ci, paper=paper, tol=0.5, tol_kind="rel", why=why),
+                      note="95% bootstrap interval of the τ difference over rounds; size within ±50% of the paper's "
+                           "range (our γ is the paper's block + 1)"))
     if len(gammas) > 1:
-        gains = [_gain_ci(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], rng)[0]
+        gains = [rel_gain(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], seed + g)[0]
                  for g in gammas]
         grows = all(b >= a for a, b in zip(gains, gains[1:], strict=False))
         rep.add(Claim("the semi-AR gain grows with γ", "+16 % at γ=7 → +30 % at γ=15",
-                      " → ".join(f"{100 * x:+.1f}%" for x in gains) + f" (γ={gammas})",
-                      Verdict.REPRODUCED if grows else (Verdict.PARTLY if gains[-1] > gains[0] else Verdict.NOT_REPRODUCED),
-                      source=f"{NOTES} §3.3", note="reproduced when monotone in γ, partly when only the endpoints rise"))
-    gain, ci = _gain_ci(rounds[("markov", g_main)]["accepted"], rounds[("ar", g_main)]["accepted"], rng)
+                      " → ".join(f"{x:+.1f}%" for x in gains) + f" (γ={gammas})", kind=Kind.EMPIRICAL,
+                      ruling=verdicts.outcome(grows, test="the gain is non-decreasing over the γ grid"),
+                      source=f"{NOTES} §3.3", note="point estimates; see the per-γ claims for intervals"))
+    gain, ci = rel_gain(rounds[("markov", g_main)]["accepted"], rounds[("ar", g_main)]["accepted"], seed + 100)
     rep.add(Claim(f"semi-AR (Markov) over the AR (EAGLE-style) drafter τ gain at γ={g_main}", "+27–31 % (vs Eagle3)",
-                  100 * gain, verdict_from_direction(gain, ci), unit="%", source=f"{NOTES} §3.1",
-                  ci=(100 * ci[0], 100 * ci[1]),
-                  note="CI rule as above; our AR drafter is 1 layer vs 2 backbone layers (paper: 1 vs 5)"))
-    gain, ci = _gain_ci(rounds[("rnn", g_main)]["accepted"], rounds[("markov", g_main)]["accepted"], rng)
+                  gain, unit="%", source=f"{NOTES} §3.1", ci=ci, kind=Kind.EMPIRICAL,
+                  baseline=f"AR drafter τ {tau[f'ar@{g_main}']:.2f}",
+                  ruling=verdicts.direction(gain, ci, paper=(27.0, 31.0), tol=0.5, tol_kind="rel"),
+                  note="interval as above; our AR drafter is 1 layer vs 2 backbone layers (paper: 1 vs 5)"))
+    gain, ci = rel_gain(rounds[("rnn", g_main)]["accepted"], rounds[("markov", g_main)]["accepted"], seed + 101)
     rep.add(Claim(f"RNN head vs Markov head τ at γ={g_main}", "RNN marginally better, mainly at long γ",
-                  100 * gain, Verdict.REPRODUCED if gain >= -0.02 else Verdict.NOT_REPRODUCED, unit="%",
-                  source=f"{NOTES} §3.3", ci=(100 * ci[0], 100 * ci[1]),
-                  note="reproduced when RNN is within −2 % or better of Markov (the claim is 'marginal')"))
+                  gain, unit="%", source=f"{NOTES} §3.3", ci=ci, kind=Kind.EMPIRICAL,
+                  baseline=f"Markov head τ {tau[f'markov@{g_main}']:.2f}",
+                  ruling=verdicts.direction(gain, ci, why="'marginally better' has no number"),
+                  note="a 'marginal' gain is expected to sit near 0, so 'not separated from noise' is the likely "
+                       "honest outcome at this sample size"))
     cp, cm = np.array(cond[f"parallel@{g_main}"]), np.array(cond[f"markov@{g_main}"])
     tail = slice(g_main // 2, g_main)
 
@@ -321,18 +341,17 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     decay_p, decay_m = _tail_minus_first(cp), _tail_minus_first(cm)
     rep.add(Claim(f"per-position acceptance: tail minus position 1 (parallel vs semi-AR) at γ={g_main}",
                   "DFlash decays (code 0.87→0.78, chat 0.72→0.63); DSpark roughly flat",
-                  f"parallel {decay_p:+.3f}, markov {decay_m:+.3f}",
-                  Verdict.REPRODUCED if decay_p < 0 and decay_m > decay_p else
-                  (Verdict.PARTLY if decay_m > decay_p else Verdict.NOT_REPRODUCED),
-                  source=f"{NOTES} §3.2", note="reproduced when the parallel drafter decays and the Markov head's tail is "
-                                              "flatter; partly when only the second holds"))
+                  f"parallel {decay_p:+.3f}, markov {decay_m:+.3f}", kind=Kind.EMPIRICAL,
+                  ruling=verdicts.outcome(bool(decay_p < 0 and decay_m > decay_p),
+                                          test="the parallel drafter's tail acceptance is below its position 1 and "
+                                               "the Markov head's tail is flatter"),
+                  source=f"{NOTES} §3.2", note="conditional acceptance, mean over the second half of the block"))
     r_m = rounds[("markov", g_main)]
     overhead = r_m["sequential_s"] / max(r_m["step_s"], 1e-12)
     rep.add(Claim("sequential (Markov) head share of a full round's latency", "+0.2–1.3 % over DFlash (batch 128, GPU)",
-                  100 * overhead, Verdict.REPRODUCED if overhead <= 0.013 else
-                  (Verdict.PARTLY if overhead <= 0.05 else Verdict.NOT_REPRODUCED), unit="%",
-                  source=f"{NOTES} §3.3",
-                  note="serial-loop wall time / full round (draft + verify), batch 1 on CPU; ≤1.3 % reproduced, ≤5 % partly. "
+                  100 * overhead, unit="%", source=f"{NOTES} §3.3", kind=Kind.EMPIRICAL,
+                  ruling=verdicts.bound(100 * overhead, 1.3, sense="<="),
+                  note="serial-loop wall time / full round (draft + verify), batch 1 on CPU; rule: at most 1.3 %. "
                        "At tiny scale the target forward is ~ms, so Python per-token overhead of the loop weighs more"))
 
     # --- E3: calibration --------------------------------------------------------------------------
@@ -352,24 +371,31 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     rep.details["calibration"]["oracle_auc"] = oracle_auc
     rep.details["calibration"]["mean_accept_prob"] = (float(np.mean(test_r["accept_prob"]))
                                                       if test_r.get("accept_prob") is not None else None)
-    rep.add(Claim("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
-                  raw["mean_auc"] if np.isfinite(raw["mean_auc"]) else "undefined (one class)",
-                  Verdict.REPRODUCED if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] >= 0.75 else
-                  (Verdict.PARTLY if np.isfinite(raw["mean_auc"]) and raw["mean_auc"] > 0.6 else Verdict.NOT_REPRODUCED),
-                  source=f"{NOTES} §3.4",
-                  note=f"≥0.75 reproduced, >0.6 partly. Ceiling: the exact acceptance probabilities Σ min(p_d, p_t) "
-                       f"at the drafted prefix reach AUC {oracle_auc:.3f} on the same realised labels — when "
-                       "per-position acceptance is uniformly high, sampled outcomes are close to coin flips and "
-                       "no head can rank them well"))
-    rep.add(Claim("ECE raw → after STS (test split, 20 bins, mean over positions)", "3–8 % → ~1 %",
-                  f"{100 * raw['mean_ece']:.1f}% → {100 * sts['mean_ece']:.1f}%",
-                  Verdict.REPRODUCED if sts["mean_ece"] < raw["mean_ece"] and sts["mean_ece"] <= 0.03 else
-                  (Verdict.PARTLY if sts["mean_ece"] < raw["mean_ece"] else Verdict.NOT_REPRODUCED),
+    auc_note = (f"Ceiling: the exact acceptance probabilities Σ min(p_d, p_t) at the drafted prefix reach AUC "
+                f"{oracle_auc:.3f} on the same realised labels — when per-position acceptance is uniformly high, "
+                "sampled outcomes are close to coin flips and no head can rank them well")
+    if np.isfinite(raw["mean_auc"]):
+        rep.add(Claim("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
+                      float(raw["mean_auc"]), source=f"{NOTES} §3.4", kind=Kind.EMPIRICAL,
+                      baseline=f"exact acceptance probabilities (oracle): AUC {oracle_auc:.3f}",
+                      ruling=verdicts.value(float(raw["mean_auc"]), paper=(0.81, 0.90), tol=0.05, tol_kind="abs",
+                                            chance=0.5),
+                      note="Rule: above chance (0.5) and within ±0.05 of the paper's range. " + auc_note))
+    else:
+        rep.add(not_checkable("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
+                              "only one class of outcomes at every position in this run. " + auc_note,
+                              f"{NOTES} §3.4"))
+    rep.add(Claim("ECE after STS (test split, 20 bins, mean over positions), against the raw confidences",
+                  "3–8 % → ~1 %", 100 * float(sts["mean_ece"]), unit="%", kind=Kind.EMPIRICAL,
+                  baseline=f"raw confidences: ECE {100 * raw['mean_ece']:.1f}%",
+                  ruling=verdicts.value(100 * float(sts["mean_ece"]), paper=1.0, tol=2.0, tol_kind="abs",
+                                        chance=100 * float(raw["mean_ece"]), expected_sign=-1),
                   source=f"{NOTES} §2.6/§3.4",
-                  note="reproduced when STS lowers held-out ECE to ≤3 %, partly when it only lowers it"))
+                  note=f"{100 * raw['mean_ece']:.1f}% → {100 * sts['mean_ece']:.1f}%. Rule: direction = STS lowers the "
+                       "held-out ECE below the raw confidences'; size = within 1 ± 2 points"))
 
     phases["calibration_s"] = time.perf_counter() - t0 - sum(phases.values())
-    # --- E4/E5: scheduling frontier under load (measured CPU and SYNTHETIC accelerator) -------------
+    # --- E4/E5: scheduling under load (measured CPU and SYNTHETIC accelerator) ------------------------
     measured = measure_sps(target, batch_sizes=pick(scale, smoke=[1, 4, 16], quick=[1, 2, 4, 8, 16, 32, 64],
                                                      full=[1, 2, 4, 8, 16, 32, 64, 128]), repeats=pick(scale, smoke=1, quick=3, full=5))
     synthetic = SPSCurve.synthetic_accelerator(step_s=0.02, flat_until=pick(scale, smoke=8, quick=32, full=64))
@@ -379,44 +405,87 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     rep.details["sps"] = {"measured": {"B": measured.batch_sizes.tolist(), "sps": measured.steps_per_s.tolist(),
                                        "label": measured.label}, "synthetic_label": synthetic.label}
     rep.details["sweep"] = sweep
+    fixed = [s for s in sweep["synthetic"] if s.startswith("fixed-")]
     for cname, label in (("measured", measured.label), ("synthetic", synthetic.label)):
-        sp, how = _matched_speedup(sweep[cname]["dspark"], sweep[cname]["fixed-1"])
-        rep.add(Claim(f"DSpark scheduler per-user speed over fixed-1 (MTP-1 analogue) at {how} — {label}",
-                      "+60–85 % (Flash), +57–78 % (Pro), production telemetry", 100 * sp,
-                      Verdict.REPRODUCED if sp >= 0.3 else (Verdict.PARTLY if sp > 0 else Verdict.NOT_REPRODUCED),
-                      unit="%", source=f"{NOTES} §3.5",
-                      note="reproduced ≥ +30 %, partly > 0. " + ("On a CPU verify cost grows ~linearly with B, so gains "
-                           "may be small or absent." if cname == "measured" else "SYNTHETIC curve: an assumption, "
-                           "not a measurement; the engine's decisions and acceptances are real, the clock is virtual.")))
+        sw = sweep[cname]
+        pu = {s: np.array([p["per_user"] for p in pts]) for s, pts in sw.items()}
+        best_fixed = [max(fixed, key=lambda s, j=j: pu[s][j]) for j in range(len(loads))]
+        vs_best = pu["dspark"] / np.array([pu[s][j] for j, s in enumerate(best_fixed)]) - 1
+        vs_plain = pu["dspark"] / pu["plain"] - 1
+        sp1, how = _matched_speedup(sw["dspark"], sw["fixed-1"])
+        clock = ("wall clock on this CPU: verify cost grows ~linearly with B, so gains may be small or absent" if
+                 cname == "measured" else "SYNTHETIC curve: an assumption, not a measurement; the engine's decisions "
+                 "and acceptances are real, the clock is virtual")
+        per_load = ", ".join(f"load {ld}: {100 * v:+.1f}% vs {b}" for ld, v, b in zip(loads, vs_best, best_fixed, strict=True))
+        rep.add(Claim(f"Algorithm 1 (DSpark scheduler) per-user speed within 2 % of the best fixed k at every load — {label}",
+                      "within ~2 % of the best fixed-k at every R (notes' plan, E4); paper: +60–85 % over MTP-1",
+                      100 * float(vs_best.min()), unit="% vs the best fixed k (worst load)", kind=Kind.EMPIRICAL,
+                      baseline="best fixed k per load, chosen in hindsight: " + ", ".join(
+                          f"{b} {pu[b][j]:.1f} tok/s/user" for j, b in enumerate(best_fixed)),
+                      ruling=verdicts.bound(100 * float(vs_best.min()), -2.0, sense=">="),
+                      source=f"{NOTES} §3.5, §6 E4",
+                      note=f"{per_load}. For the paper's metric: over fixed-1 (MTP-1 analogue) at {how} "
+                           f"{100 * sp1:+.1f}%, a weak baseline here. {clock}."))
+        rep.add(Claim(f"Algorithm 1 per-user speed at or above no speculation at every load — {label}",
+                      "Alg. 1 stays ≥ no-spec at every R while fixed-γ falls below it at high R (notes' plan, E4)",
+                      100 * float(vs_plain.min()), unit="% vs no speculation (worst load)", kind=Kind.EMPIRICAL,
+                      baseline="no speculation: " + ", ".join(f"{v:.1f}" for v in pu["plain"]) + " tok/s/user",
+                      ruling=verdicts.bound(100 * float(vs_plain.min()), 0.0, sense=">="),
+                      source=f"{NOTES} §6 E4",
+                      note=", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, vs_plain, strict=True))
+                           + f"; fixed-{g_main} vs no speculation at the highest load "
+                           f"{100 * (pu[f'fixed-{g_main}'][-1] / pu['plain'][-1] - 1):+.1f}%. {clock}."))
+    syn = {s: np.array([p["per_user"] for p in pts]) for s, pts in sweep["synthetic"].items()}
+    sts_vs_raw = syn["dspark"] / syn["dspark-raw"] - 1
+    lo, hi = stats.mean_ci(100 * sts_vs_raw)
+    rep.add(Claim(f"Algorithm 1 with STS-calibrated confidences beats it with raw confidences ({synthetic.label})",
+                  "STS-calibrated confidences beat raw ones (notes' plan, E4; no controlled ablation in the paper)",
+                  100 * float(sts_vs_raw.mean()), unit="% per-user speed, mean over loads", ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, baseline="Alg. 1 on raw confidences: " + ", ".join(
+                      f"{v:.1f}" for v in syn["dspark-raw"]) + " tok/s/user",
+                  ruling=verdicts.direction(100 * float(sts_vs_raw.mean()), (lo, hi),
+                                            why="the paper reports no ablation of STS in serving"),
+                  source=f"{NOTES} §3.4, §6 E4",
+                  note="t-interval over the loads " + str(loads) + " (virtual clock; each load is one run)"))
+    stale_vs = syn["stale-k"] / syn["dspark"] - 1
+    rep.add(Claim(f"stale-K (budget from confidences 2 steps old) costs little: within 2 % of Algorithm 1 at every "
+                  f"load ({synthetic.label})", "staleness costs little throughput for d ≤ 2 (notes' plan, E4)",
+                  100 * float(stale_vs.min()), unit="% vs Alg. 1 (worst load)", kind=Kind.EMPIRICAL,
+                  baseline="Alg. 1 on current confidences: " + ", ".join(f"{v:.1f}" for v in syn["dspark"]) + " tok/s/user",
+                  ruling=verdicts.bound(100 * float(stale_vs.min()), -2.0, sense=">="), source=f"{NOTES} §2.8, §6 E4",
+                  note=", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, stale_vs, strict=True))))
     budgets = [p["verify_per_request"] for p in sweep["synthetic"]["dspark"]]
-    rep.add(Claim("verify budget per request shrinks as load rises (SYNTHETIC accelerator curve)",
+    shrinks = all(b <= a for a, b in zip(budgets, budgets[1:], strict=False)) and budgets[-1] < budgets[0]
+    rep.add(Claim("verify budget per request shrinks monotonically as load rises (SYNTHETIC accelerator curve)",
                   "grows from MTP-1's 2 tokens to 4–6 at low load, shrinks with load (Fig. 8)",
-                  " → ".join(f"{b:.2f}" for b in budgets) + f" at loads {loads}",
-                  Verdict.REPRODUCED if budgets[-1] < budgets[0] else Verdict.NOT_REPRODUCED, source=f"{NOTES} §3.5",
-                  note="reproduced when the budget at the highest load is below the lowest load's; synthetic clock"))
+                  " → ".join(f"{b:.2f}" for b in budgets) + f" at loads {loads}", kind=Kind.EMPIRICAL,
+                  ruling=verdicts.outcome(bool(shrinks), test="the mean verify budget is non-increasing in load and "
+                                                              "lower at the highest load than at the lowest"),
+                  source=f"{NOTES} §3.5", note="synthetic clock"))
 
     phases["sweep_s"] = time.perf_counter() - t0 - sum(phases.values())
     # --- E1: losslessness ------------------------------------------------------------------------
     ex = _exact_checks(seed, pick(scale, smoke=2, quick=6, full=20))
     rep.details["exact"] = ex
-    rep.add(Claim("the no-break global argmax is lossy on random instances too: worst TV found", "lossy (§8)",
-                  ex["worst_tv"]["global-argmax"],
-                  Verdict.REPRODUCED if ex["worst_tv"]["global-argmax"] > 1e-6 else Verdict.PARTLY,
-                  source=f"{NOTES} §2.8", note="reproduced when some random instance shows TV > 1e-6; partly when "
-                                              "only the paper's hand-built counterexample does"))
+    n_lossy, n_inst = ex["argmax_lossy_instances"], ex["instances"]
+    rep.add(Claim("the no-break global argmax is lossy on random instances too: instances with TV > 1e-6 found",
+                  "lossy (§8)", n_lossy, unit=f"of {n_inst} instances", kind=Kind.CHECK,
+                  ruling=verdicts.found(n_lossy, n_inst), source=f"{NOTES} §2.8",
+                  note=f"worst TV found {ex['worst_tv']['global-argmax']:.2e}; exact enumeration. A search: finding no "
+                       "lossy random instance means the loss shows only on hand-built cases like the paper's"))
     causal_worst = max(v for k, v in ex["worst_tv"].items() if k != "global-argmax")
     rep.add(Claim("causal schedulers (fixed-k, threshold, Alg. 1, stale-K) are lossless: max TV to target, exact "
-                  "enumeration", "lossless (exact)", causal_worst,
-                  Verdict.REPRODUCED if causal_worst <= 1e-12 else Verdict.NOT_REPRODUCED, source=f"{NOTES} §2.8",
+                  "enumeration", "lossless (exact)", causal_worst, kind=Kind.CHECK,
+                  ruling=verdicts.bound(causal_worst, 1e-12, sense="<="), source=f"{NOTES} §2.8",
                   note="exact float64 enumeration of every draft/accept outcome on random V=3, γ=2, R≤2 problems with "
-                       "Markov-fed confidences and smooth / staircase / random SPS; reproduced at ≤1e-12"))
+                       "Markov-fed confidences and smooth / staircase / random SPS; must be ≤1e-12"))
     ca = ex["counterexample_argmax"]
     cb = ex["counterexample_break"]
     ok = abs(ca[0] - 0.85) < 1e-12 and abs(cb[0] - 0.7) < 1e-12
     rep.add(Claim("the no-break global argmax is lossy: paper's counterexample output", "(0.85, 0.15) instead of (0.7, 0.3)",
-                  f"argmax ({ca[0]:.4f}, {ca[1]:.4f}); with break ({cb[0]:.4f}, {cb[1]:.4f})",
-                  Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, source=f"{NOTES} §2.8",
-                  note="exact enumeration of the paper's §8 example"))
+                  f"argmax ({ca[0]:.4f}, {ca[1]:.4f}); with break ({cb[0]:.4f}, {cb[1]:.4f})", kind=Kind.CHECK,
+                  ruling=verdicts.outcome(ok, test="argmax gives (0.85, 0.15) and the break rule (0.7, 0.3) exactly"),
+                  source=f"{NOTES} §2.8", note="exact enumeration of the paper's §8 example"))
     rep.add(not_checkable("production SLA throughput (+51 % at 80 tok/s/user, +661 % at 120)", "+51 % / +661 %",
                           "needs DeepSeek-V4 serving on live traffic", f"{NOTES} §3.5"))
     rep.add(not_checkable("absolute τ on GSM8K/MT-Bench etc. with Qwen3 targets", "e.g. DSpark 6.11 on GSM8K",

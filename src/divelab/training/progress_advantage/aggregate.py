@@ -87,9 +87,10 @@ def best_of_n(scores: Sequence[float] | np.ndarray) -> int:
 def auroc(scores: Sequence[float] | np.ndarray, labels: Sequence[bool] | np.ndarray) -> float:
     """Area under the ROC curve of ``scores`` for binary ``labels`` (ties count one half).
 
-    Equal to the probability that a random positive outscores a random negative (Mann-Whitney U).
+    Equal to the probability that a random positive outscores a random negative; computed by
+    :func:`divelab.stats.auroc` (scikit-learn), with the arguments in this module's order.
     """
-    from scipy.stats import rankdata
+    from divelab import stats
 
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=bool)
@@ -98,5 +99,4 @@ def auroc(scores: Sequence[float] | np.ndarray, labels: Sequence[bool] | np.ndar
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError(f"AUROC needs both classes; got {n_pos} positives and {n_neg} negatives")
-    ranks = rankdata(s)
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return stats.auroc(y.astype(int), s)

@@ -446,6 +446,8 @@ def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: 
         idx = {id(e): j for j, e in enumerate(episodes)}
         prog = [scored[idx[id(e)]].step_advantages("sum")[t] for e, t in picks]
         lp = [scored[idx[id(e)]].step_logprobs("sum")[t] for e, t in picks]
+        res["_mc"] = {"progress": [float(v) for v in prog], "policy log-prob": [float(v) for v in lp],
+                      "mc": [float(v) for v in mc]}
         res["step_corr_mc"] = {"progress": _spearman(prog, mc),
                                "policy log-prob": _spearman(lp, mc), "n_steps": len(picks),
                                "rollouts_per_estimate": mc_rollouts}

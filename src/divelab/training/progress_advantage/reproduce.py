@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from divelab.claims import Claim, Figure, Reproduction, Verdict, not_checkable, verdict_from_direction
+from divelab import stats, verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.scale import pick
 from divelab.threads import torch_threads
 from divelab.training.progress_advantage import mdp as M
@@ -120,12 +121,6 @@ def cross_fitted(per_task: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"picked": picked, "per_task": np.concatenate(bo)}
 
 
-def _boot_ci(x: np.ndarray, seed: int, n_boot: int = 2000) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    means = rng.choice(x, size=(n_boot, len(x)), replace=True).mean(1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
 def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep = Reproduction(system="progress-advantage",
                        title="Neglected Free Lunch from Post-training: Progress Advantage for LLM Agents",
@@ -135,7 +130,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         lm = lm_check(scale, seed)
     rep.details = {"exact": ex, "lm": _strip(lm)}
     _exact_claims(rep, ex)
-    _lm_claims(rep, lm, seed)
+    _lm_claims(rep, lm, seed, scale)
     rep.figures += _figures(ex, lm)
     tw = next(iter(lm.values()))["config"]
     rep.setup = (
@@ -183,10 +178,11 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
     rep.add(Claim(
         statement="beta*log pi*/pi_ref equals Q* - V* in a stochastic MDP (max abs error, slippery chain at every "
                   f"slip and {ex['n_random_mdps']} random stochastic MDPs)",
-        paper_value="exact (Proposition 1)", measured=err, unit="",
-        verdict=Verdict.REPRODUCED if err < 1e-8 else Verdict.NOT_REPRODUCED, source=NOTES,
-        note="Rule: reproduced when the largest error is below 1e-8 (float64 precision after convergence). The "
-             "optimal policy comes from soft policy iteration, independent of the value iteration giving Q*, V*."))
+        paper_value="exact (Proposition 1)", measured=err, unit="", kind=Kind.CHECK,
+        ruling=verdicts.bound(err, 1e-8, sense="<="), source=NOTES,
+        note="A check of the mathematics on exact MDPs: the largest error must be below 1e-8 (float64 precision "
+             "after convergence). The optimal policy comes from soft policy iteration, independent of the value "
+             "iteration giving Q*, V*."))
     det = [r for r in ex["slips"] if r["slip"] == 0.0][0]
     sto = [r for r in ex["slips"] if r["slip"] > 0]
     worst = max(sto, key=lambda r: r["reward_gap_mean"])
@@ -195,29 +191,35 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
     rep.add(Claim(
         statement="the 'reward recovery' reading r = beta*log pi/pi_ref + V(s) - gamma*V(s') fails once transitions "
                   "are stochastic (mean |r_hat - r| over the optimal policy's occupancy, slip 0.2)",
-        paper_value="holds only for deterministic transitions", measured=at02["reward_gap_mean"],
-        verdict=Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, source=NOTES,
+        paper_value="holds only for deterministic transitions", measured=at02["reward_gap_mean"], kind=Kind.CHECK,
+        ruling=verdicts.outcome(ok, test="gap < 1e-8 without slip and > 1e-3 at every slip > 0 (exact MDPs)"),
+        source=NOTES,
         note=f"Gap {det['reward_gap_mean']:.1e} at slip 0; {at02['reward_gap_mean']:.3f} (worst triple "
              f"{at02['reward_gap_max']:.2f}) at slip 0.2; up to {worst['reward_gap_mean']:.3f} at slip "
-             f"{worst['slip']:.2f}, against rewards of size 1. Rule: reproduced when the gap is < 1e-8 without "
-             "slip and > 1e-3 at every slip > 0, while the advantage identity stays exact."))
+             f"{worst['slip']:.2f}, against rewards of size 1. A check of the mathematics (exact values)."))
     pe, ps = ex["pg_exact"], ex["pg_sampled"]
     rep.add(Claim(
         statement="a policy trained by KL-regularised policy gradient approaches the identity (max |beta log "
                   "pi/pi_ref - A*| at the end of training; exact gradient)",
-        paper_value="exact only for an optimal RL policy", measured=pe["identity_error"][-1],
-        verdict=Verdict.REPRODUCED if pe["identity_error"][-1] < 1e-6 else Verdict.PARTLY, source=NOTES,
+        paper_value="exact only for an optimal RL policy", measured=pe["identity_error"][-1], kind=Kind.CHECK,
+        ruling=verdicts.bound(pe["identity_error"][-1], 1e-6, sense="<="), source=NOTES,
         note=f"Exact-gradient PG: {pe['identity_error'][0]:.2f} at start -> {pe['identity_error'][-1]:.1e} after "
-             f"{pe['steps'][-1]} steps. Sampled REINFORCE (64 episodes per step) stalls at max error "
-             f"{ps['identity_error'][-1]:.3f} (occupancy-weighted mean {ps['mean_error'][-1]:.3f}) after "
-             f"{ps['steps'][-1]} steps: a real RL run gives the advantage only up to its optimisation noise. "
-             "Rule: reproduced when the exact-gradient error falls below 1e-6."))
+             f"{pe['steps'][-1]} steps; the rule fails if it has not fallen below 1e-6. Sampled REINFORCE (64 "
+             f"episodes per step) stalls at max error {ps['identity_error'][-1]:.3f} (occupancy-weighted mean "
+             f"{ps['mean_error'][-1]:.3f}) after {ps['steps'][-1]} steps: a real RL run gives the advantage only up "
+             "to its optimisation noise."))
 
 
-def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int) -> None:
+def _boot(n: int, fn, seed: int, n_resamples: int) -> tuple[float, float]:
+    """Percentile 95% interval of ``fn(task indices)``, resampling tasks (:func:`divelab.stats.bootstrap_ci`)."""
+    return stats.bootstrap_ci(np.arange(n), lambda i: float(fn(i.astype(int))), n_resamples=n_resamples, seed=seed,
+                              method="percentile")
+
+
+def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "quick") -> None:
     from divelab.training.progress_advantage.lmcheck import best_of_n_per_task
 
-    spread_rows = []
+    n_boot = pick(scale, smoke=50, quick=400, full=2000)
     for env_name, res in lm.items():
         pol = res["policy"]
         n = pol["n"]
@@ -229,8 +231,8 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int) -> None:
         best_base = max(base_tasks, key=lambda k: base_tasks[k].mean())
         order = np.concatenate([np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 1),
                                 np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 0)])
-        diff = prog_tasks - base_tasks[best_base][order]
-        ci = _boot_ci(diff, seed) if len(diff) > 1 else None
+        diff = 100 * (prog_tasks - base_tasks[best_base][order])
+        ci = stats.bootstrap_ci(diff, seed=seed, method="percentile")
         default = pol["progress"]["sum/sum"]["best_of_n"]
         measured = float(prog_tasks.mean())
         cmd = res.get("command_level")
@@ -238,82 +240,105 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int) -> None:
                   f"regularised): cross-fitted {100 * cross_fitted(cmd['_per_task'])['per_task'].mean():.1f}%, "
                   f"sum/sum {100 * cmd['progress']['sum/sum']['best_of_n']:.1f}%.") if cmd else ""
         rep.add(Claim(
-            statement=f"best-of-{n} success with the progress score vs confidence baselines ({env_name}, policy "
-                      "rollouts; aggregation chosen on the other half of the groups)",
+            statement=f"best-of-{n} success with the progress score beats the best confidence baseline ({env_name}, "
+                      "policy rollouts; aggregation chosen on the other half of the groups)",
             paper_value="38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, "
-                        "Qwen3.5-9B",
-            measured=100 * measured, unit="%",
-            verdict=verdict_from_direction(float(diff.mean()), ci), source=NOTES + " (review: aiweekly)",
+                        "Qwen3.5-9B: +7 to +11 points",
+            measured=float(diff.mean()), unit="points over the best baseline", ci=ci, kind=Kind.EMPIRICAL,
+            baseline=f"{best_base}: best-of-{n} {100 * base_tasks[best_base].mean():.1f}% (progress "
+                     f"{100 * measured:.1f}%)",
+            ruling=verdicts.direction(float(diff.mean()), ci, paper=(7.1, 11.4), tol=0.5, tol_kind="rel"),
+            source=NOTES + " (review: aiweekly)",
             note=f"Random pick {100 * pol['mean_success']:.1f}%, any-of-{n} {100 * pol['oracle_best_of_n']:.1f}%; "
                  + ", ".join(f"{k} {100 * v['best_of_n']:.1f}%" for k, v in pol["baselines"].items())
                  + f"; progress with the theory's default sum/sum {100 * default:.1f}%; cross-fitted picks "
-                 f"{fit['picked']}. Effect vs the best baseline ({best_base}): {100 * diff.mean():+.1f} points, "
-                 f"95% bootstrap CI over tasks {100 * ci[0] if ci else float('nan'):+.1f}..{100 * ci[1] if ci else float('nan'):+.1f}. "
-                 "Rule: reproduced when the CI of (progress - best confidence baseline) is above 0, partly when "
-                 "only the mean is." + cmd_bo))  # the CI is of the difference, so it stays in the note
+                 f"{fit['picked']}. The best baseline is picked on the same tasks (which favours it). Rule: the 95% "
+                 "bootstrap CI over tasks of (progress - best baseline) lies above 0; size within ±50% of the "
+                 "paper's +7..+11 points." + cmd_bo))
         pa = pol["progress"]
         if pol["baselines"]["mean token log-prob"]["auroc"] is not None:
-            au_fit = _crossfit_auroc(pol)
-            best_au = max(v["auroc"] for v in pol["baselines"].values())
+            au_fit, au_ci = _crossfit_auroc_ci(pol, seed, n_boot)
+            best_k = max(pol["baselines"], key=lambda k: pol["baselines"][k]["auroc"])
+            best_au = pol["baselines"][best_k]["auroc"]
             rep.add(Claim(
-                statement=f"AUROC of the progress score for trajectory success ({env_name}, policy "
-                          "rollouts; aggregation chosen on the other half of the groups)",
-                paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", measured=au_fit,
-                verdict=(Verdict.REPRODUCED if au_fit >= 0.8 and au_fit > best_au else
-                         Verdict.PARTLY if au_fit >= 0.7 or au_fit > best_au else Verdict.NOT_REPRODUCED),
+                statement=f"AUROC of the progress score for trajectory success, above the best confidence baseline "
+                          f"({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
+                paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", measured=au_fit, ci=au_ci,
+                kind=Kind.EMPIRICAL, baseline=f"{best_k}: AUROC {best_au:.3f}",
+                ruling=verdicts.value(au_fit, paper=0.87, tol=0.05, tol_kind="abs", ci=au_ci, chance=best_au),
                 source=NOTES,
                 note="Confidence baselines: " + ", ".join(f"{k} {v['auroc']:.3f}" for k, v in pol["baselines"].items())
                      + f"; progress sum/sum {pa['sum/sum']['auroc']:.3f}, min/last {pa['min/last']['auroc']:.3f}"
                      + (f"; command level cross-fitted {_crossfit_auroc(cmd):.3f}" if cmd else "")
-                     + ". Rule: reproduced when >= 0.8 and above every confidence baseline; partly when >= 0.7 or "
-                     "above them. No LLM judge here (see the last claim)."))
+                     + ". Rule: direction = the bootstrap CI over tasks (aggregation picks fixed) lies above the best "
+                       "confidence baseline's AUROC; size = within ±0.05 of 0.87. No LLM judge here."))
         loc = pol["localisation"]
         if pol["n_localised"] > 0:
-            acc = loc["progress (sum)"]
-            rnd = loc["random step"]
+            acc, k_loc = loc["progress (sum)"], pol["n_localised"]
+            rnd, lc = loc["random step"], loc["least-confident step"]
+            ci_l = stats.proportion_ci(int(round(acc * k_loc)), k_loc)
             rep.add(Claim(
                 statement=f"failure localisation: argmin of the running sum of step advantages = the known first "
-                          f"wrong step ({env_name}, {pol['n_localised']} failed policy rollouts)",
+                          f"wrong step ({env_name}, {k_loc} failed policy rollouts)",
                 paper_value="used for failure attribution (Who&When); no accuracy in the notes",
-                measured=100 * acc, unit="%",
-                verdict=(Verdict.REPRODUCED if acc > max(rnd, loc["least-confident step"]) else
-                         Verdict.PARTLY if acc > rnd else Verdict.NOT_REPRODUCED), source=NOTES,
-                note=f"Random step {100 * rnd:.1f}%, least-confident step (lowest policy log-prob) "
-                     f"{100 * loc['least-confident step']:.1f}%; per token aggregation: "
+                measured=100 * acc, unit="%", ci=(100 * ci_l[0], 100 * ci_l[1]), kind=Kind.EMPIRICAL,
+                baseline=f"least-confident step {100 * lc:.1f}%, random step {100 * rnd:.1f}%",
+                ruling=verdicts.value(100 * acc, ci=(100 * ci_l[0], 100 * ci_l[1]), chance=100 * max(rnd, lc),
+                                      why="the notes give no localisation accuracy"),
+                source=NOTES,
+                note="Per token aggregation: "
                      + ", ".join(f"{k[10:-1]} {100 * v:.1f}%" for k, v in loc.items() if k.startswith("progress"))
                      + (f"; command level {100 * cmd['localisation']['progress (sum)']:.1f}%" if cmd else "")
-                     + ". Rule: reproduced when above both baselines, partly when above random only."))
-        vals = [v["best_of_n"] for v in pa.values()]
-        n_beat = sum(v > max(b["best_of_n"] for b in pol["baselines"].values()) for v in vals)
-        spread_rows.append((env_name, min(vals), max(vals), n_beat, len(vals)))
+                     + ". Rule: the Wilson 95% CI lies above the stronger of the two baselines."))
         mc = pol.get("step_corr_mc")
-        if mc:
-            rho = mc["progress"] if mc["progress"] is not None else 0.0
+        raw_mc = pol.get("_mc")
+        if mc and raw_mc and mc["progress"] is not None:
+            from divelab.training.progress_advantage.lmcheck import _spearman
+
+            xs, lps, ys = (np.asarray(raw_mc[k]) for k in ("progress", "policy log-prob", "mc"))
+
+            def rho(i: np.ndarray, x: np.ndarray = xs, y: np.ndarray = ys) -> float:
+                r = _spearman(x[i], y[i])
+                return 0.0 if r is None else r
+
+            rho_p = float(mc["progress"])
+            ci_r = _boot(len(ys), rho, seed, n_boot)
+            rho_lp = mc["policy log-prob"]
             rep.add(Claim(
                 statement=f"step scores track the policy's true advantage (Spearman rho with Monte Carlo "
                           f"P(win|h,a) - P(win|h), {mc['n_steps']} steps, {env_name})",
-                paper_value="beta*log pi/pi_ref = A* at the optimum", measured=rho,
-                verdict=(Verdict.REPRODUCED if rho >= 0.5 else Verdict.PARTLY if rho >= 0.2 else
-                         Verdict.NOT_REPRODUCED), source=NOTES,
-                note=f"Policy log-prob of the action: rho {_r(mc['policy log-prob'])}"
-                     + (f"; command-level progress rho {_r(mc['progress (command level)'])}"
-                        if "progress (command level)" in mc else "")
-                     + f". Against the oracle's optimal "
-                     f"advantage Q*-V* (all labelled steps): progress {_r(pol['step_corr_oracle']['progress'])}, policy log-prob "
+                paper_value="beta*log pi/pi_ref = A* at the optimum", measured=rho_p, ci=ci_r, kind=Kind.EMPIRICAL,
+                baseline=f"policy log-prob of the action: rho {_r(rho_lp)}",
+                ruling=verdicts.value(rho_p, ci=ci_r, chance=max(0.0, rho_lp or 0.0),
+                                      why="the paper states an identity at the optimum, not a correlation for a "
+                                          "trained policy"),
+                source=NOTES,
+                note=(f"Command-level progress rho {_r(mc['progress (command level)'])}; "
+                      if "progress (command level)" in mc else "")
+                     + f"against the oracle's optimal advantage Q*-V* (all labelled steps): progress "
+                     f"{_r(pol['step_corr_oracle']['progress'])}, policy log-prob "
                      f"{_r(pol['step_corr_oracle']['policy log-prob'])}. {mc['rollouts_per_estimate']} rollouts per "
-                     "estimate, so MC noise caps rho. Rule: reproduced at rho >= 0.5, partly at >= 0.2."))
-    if spread_rows:
-        worst = max(spread_rows, key=lambda r: r[2] - r[1])
-        text = "; ".join(f"{e}: {100 * lo:.0f}%..{100 * hi:.0f}%, {nb}/{nt} beat the best baseline"
-                         for e, lo, hi, nb, nt in spread_rows)
+                     "estimate, so MC noise caps rho. Rule: the bootstrap CI over steps lies above both 0 and the "
+                     "policy log-prob's rho."))
+        # dependence on the aggregation: does tuning it (on the other half) beat the theory's default sum/sum?
+        dflt = pol["_per_task"]["sum/sum"][order]
+        gain = 100 * (prog_tasks - dflt)
+        ci_g = stats.bootstrap_ci(gain, seed=seed + 1, method="percentile")
+        vals = [v["best_of_n"] for v in pa.values()]
+        n_beat = sum(v > max(b["best_of_n"] for b in pol["baselines"].values()) for v in vals)
         rep.add(Claim(
-            statement=f"dependence on the aggregation: spread of best-of-{n} success over all 5 token x 6 step "
-                      "aggregations (policy rollouts)",
+            statement=f"dependence on the aggregation: the token/step aggregation chosen on the other half of the "
+                      f"groups beats the theory's default sum/sum (best-of-{n}, {env_name})",
             paper_value="aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an "
-                        "admitted soft spot", measured=100 * (worst[2] - worst[1]), unit="points",
-            verdict=Verdict.REPRODUCED if worst[2] - worst[1] >= 0.1 else Verdict.NOT_REPRODUCED, source=NOTES,
-            note=text + ". Rule: the soft "
-                        "spot is reproduced when the spread exceeds 10 points. Full tables in details."))
+                        "admitted soft spot", measured=float(gain.mean()), unit="points", ci=ci_g, kind=Kind.EMPIRICAL,
+            baseline=f"sum/sum: best-of-{n} {100 * default:.1f}%",
+            ruling=verdicts.direction(float(gain.mean()), ci_g, why="the paper reports the tuned choices, not the "
+                                      "gain of tuning"),
+            source=NOTES,
+            note=f"Spread over all 5 token x 6 step aggregations {100 * min(vals):.0f}%..{100 * max(vals):.0f}% "
+                 f"(in-sample), {n_beat}/{len(vals)} above the best baseline; cross-fitted picks {fit['picked']}. "
+                 "Rule: the 95% bootstrap CI over tasks of (tuned - sum/sum) lies above 0; if it covers 0 the "
+                 "dependence is not separated from noise. Full tables in details."))
     rep.add(not_checkable(
         "best-of-8 and AUROC on BFCLv4 / WebShop / AgentDojo / tau2-bench / Who&When with Gemma4-4B, "
         "Qwen3.5-9B, Qwen3-14B, Olmo-3-7B pairs, and the Claude-as-judge baseline",
@@ -326,22 +351,51 @@ def _r(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def _crossfit_auroc(pol: dict[str, Any]) -> float:
+def _crossfit_picks(pol: dict[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The aggregation picked on each half of the groups (by AUROC), the labels and each rollout's group."""
     from divelab.training.progress_advantage.aggregate import auroc
 
     raw = pol["_raw"]
     y = np.array(pol["_scores"]["success"], dtype=bool)
-    n = pol["n"]
-    task = np.arange(len(y)) // n
-    halves = [task % 2 == 0, task % 2 == 1]
-    vals = []
-    for fit, ev in (halves, halves[::-1]):
-        def au(k: str, m: np.ndarray) -> float:
+    task = np.arange(len(y)) // pol["n"]
+    picks = []
+    for fit in (task % 2 == 0, task % 2 == 1):
+        def au(k: str, m: np.ndarray = fit) -> float:
             yy = y[m]
             return auroc(np.array(raw[k])[m], yy) if 0 < yy.sum() < len(yy) else 0.5
-        best = max(raw, key=lambda k: au(k, fit))
-        vals.append(au(best, ev))
+        picks.append(max(raw, key=au))
+    return picks, y, task
+
+
+def _crossfit_eval(pol: dict[str, Any], picks: list[str], y: np.ndarray, task: np.ndarray,
+                   tasks: np.ndarray | None = None) -> float:
+    """Mean over the two halves of the AUROC of the other half's pick, on ``tasks`` (all by default;
+    a bootstrap resample of group indices, with repeats)."""
+    from divelab.training.progress_advantage.aggregate import auroc
+
+    raw = pol["_raw"]
+    n_tasks = int(task.max()) + 1
+    tasks = np.arange(n_tasks) if tasks is None else tasks
+    members = [np.flatnonzero(task == t) for t in range(n_tasks)]
+    vals = []
+    for h, chosen in enumerate(picks):  # picked on half h, evaluated on the other half
+        rows = np.concatenate([members[t] for t in tasks if t % 2 != h] or [np.array([], dtype=int)])
+        yy = y[rows]
+        vals.append(auroc(np.array(raw[chosen])[rows], yy) if 0 < yy.sum() < len(yy) else 0.5)
     return float(np.mean(vals))
+
+
+def _crossfit_auroc(pol: dict[str, Any]) -> float:
+    picks, y, task = _crossfit_picks(pol)
+    return _crossfit_eval(pol, picks, y, task)
+
+
+def _crossfit_auroc_ci(pol: dict[str, Any], seed: int, n_resamples: int) -> tuple[float, tuple[float, float]]:
+    """The cross-fitted AUROC and a percentile bootstrap interval over groups, with the picks fixed."""
+    picks, y, task = _crossfit_picks(pol)
+    point = _crossfit_eval(pol, picks, y, task)
+    ci = _boot(int(task.max()) + 1, lambda i: _crossfit_eval(pol, picks, y, task, i), seed, n_resamples)
+    return point, ci
 
 
 def _figures(ex: dict[str, Any], lm: dict[str, Any]) -> list[Figure]:

@@ -318,8 +318,12 @@ def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]
         picks = [all_steps[j] for j in rng.choice(len(all_steps), size=min(ev.mc_steps, len(all_steps)),
                                                  replace=False)]
         mc = [mc_advantage(pair.policy, make_env, trajs[i], t, ev.mc_rollouts, max_steps, rng) for i, t in picks]
+        prog_mc = [token[i].step_advantages("sum")[t] for i, t in picks]
+        lp_mc = [command[i].step_logprobs("sum")[t] for i, t in picks]
+        pol["_mc"] = {"progress": [float(v) for v in prog_mc], "policy log-prob": [float(v) for v in lp_mc],
+                      "mc": [float(v) for v in mc]}  # raw pairs, for the claim's bootstrap interval
         pol["step_corr_mc"] = {
-            "progress": _spearman([token[i].step_advantages("sum")[t] for i, t in picks], mc),
+            "progress": _spearman(prog_mc, mc),
             "progress (command level)": _spearman([command[i].step_advantages("sum")[t] for i, t in picks], mc),
             "policy log-prob": _spearman([command[i].step_logprobs("sum")[t] for i, t in picks], mc),
             "n_steps": len(picks), "rollouts_per_estimate": ev.mc_rollouts}
