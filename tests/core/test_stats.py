@@ -43,3 +43,17 @@ def test_differences_and_proportions():
 def test_holm_adjusts_in_step_down_order():
     adj = stats.holm([0.01, 0.04, 0.03])
     assert np.allclose(adj, [0.03, 0.06, 0.06])
+
+
+def test_auroc_equals_sklearn_with_ties_and_is_vectorised():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        y = rng.integers(0, 2, 57)
+        if len(set(y)) < 2:
+            continue
+        s = rng.integers(0, 6, 57).astype(float)  # many ties
+        assert stats.auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    y = np.array([3, 7, 7, 3])  # the larger label is the positive class
+    assert stats.auroc(y, [0.1, 0.9, 0.8, 0.2]) == 1.0
