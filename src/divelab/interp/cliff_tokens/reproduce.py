@@ -1,0 +1,351 @@
+"""Reproduction of E172 (arXiv 2606.25524), cliff tokens, on a tiny chain-of-thought model trained from scratch."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.interp.cliff_tokens import dpo
+from divelab.interp.cliff_tokens.cliff_test import DELTA0, cliff_matrix, is_cliff, required_drop
+from divelab.interp.cliff_tokens.detector import Detection, detect
+from divelab.interp.cliff_tokens.interventions import cliff_del_keep
+from divelab.interp.cliff_tokens.model import ChainModelSpec, load_chain_model, sampled_accuracy
+from divelab.interp.cliff_tokens.potential import RolloutConfig, Rollouts, sample_traces
+from divelab.interp.cliff_tokens.task import chain_problems
+from divelab.interp.cliff_tokens.taxonomy import TYPES
+from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
+
+SOURCE = "training-rl.md §5; week-in-review E172"
+PAPER_DETECTION_RATIO = 4000 * 60 / 8  # ~4,000 GPU-hours of detection vs 8 min of Cliff-DPO training
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: ChainModelSpec
+    sibling: ChainModelSpec | None  # a second size, for the scale claim
+    n: int  # continuations per prefix
+    problems: int  # detection problems (in distribution)
+    per_problem: int
+    lengths: tuple[int, ...]
+    beyond: int  # problems beyond the model
+    beyond_lengths: tuple[int, ...]
+    seq_samples: int  # responses per problem for full-sequence DPO pairs
+    eval_problems: int
+    eval_samples: int
+    dpo: dpo.DPOConfig
+    batch_rows: int = 512
+
+
+TINY_DPO = dpo.DPOConfig(beta=0.1, lr=1e-3, epochs=3, batch_size=8, lora_r=8, lora_alpha=16)
+
+
+def plan_for(scale: str) -> Plan:
+    base = ChainModelSpec()
+    return pick(
+        scale,
+        smoke=Plan(model=ChainModelSpec(max_steps=40, target_acc=0.0, check_every=20, check_problems=20,
+                                        corpus=2000),
+                   sibling=ChainModelSpec(max_steps=20, target_acc=0.0, check_every=20, check_problems=20,
+                                          corpus=2000, overrides=(("hidden_size", 32), ("intermediate_size", 96))),
+                   n=8, problems=3, per_problem=2, lengths=(3, 4), beyond=2, beyond_lengths=(8,),
+                   seq_samples=4, eval_problems=20, eval_samples=1, dpo=TINY_DPO, batch_rows=256),
+        quick=Plan(model=base, sibling=None, n=32, problems=16, per_problem=2, lengths=(5, 6), beyond=6,
+                   beyond_lengths=(9, 10), seq_samples=8, eval_problems=300, eval_samples=2, dpo=TINY_DPO,
+                   batch_rows=256),
+        full=Plan(model=base, sibling=ChainModelSpec(overrides=(("hidden_size", 32), ("intermediate_size", 96))),
+                  n=64, problems=60, per_problem=2, lengths=(4, 5, 6), beyond=30, beyond_lengths=(9, 10),
+                  seq_samples=8, eval_problems=1000, eval_samples=4, dpo=TINY_DPO, batch_rows=1024),
+    )
+
+
+def _has_cliff(det: Detection) -> np.ndarray:
+    idx = det.by_trace()
+    return np.array([1.0 if i in idx else 0.0 for i in range(len(det.traces))])
+
+
+def _acc(model, tok, problems, plan: Plan, seed: int) -> np.ndarray:
+    return np.array(sampled_accuracy(model, tok, problems, seed=seed, samples=plan.eval_samples))
+
+
+def _pts(x: float) -> float:
+    return 100.0 * x
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    plan = plan_for(scale)
+    t0 = time.perf_counter()
+    rep = Reproduction(system="cliff-tokens", title="Cliff tokens: where a reasoning solution tips into failure",
+                       scale=scale, seed=seed)
+    with torch_threads(1):
+        _run(rep, plan, seed)
+    rep.runtime_s = time.perf_counter() - t0
+    return rep
+
+
+def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
+    n = plan.n
+    # --- 1. the test itself (at the paper's N = 64, and at this run's N) -----------------------------------------
+    ok = True
+    for nn in sorted({64, n}):
+        direct = np.array([[is_cliff(a, b, nn) for b in range(nn + 1)] for a in range(nn + 1)])
+        ok &= bool((cliff_matrix(nn) == direct).all())
+    d50, d90 = required_drop(0.5, 64), required_drop(0.9, 64)
+    ok = bool(ok and d50 > d90 > DELTA0)
+    rep.add(Claim(statement="the precomputed 65x65 decision matrix equals the z-test formula, and the "
+                            "required drop is larger near p = 0.5 than near p = 0.9 (both above delta0 = 0.1)",
+                  paper_value="delta0 = 0.1, alpha = 0.05, unpooled SE", measured=f"{d50:.3f} at 0.5, {d90:.3f} at 0.9",
+                  kind=Kind.CHECK, source="§5 definitions",
+                  ruling=verdicts.outcome(ok, test="matrix == formula for all k pairs; drop(0.5) > drop(0.9) > 0.1")))
+
+    # --- the model and the detection ----------------------------------------------------------------------------
+    model, tok, meta = load_chain_model(plan.model)
+    cfg = RolloutConfig(n=n, max_new_tokens=72, batch_rows=plan.batch_rows, seed=seed)
+    problems = chain_problems(plan.problems, plan.lengths, seed=100 + seed)
+    det = detect(model, tok, problems, checker="chain", config=cfg, per_problem=plan.per_problem)
+    detect_s = det.rollouts.cost.seconds
+    traces = det.traces
+    correct = np.array([t.correct for t in traces])
+    has = _has_cliff(det)
+    rep.setup = (f"A {meta['params']:,}-parameter Llama-style divelab LM trained from scratch on a running-sum-mod-10 "
+                 f"chain of thought ({plan.model.train_lengths} operands), stopped at sampled accuracy "
+                 f">= {plan.model.target_acc} (step {meta['steps']}). {len(traces)} responses to {plan.problems} "
+                 f"problems with {plan.lengths} operands, sampled at T = 1; potentials from N = {n} continuations at "
+                 f"every token (paper: N = 64). Cliff-DPO with LoRA r = {plan.dpo.lora_r}, beta = {plan.dpo.beta}, "
+                 f"lr = {plan.dpo.lr} (a tiny model needs a far larger lr than the paper's 1e-6).")
+
+    # --- 2. cliffs concentrate in wrong traces ------------------------------------------------------------------
+    wrong, right = has[~correct], has[correct]
+    if wrong.size >= 2 and right.size >= 2:
+        d, lo, hi = stats.diff_ci(wrong, right, seed=seed)
+        rep.add(Claim(statement="cliffs occur more often in incorrect traces (share with >= 1 cliff, wrong - right)",
+                      paper_value="more often in incorrect traces", measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                      source="§5 results", baseline=f"right traces: {right.mean():.2f} ({right.size})",
+                      ruling=verdicts.direction(d, (lo, hi), why="the paper reports the direction, not one rate"),
+                      note=f"wrong traces: {wrong.mean():.2f} of {wrong.size} have a cliff; right: {right.mean():.2f} "
+                           f"of {right.size}"))
+    else:
+        rep.add(not_checkable("cliffs occur more often in incorrect traces", "direction",
+                              f"needs >= 2 right and >= 2 wrong traces; got {right.size} right, {wrong.size} wrong"))
+
+    # --- 3. interventions ---------------------------------------------------------------------------------------
+    iv = cliff_del_keep(det)
+    if iv:
+        pdel = np.array([i.pass_del for i in iv])
+        pkeep = np.array([i.pass_keep for i in iv])
+        lo, hi = stats.proportion_ci(int(pdel.sum()), pdel.size)
+        rep.add(Claim(statement=f"cliff-del (drop the first cliff token, resample) recovers pass@{n}",
+                      paper_value="pass@64 = 1.0", measured=float(pdel.mean()), ci=(lo, hi),
+                      kind=Kind.BY_CONSTRUCTION, source="§5 results",
+                      ruling=verdicts.value(float(pdel.mean()), paper=1.0, tol=0.05, tol_kind="abs"),
+                      note="resampling from the prefix whose potential the test required to be high: with "
+                           f"p_(t-1) > 0.1 + 1.645 SE, pass@{n} fails only with probability <= 0.9^{n}"))
+        lo, hi = stats.proportion_ci(int(pkeep.sum()), pkeep.size)
+        rep.add(Claim(statement=f"cliff-keep (keep the cliff token, resample after it) recovers pass@{n} only partly",
+                      paper_value="0.71–1.00", measured=float(pkeep.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                      source="§5 results", baseline=f"cliff-del {pdel.mean():.2f}",
+                      ruling=verdicts.value(float(pkeep.mean()), paper=(0.71, 1.0), tol=0.1, tol_kind="abs"),
+                      note=f"{len(iv)} first cliffs, fresh continuations"))
+        if len(iv) >= 2:
+            dd, lo, hi = stats.paired_diff_ci(pdel, pkeep, method="bootstrap", seed=seed)
+            rep.add(Claim(statement="cliff-del beats cliff-keep (pass@N, paired by cliff)",
+                          paper_value="1.0 vs 0.71–1.00", measured=dd, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                          source="§5 results", baseline="cliff-keep",
+                          ruling=verdicts.direction(dd, (lo, hi), paper=(0.0, 0.29), tol=0.1, tol_kind="abs")))
+    else:
+        rep.add(not_checkable("cliff-del vs cliff-keep", "1.0 vs 0.71–1.00", "no cliff was found"))
+
+    # --- 4. taxonomy --------------------------------------------------------------------------------------------
+    kinds = Counter(c.kind for c in det.cliffs)
+    shares = {k: kinds.get(k, 0) / max(1, len(det.cliffs)) for k in TYPES}
+    rep.add(Claim(statement="the taxonomy: all three cliff types (deterministic / uncertain / sampled-off) occur",
+                  paper_value="three types, by entropy (H_b(0.99) = 0.056 nats) and greedy rank",
+                  measured=", ".join(f"{k} {v:.2f}" for k, v in shares.items()) + f" of {len(det.cliffs)}",
+                  kind=Kind.EMPIRICAL, source="§5 definitions",
+                  ruling=verdicts.outcome(all(kinds.get(k, 0) > 0 for k in TYPES),
+                                          test="each type has >= 1 cliff"),
+                  note="with continuations from the model's own distribution a token of probability >= 0.99 can "
+                       "lower the true potential by at most 0.01, so deterministic cliffs here are Monte Carlo "
+                       "noise (or a decoding mismatch); see docs/systems/cliff-tokens.md"))
+
+    # --- 5. Cliff-DPO vs baselines ------------------------------------------------------------------------------
+    c0 = det.rollouts.cost.seconds
+    pairs = dpo.cliff_pairs(det, top_k=10)
+    pair_s = det.rollouts.cost.seconds - c0
+    eval_p = chain_problems(plan.eval_problems, plan.lengths, seed=900 + seed)
+    base_acc = _acc(model, tok, eval_p, plan, seed + 7)
+    details: dict = {"base_accuracy": float(base_acc.mean()), "pairs": dict(Counter(p.kind for p in pairs)),
+                     "cliffs": det.table(), "model_steps": meta["steps"], "cost": vars(det.rollouts.cost)}
+    # full-sequence DPO pairs from more responses to the same problems (sampling only, no potentials)
+    seq_roll = Rollouts(model, tok, "chain", RolloutConfig(n=1, max_new_tokens=72, batch_rows=1024, seed=seed))
+    t_s = time.perf_counter()
+    seq_traces = sample_traces(seq_roll, problems, plan.seq_samples, seed=seed + 3)
+    seq_sample_s = time.perf_counter() - t_s
+    seq_pairs = dpo.sequence_pairs(seq_traces, tok.eos_token_id, seed=seed)
+    rand_pairs = dpo.random_token_pairs(model, traces, max(1, len(pairs)), seed=seed)
+    if len(pairs) >= 2 and seq_pairs:
+        runs = {"cliff": dpo.train_dpo(model, pairs, plan.dpo),
+                "full-sequence": dpo.train_dpo(model, seq_pairs, plan.dpo),
+                "random-token": dpo.train_dpo(model, rand_pairs, plan.dpo)}
+        accs = {k: _acc(r.model, tok, eval_p, plan, seed + 7) for k, r in runs.items()}
+        details["dpo"] = {k: {"accuracy": float(accs[k].mean()), "pairs": r.pairs, "positions": r.positions,
+                              "train_s": r.seconds} for k, r in runs.items()}
+        g, lo, hi = stats.paired_diff_ci(accs["cliff"], base_acc, method="bootstrap", seed=seed)
+        gs = accs["full-sequence"].mean() - base_acc.mean()
+        rep.add(Claim(statement="Cliff-DPO raises accuracy over the model it started from",
+                      paper_value="up to +6.6 points", measured=_pts(g), ci=(_pts(lo), _pts(hi)), unit="points",
+                      kind=Kind.EMPIRICAL, source="§5 Cliff-DPO",
+                      baseline=f"full-sequence DPO {_pts(gs):+.1f} points ({runs['full-sequence'].pairs} pairs)",
+                      ruling=verdicts.direction(_pts(g), (_pts(lo), _pts(hi)), paper=(0.0, 6.6), tol=3.0,
+                                                tol_kind="abs"),
+                      note=f"{len(pairs)} single-token pairs; base {base_acc.mean():.3f} -> "
+                           f"{accs['cliff'].mean():.3f}; {plan.eval_problems} held-out problems x "
+                           f"{plan.eval_samples} samples at T = 1"))
+        g2, lo2, hi2 = stats.paired_diff_ci(accs["cliff"], accs["random-token"], method="bootstrap", seed=seed)
+        rep.add(Claim(statement="pairs at cliffs beat pairs at random positions of wrong responses (equal count)",
+                      paper_value="(no random-token arm in the paper)", measured=_pts(g2), ci=(_pts(lo2), _pts(hi2)),
+                      unit="points", kind=Kind.EMPIRICAL, source="ours",
+                      baseline=f"random-token DPO {accs['random-token'].mean():.3f}",
+                      ruling=verdicts.direction(_pts(g2), (_pts(lo2), _pts(hi2)),
+                                                why="the paper has no random-position control")))
+        ratio = runs["full-sequence"].positions / max(1, runs["cliff"].positions)
+        rep.add(Claim(statement="positions trained: full-sequence DPO / Cliff-DPO",
+                      paper_value="~5.8M / ~33k = 176x", measured=ratio, unit="x", kind=Kind.BY_CONSTRUCTION,
+                      source="§5 efficiency",
+                      ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5),
+                      note=f"{runs['full-sequence'].positions} vs {runs['cliff'].positions} positions; our "
+                           "responses are ~25 tokens, GSM8K's are hundreds, so the ratio scales with length"))
+        tr_ratio = runs["full-sequence"].seconds / max(1e-9, runs["cliff"].seconds)
+        rep.add(Claim(statement="training wall-clock: full-sequence DPO / Cliff-DPO",
+                      paper_value="112 / 8 min = 14x", measured=tr_ratio, unit="x", kind=Kind.EMPIRICAL,
+                      source="§5 efficiency",
+                      ruling=verdicts.value(tr_ratio, paper=14.0, tol=0.5),
+                      note=f"{runs['full-sequence'].seconds:.2f} s vs {runs['cliff'].seconds:.2f} s"))
+        total = detect_s + pair_s + runs["cliff"].seconds
+        ratio_dt = (detect_s + pair_s) / max(1e-9, runs["cliff"].seconds)
+        rep.add(Claim(statement="the cost the headline hides: Cliff-DPO's detection compute / its training compute",
+                      paper_value="~4,000 GPU-h / 8 min = 30,000x", measured=ratio_dt, unit="x",
+                      kind=Kind.EMPIRICAL, source="§5 efficiency",
+                      baseline=f"full-sequence DPO total {seq_sample_s + runs['full-sequence'].seconds:.1f} s "
+                               f"vs Cliff-DPO total {total:.1f} s",
+                      ruling=verdicts.value(ratio_dt, paper=PAPER_DETECTION_RATIO, tol=0.5),
+                      note=f"detection {detect_s:.1f} s + chosen-token potentials {pair_s:.1f} s vs training "
+                           f"{runs['cliff'].seconds:.2f} s on the same CPU: detection is "
+                           f"{(detect_s + pair_s) / total:.1%} of Cliff-DPO's compute. Detection grows as N x T^2 "
+                           "(T prefixes, each rolled out ~T tokens) and our responses are ~25 tokens, GSM8K's "
+                           "hundreds, so the ratio is far smaller here"))
+        # which types help
+        det_pairs = [p for p in pairs if p.kind == "deterministic"]
+        other_pairs = [p for p in pairs if p.kind in ("uncertain", "sampled-off")]
+        if len(det_pairs) >= 4 and len(other_pairs) >= 4:
+            a_det = _acc(dpo.train_dpo(model, det_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
+            a_oth = _acc(dpo.train_dpo(model, other_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
+            g3, lo3, hi3 = stats.paired_diff_ci(a_oth, a_det, method="bootstrap", seed=seed)
+            rep.add(Claim(statement="Cliff-DPO on uncertain + sampled-off cliffs helps more than on deterministic",
+                          paper_value="uncertain / sampled-off help, deterministic does not", measured=_pts(g3),
+                          ci=(_pts(lo3), _pts(hi3)), unit="points", kind=Kind.EMPIRICAL, source="§5 Cliff-DPO",
+                          baseline=f"deterministic-only {a_det.mean():.3f}",
+                          ruling=verdicts.direction(_pts(g3), (_pts(lo3), _pts(hi3)),
+                                                    why="the paper gives the direction per type")))
+        else:
+            rep.add(not_checkable("Cliff-DPO helps on uncertain / sampled-off cliffs, not on deterministic ones",
+                                  "uncertain / sampled-off help, deterministic does not",
+                                  f"too few pairs per group ({len(det_pairs)} deterministic, {len(other_pairs)} "
+                                  "other; need >= 4 each): deterministic cliffs are rare when continuations come "
+                                  "from the model's own distribution (see the taxonomy note)",
+                                  source="§5 Cliff-DPO"))
+    else:
+        rep.add(not_checkable("Cliff-DPO vs full-sequence DPO", "up to +6.6 points",
+                              f"too few preference pairs ({len(pairs)} at cliffs, {len(seq_pairs)} whole-response)"))
+
+    # --- 6. the seam: problems beyond the model -----------------------------------------------------------------
+    beyond = chain_problems(plan.beyond, plan.beyond_lengths, seed=500 + seed)
+    det_b = detect(model, tok, beyond, checker="chain", config=cfg, per_problem=plan.per_problem)
+    nb = np.array([1.0 - h for h, t in zip(_has_cliff(det_b), det_b.traces, strict=True) if not t.correct])
+    ni = 1.0 - wrong
+    if nb.size >= 2 and ni.size >= 2:
+        d, lo, hi = stats.diff_ci(nb, ni, seed=seed)
+        rep.add(Claim(statement=f"the seam: wrong traces without any cliff are more common on problems beyond the "
+                                f"model ({plan.beyond_lengths} operands) than in distribution",
+                      paper_value="no cliff when the problem is beyond the model", measured=d, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§5 caveat",
+                      baseline=f"in distribution: {ni.mean():.2f} of {ni.size} wrong traces have no cliff",
+                      ruling=verdicts.direction(d, (lo, hi), why="the caveat is qualitative"),
+                      note=f"beyond: {nb.mean():.2f} of {nb.size} wrong traces have no cliff; start potential "
+                           f"{np.mean([t.ks[0] / n for t in det_b.traces]):.2f} vs "
+                           f"{np.mean([t.ks[0] / n for t in traces]):.2f}"))
+    else:
+        rep.add(not_checkable("the seam: no cliff on problems beyond the model", "qualitative",
+                              f"too few wrong traces ({nb.size} beyond, {ni.size} in distribution)"))
+
+    # --- 7. scale -----------------------------------------------------------------------------------------------
+    if plan.sibling is None:
+        rep.add(not_checkable("deterministic cliffs are shared between two model sizes", "an 8B and a 0.6B fall at "
+                              "the same word", "needs a second model trained from scratch (~1.5 min on this CPU); "
+                              "run `divelab reproduce cliff-tokens --scale full`", source="§5 scale"))
+    else:
+        _scale_claim(rep, det, plan, seed)
+
+    details["setup_timing_s"] = {"detection": detect_s, "chosen_potentials": pair_s,
+                                 "sequence_sampling": seq_sample_s}
+    rep.details = details
+    _figure(rep, det)
+
+
+def _scale_claim(rep: Reproduction, det: Detection, plan: Plan, seed: int) -> None:
+    other, _, _ = load_chain_model(plan.sibling)  # trains on first use: not under no_grad
+    same: dict[str, list[float]] = {k: [] for k in TYPES}
+    with torch.no_grad():
+        for c in det.cliffs:
+            tr = det.traces[c.trace]
+            ctx = torch.as_tensor([tr.prompt_ids + tr.response_ids[:c.token - 1]])
+            greedy = int(other(input_ids=ctx).logits[0, -1].argmax())
+            same[c.kind].append(float(greedy == c.token_id))
+    det_s, unc_s = np.array(same["deterministic"]), np.array(same["uncertain"] + same["sampled-off"])
+    if det_s.size >= 3 and unc_s.size >= 3:
+        d, lo, hi = stats.diff_ci(det_s, unc_s, seed=seed)
+        rep.add(Claim(statement="deterministic cliffs are shared with a smaller sibling more than other cliffs "
+                                "(the sibling's greedy token is the cliff token)",
+                      paper_value="deterministic cliffs largely scale-invariant", measured=d, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§5 scale", baseline=f"other cliffs {unc_s.mean():.2f}",
+                      ruling=verdicts.direction(d, (lo, hi), why="qualitative in the paper")))
+    else:
+        allc = np.array(sum(same.values(), []))
+        rep.add(not_checkable("deterministic cliffs are shared between two model sizes", "scale-invariant",
+                              f"only {det_s.size} deterministic and {unc_s.size} other cliffs (need >= 3 each); "
+                              f"over all cliffs the sibling falls at the same token in "
+                              f"{allc.mean() if allc.size else float('nan'):.2f}", source="§5 scale"))
+
+
+def _figure(rep: Reproduction, det: Detection) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    shown = 0
+    for i, tr in enumerate(det.traces):
+        if shown >= 6 or tr.correct:
+            continue
+        p = np.array([np.nan if k is None else k / tr.n for k in tr.ks])
+        xs = np.flatnonzero(~np.isnan(p))
+        line, = ax.plot(xs, p[xs], marker=".", lw=1)
+        for c in det.cliffs:
+            if c.trace == i:
+                ax.plot([c.token], [c.p_curr], "x", color=line.get_color(), ms=9)
+        shown += 1
+    ax.set_xlabel("response token t")
+    ax.set_ylabel("potential P_t")
+    ax.set_title("potentials of wrong responses (x = cliff token)")
+    fig.tight_layout()
+    rep.figures.append(Figure.from_matplotlib(fig, "potentials", "Token-wise potential of wrong responses; "
+                                                                 "crosses mark cliffs."))
+    plt.close(fig)

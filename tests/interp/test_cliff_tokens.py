@@ -1,0 +1,274 @@
+"""Cliff tokens (E172): the cliff test on hand-computed cases, potentials on a model with a known answer
+distribution, the taxonomy, single-token DPO on exactly one position, the CLI and the smoke reproduction."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from divelab.interp.cliff_tokens import (
+    ENTROPY_BOUNDARY,
+    Problem,
+    RolloutConfig,
+    TokenPair,
+    classify,
+    cliff_del_keep,
+    cliff_matrix,
+    detect,
+    dpo_sigmoid_loss,
+    find_cliffs,
+    is_cliff,
+    required_drop,
+    train_dpo,
+)
+from divelab.interp.cliff_tokens.dpo import DPOConfig, token_logprobs_at_end
+from divelab.interp.cliff_tokens.task import (
+    chain_answer,
+    chain_problem,
+    chain_solution,
+    chain_tokenizer,
+    last_number,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    from divelab.threads import torch_threads
+
+    with torch_threads(1):  # tiny models: one thread is faster on a shared machine, and deterministic
+        yield
+
+
+# -- the cliff test ------------------------------------------------------------------------------------------------
+
+
+def _by_hand(kp: int, kc: int, n: int) -> bool:
+    pp, pc = kp / n, kc / n
+    se = math.sqrt(pp * (1 - pp) / n + pc * (1 - pc) / n)
+    return pp - pc > 0.1 + 1.6448536269514722 * se
+
+
+def test_cliff_test_hand_computed_cases() -> None:
+    # 1.0 -> 0.78125: SE = sqrt(.78125 * .21875 / 64) = .0517, threshold .185, drop .219 -> cliff
+    assert is_cliff(64, 50, 64)
+    # 0.5 -> 0.3125: SE = .0852, threshold .240, drop .1875 -> not a cliff, although a larger drop than above
+    assert not is_cliff(32, 20, 64)
+    # 0.5 -> 0.25: drop .25 > .1 + 1.645 * .0820 = .235 -> cliff
+    assert is_cliff(32, 16, 64)
+    # a drop of exactly delta0 from certainty is never enough
+    assert not is_cliff(64, 58, 64)
+    # rises are never cliffs
+    assert not is_cliff(10, 60, 64)
+
+
+def test_required_drop_is_largest_near_one_half() -> None:
+    drops = {p: required_drop(p, 64) for p in (0.3, 0.5, 0.8, 0.9, 1.0)}
+    assert drops[0.5] > drops[0.8] > drops[0.9] > drops[1.0] > 0.1  # 0.25, 0.234, 0.219, 0.1875
+    assert drops[0.5] > drops[0.3]
+    assert drops[0.5] == pytest.approx(0.25, abs=1e-9)  # 32 -> 16 is the first cliff from 0.5
+    assert required_drop(0.05, 64) == float("inf")  # nothing below 0.05 can drop by more than delta0 + noise
+
+
+def test_matrix_matches_formula_everywhere() -> None:
+    for n in (8, 64):
+        m = cliff_matrix(n)
+        assert m.shape == (n + 1, n + 1)
+        assert all(m[a, b] == _by_hand(a, b, n) for a in range(n + 1) for b in range(n + 1))
+    with pytest.raises(ValueError, match="k_curr"):
+        is_cliff(3, 70, 64)
+    with pytest.raises(ValueError, match="positive integer"):
+        cliff_matrix(0)
+
+
+def test_find_cliffs_compares_consecutive_computed_prefixes() -> None:
+    ks = [60, None, None, 20, 18, None, 2]
+    spans = find_cliffs(ks, 64)
+    assert [(s.start, s.end) for s in spans] == [(0, 3), (4, 6)]
+    assert spans[0].k_prev == 60 and spans[0].k_curr == 20
+    assert find_cliffs([None, None], 64) == []
+
+
+def test_taxonomy() -> None:
+    assert ENTROPY_BOUNDARY == pytest.approx(0.056, abs=1e-3)
+    assert classify(1, 0.01) == "deterministic"
+    assert classify(1, 0.5) == "uncertain"
+    assert classify(3, 0.01) == "sampled-off"
+    with pytest.raises(ValueError):
+        classify(0, 0.1)
+
+
+def test_chain_task_and_checkers() -> None:
+    assert chain_solution([3, 5, 8]) == "3+5=8 8+8=6>6"
+    p = chain_problem([3, 5, 8])
+    assert p.prompt == "3 5 8:" and p.answer == "6"
+    assert chain_answer("3+5=8 8+8=6>6", "6") and not chain_answer("3+5=8 8+8=7>7", "6")
+    assert last_number("so the answer is 1,000.", "1000") and not last_number("no number", "3")
+    tok = chain_tokenizer()
+    ids = tok("3+5=8>8", add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == "3+5=8>8"
+
+
+# -- potentials on a model with a known answer distribution ----------------------------------------------------
+
+
+class KnownModel(torch.nn.Module):
+    """After ':' it writes '1' with probability 0.3 and '0' with 0.7; after a digit it ends (eos)."""
+
+    def __init__(self, tok, p_one: float = 0.3):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.config = SimpleNamespace(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        v = len(tok)
+        self.table = torch.full((v, v), -1e9)
+        colon, zero, one, eos = (tok.convert_tokens_to_ids(t) for t in (":", "0", "1", "<eos>"))
+        self.table[colon, one], self.table[colon, zero] = math.log(p_one), math.log(1 - p_one)
+        for d in "0123456789":
+            self.table[tok.convert_tokens_to_ids(d), eos] = 0.0
+        self.table[eos, eos] = 0.0
+        self.table[tok.pad_token_id, eos] = 0.0
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+        return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, past_key_values=None)
+
+
+def test_potentials_and_cliff_on_known_distribution() -> None:
+    tok = chain_tokenizer()
+    model = KnownModel(tok)
+    det = detect(model, tok, [Problem(":", "1")], checker="exact",
+                 config=RolloutConfig(n=400, max_new_tokens=4, batch_rows=1024, seed=1), per_problem=12)
+    starts = np.array([t.ks[0] / t.n for t in det.traces])
+    assert abs(starts.mean() - 0.3) < 0.05  # 12 x 400 draws of a 0.3 coin
+    for tr in det.traces:
+        assert tr.ks[1] == (400 if tr.correct else 0)  # a single-digit response is its own potential
+        assert len(tr.cliffs) == (0 if tr.correct else 1)
+    wrong = list(det.cliffs)
+    assert wrong and all(c.token == 1 and c.text == "0" and c.kind == "uncertain" for c in wrong)
+    assert all(c.entropy == pytest.approx(-(0.3 * math.log(0.3) + 0.7 * math.log(0.7)), abs=1e-4) for c in wrong)
+    iv = cliff_del_keep(det)
+    assert all(i.pass_del == 1.0 and i.pass_keep == 0.0 for i in iv)
+
+
+def test_early_stop_leaves_unrecoverable_prefixes_uncomputed() -> None:
+    tok = chain_tokenizer()
+    model = KnownModel(tok, p_one=1e-9)  # never right
+    det = detect(model, tok, [Problem(":", "1")], checker="exact",
+                 config=RolloutConfig(n=16, max_new_tokens=4, batch_rows=16), per_problem=1, zero_patience=1)
+    tr = det.traces[0]
+    assert tr.ks[0] == 0 and tr.ks[-1] == 0 and not det.cliffs
+
+
+# -- single-token DPO ------------------------------------------------------------------------------------------
+
+
+def test_dpo_loss_value() -> None:
+    z = torch.zeros(3)
+    assert dpo_sigmoid_loss(z, z, z, z, 0.1).tolist() == pytest.approx([math.log(2)] * 3)
+    up = dpo_sigmoid_loss(torch.tensor([1.0]), torch.tensor([-1.0]), torch.zeros(1), torch.zeros(1), 0.5)
+    assert float(up) == pytest.approx(-math.log(1 / (1 + math.exp(-1.0))))
+
+
+def test_single_token_dpo_flows_through_exactly_one_position() -> None:
+    from divelab.lm.models import build_model
+
+    model = build_model("tiny-100k", vocab_size=17, seed=0)
+    ctx = [[16, 5, 12, 7], [16, 4, 9]]
+    c, r, logits = token_logprobs_at_end(model, ctx, torch.tensor([3, 4]), torch.tensor([5, 6]), return_logits=True)
+    dpo_sigmoid_loss(c, r, c.detach() * 0, r.detach() * 0, 0.1).sum().backward()
+    g = logits.grad.abs().sum(-1)  # (rows, positions)
+    for i, cx in enumerate(ctx):
+        nonzero = torch.nonzero(g[i]).flatten().tolist()
+        assert nonzero == [len(cx) - 1]
+
+
+def test_train_dpo_raises_the_chosen_token_at_its_context() -> None:
+    from divelab.lm.models import build_model
+
+    model = build_model("tiny-100k", vocab_size=17, seed=0)
+    pairs = [TokenPair((16, 5, 12), 7, 8, "uncertain"), TokenPair((16, 4, 12), 9, 3, "sampled-off")]
+
+    def margins(m):
+        c, r = token_logprobs_at_end(m, [p.context for p in pairs], torch.tensor([p.chosen for p in pairs]),
+                                     torch.tensor([p.rejected for p in pairs]))
+        return (c - r).detach()
+
+    before = margins(model)
+    res = train_dpo(model, pairs, DPOConfig(lr=1e-2, epochs=8, batch_size=2, lora_r=4, lora_alpha=8,
+                                            lora_dropout=0.0))
+    after = margins(res.model)
+    assert (after - before > 0.5).all()
+    assert res.positions == 2 and res.pairs == 2
+    assert torch.equal(margins(model), before)  # the reference model is untouched
+    with pytest.raises(ValueError, match="at least one"):
+        train_dpo(model, [])
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    from divelab.lm.models import build_model
+
+    tok = chain_tokenizer()
+    model = build_model("tiny-100k", vocab_size=len(tok), seed=0, max_position_embeddings=64)
+    model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+    path = tmp_path_factory.mktemp("ckpt")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def _task(tmp_path, rows, name: str = "task") -> str:
+    p = tmp_path / f"{name}.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(p)
+
+
+def test_cli_runs_on_a_checkpoint_on_disk(tiny_checkpoint, tmp_path) -> None:
+    from divelab.interp.cliff_tokens.cli import run_find_cliffs
+
+    task = _task(tmp_path, [{"prompt": "3 4:", "answer": "7"}, {"prompt": "1 2:", "answer": "3"}])
+    plot = tmp_path / "p.png"
+    out = run_find_cliffs(str(tiny_checkpoint), task, checker="contains", n=8, per_problem=2, max_new_tokens=6,
+                          plot=plot)
+    assert out["summary"]["traces"] == 4 and len(out["traces"]) == 4
+    assert all(len(t["potentials"]) == len(t["response"]) + 1 or t["potentials"] for t in out["traces"])
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_errors(tiny_checkpoint, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from divelab.cli import make_app
+    from divelab.interp.cliff_tokens.cli import run_find_cliffs
+
+    no_answer = _task(tmp_path, [{"prompt": "3 4:"}])
+    with pytest.raises(ValueError, match="no reference answer"):
+        run_find_cliffs(str(tiny_checkpoint), no_answer)
+    never = _task(tmp_path, [{"prompt": "3 4:", "answer": "never-produced"}], "never")
+    with pytest.raises(ValueError, match="accepted none"):
+        run_find_cliffs(str(tiny_checkpoint), never, checker="exact", n=4, max_new_tokens=4)
+    with pytest.raises(ValueError, match="unknown checker"):
+        run_find_cliffs(str(tiny_checkpoint), never, checker="magic", n=4)
+    res = CliRunner().invoke(make_app(), ["find-cliffs", "--model", str(tiny_checkpoint), "--task", no_answer])
+    assert res.exit_code == 2 and "no reference answer" in " ".join(res.output.split())
+
+
+# -- the reproduction ------------------------------------------------------------------------------------------
+
+
+def test_smoke_reproduction_computes_claims() -> None:
+    from divelab.claims import Kind
+    from divelab.interp.cliff_tokens.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    assert rep.system == "cliff-tokens" and len(rep.claims) >= 6
+    check = rep.claims[0]
+    assert check.kind == Kind.CHECK and check.verdict.value == "reproduced"
+    assert all(c.kind is not None for c in rep.claims)
+    assert rep.figures and "cost" in rep.details
