@@ -1,0 +1,290 @@
+"""Reproduction of E169 SHERLOC (arXiv 2606.24820) on bugs planted into real packages.
+
+Localizers (same tasks, same run): the SHERLOC loop driven by the programmatic diagnostician
+(:mod:`.policy`), BM25 (Agentless-style), Ochiai SBFL from per-test coverage, LM surprisal. Then a
+search-and-validate repair agent is given no report / the case file / location only / a wrong case
+file / the gated case file, and the resolve rates and localization cost are compared.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.coding.sherloc.agent import SherlocLocalizer
+from divelab.coding.sherloc.baselines import (
+    bm25_localize,
+    lm_line_scorer,
+    ochiai_localize,
+    surprisal_localize,
+)
+from divelab.coding.sherloc.benchmark import Task, build_benchmark, open_repo
+from divelab.coding.sherloc.finding import CaseFile, Finding, Location, render
+from divelab.coding.sherloc.mutate import functions
+from divelab.coding.sherloc.policy import HeuristicDiagnostician
+from divelab.coding.sherloc.repair import RepairAgent, gate
+from divelab.coding.sherloc.tools import RepoTools
+from divelab.progress import track
+from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
+
+SOURCE = "agents-coding-safety.md §E169; week-in-review E169"
+SEEN_REPOS = ("json", "tomllib", "textlib")  # the surprisal LM is trained on these packages' clean code
+GRANS = ("file", "function", "line")
+MAX_LINE_SPAN = 5
+
+
+@dataclass(frozen=True)
+class Plan:
+    repos: tuple[str, ...]
+    n_per_repo: int
+    lm_steps: int
+    repair_budget: int
+    repair_every: int = 1  # repair every k-th task (the repair side dominates the run time)
+
+
+def plan_for(scale: str) -> Plan:
+    return pick(scale,
+                smoke=Plan(("html",), 2, 5, 2),
+                quick=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 4, 120, 4, repair_every=2),
+                full=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 20, 600, 8))
+
+
+def hit(locs: list[Location], task: Task, gran: str, k: int) -> bool:
+    """Is the gold location among the first ``k`` distinct predictions at granularity ``gran``?"""
+    seen: list = []
+    for loc in locs:
+        if gran == "file":
+            key = loc.file
+        elif gran == "function":
+            key = (loc.file, loc.symbol)
+        else:
+            key = (loc.file, loc.span)
+        if key in seen:
+            continue
+        seen.append(key)
+        if len(seen) > k:
+            return False
+        if loc.file != task.file:
+            continue
+        if gran == "file":
+            return True
+        if gran == "function":
+            if loc.symbol and (loc.symbol == task.function or task.function.endswith("." + loc.symbol)):
+                return True
+        elif loc.span and loc.span[1] - loc.span[0] < MAX_LINE_SPAN and loc.span[0] <= task.span[1] \
+                and task.span[0] <= loc.span[1]:
+            return True
+    return False
+
+
+def _train_surprisal_lm(plan: Plan, seed: int):
+    """The zoo's smoke LM, trained further on the clean source of the 'seen' packages."""
+    from divelab.lm import pretrained
+    from divelab.lm.train import TrainConfig, train
+
+    model, tok = pretrained("smoke")
+    texts = []
+    for name in SEEN_REPOS:
+        r = open_repo(name)
+        texts += [r.files[f] for f in r.sources]
+    ids = np.array([i for t in texts for i in tok.encode(t)], dtype=np.int64)
+    train(model, ids, config=TrainConfig(steps=plan.lm_steps, batch_size=8, seq_len=128, lr=3e-3, warmup=5,
+                                         eval_every=0, seed=seed), description="SHERLOC: surprisal LM")
+    model.eval()
+    return model, tok
+
+
+def _wrong_case(task: Task, files: dict[str, str], rng: random.Random) -> CaseFile:
+    """A confident but wrong diagnosis: a random other function of the repository."""
+    opts = [(f, fn) for f, t in files.items() if f.endswith(".py") and not f.startswith("test") and "/test" not in f
+            for fn in functions(t) if not (f == task.file and fn.qualname == task.function)]
+    f, fn = rng.choice(opts)
+    return CaseFile(findings=[Finding(
+        file=f, symbol=fn.qualname, line_span=(fn.start + 1, fn.start + 1),
+        location_description=f"{fn.qualname} in {f}", root_cause_hypothesis="the comparison has the wrong operator",
+        solution_idea="flip the comparison operator", dependencies=[], testing_impact="rerun the failing test",
+        confidence=0.9)])
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    scale = check_scale(scale)
+    t0 = time.time()
+    plan = plan_for(scale)
+    rep = Reproduction("sherloc", "SHERLOC: diagnostic case files for bug localization (E169)", scale, seed)
+    tasks = build_benchmark(list(plan.repos), plan.n_per_repo, seed=seed)
+    if not tasks:
+        raise RuntimeError("no planted bug was detected by the test suites; nothing to measure")
+    repos = {name: open_repo(name) for name in plan.repos}
+    model, tok = _train_surprisal_lm(plan, seed)
+    scorer = lm_line_scorer(model, tok)
+    score_cache: dict[tuple[str, int], list[float]] = {}
+
+    preds: dict[str, list[list[Location]]] = {k: [] for k in ("sherloc", "bm25", "ochiai", "surprisal")}
+    loc_cost, recov = [], Counter()
+    cases: list[CaseFile] = []
+    for task in track(tasks, "SHERLOC: localizing"):
+        repo = repos[task.repo]
+        files = repo.with_task(task)
+        res = SherlocLocalizer(HeuristicDiagnostician()).localize(RepoTools(repo.root, {task.file: task.mutated}),
+                                                                 task.issue)
+        cases.append(res.case)
+        recov.update(res.recoveries)
+        loc_cost.append(res.chars_read)
+        preds["sherloc"].append(res.locations)
+        preds["bm25"].append(bm25_localize(files, task.issue))
+        preds["ochiai"].append(ochiai_localize(files, task.spectrum, len(task.failing_tests)))
+        line_scores = {}
+        for f in repo.sources:
+            if not functions(files[f]):
+                continue  # no function to localize in (e.g. html/entities.py, a data table)
+            key = (f, hash(files[f]))
+            if key not in score_cache:
+                with torch_threads(1):
+                    score_cache[key] = scorer(files[f].splitlines())
+            line_scores[f] = score_cache[key]
+        preds["surprisal"].append(surprisal_localize(files, line_scores))
+
+    n = len(tasks)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    hits1: dict[tuple[str, str], np.ndarray] = {}
+    for name, pl in preds.items():
+        table[name] = {}
+        for g in GRANS:
+            h1 = np.array([hit(p, t, g, 1) for p, t in zip(pl, tasks, strict=True)], float)
+            h5 = np.array([hit(p, t, g, 5) for p, t in zip(pl, tasks, strict=True)], float)
+            hits1[(name, g)] = h1
+            table[name][g] = {"acc@1": float(h1.mean()), "recall@5": float(h5.mean())}
+    rep.details["localization"] = table
+    rep.details["n_tasks"] = n
+    rep.details["tasks_per_repo"] = dict(Counter(t.repo for t in tasks))
+    rep.details["recoveries"] = dict(recov)
+
+    rep.add(not_checkable("SHERLOC acc@1 on SWE-Bench Lite with a reasoning LLM", "84.33%",
+                          "needs SWE-Bench Lite and a reasoning LLM; here a programmatic diagnostician drives the "
+                          "loop; what each localizer reaches on our planted-bug tasks is in details['localization']",
+                          SOURCE))
+    for g in GRANS:
+        k1 = int(hits1[("sherloc", g)].sum())
+        lo, hi = stats.proportion_ci(k1, n)
+        others = {b: float(hits1[(b, g)].mean()) for b in ("bm25", "ochiai", "surprisal")}
+        best = max(others, key=others.get)
+        eff, elo, ehi = stats.paired_diff_ci(hits1[("sherloc", g)], hits1[(best, g)], method="bootstrap", seed=seed)
+        rep.add(Claim(
+            statement=f"the SHERLOC loop's {g}-level acc@1 beats the strongest other localizer on planted real bugs",
+            paper_value="SHERLOC beats localization baselines (e.g. +18.3 pp over non-fine-tuned 32B)",
+            measured=float(k1 / n), ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1",
+            baseline=f"{best}: {others[best]:.3f}",
+            ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1, paper=0.183, tol=1.0, tol_kind="rel",
+                                      why="paper margin is over LLM baselines, ours over non-LLM ones"),
+            note=f"paired difference vs {best}: {eff:+.3f} [{elo:+.3f}, {ehi:+.3f}] over {n} tasks; driven by "
+                 "the programmatic diagnostician, not an LLM"))
+
+    # the memorisation seam: surprisal accuracy on packages the LM was trained on vs not
+    seen = np.array([t.repo in SEEN_REPOS for t in tasks])
+    for g in ("function", "line"):
+        h = hits1[("surprisal", g)]
+        if seen.all() or (~seen).all():
+            rep.add(not_checkable(f"surprisal {g} acc@1 is higher on packages the LM saw",
+                                  "~58% of recall may come from memorised famous libraries",
+                                  "this scale has tasks from only one group (run quick or full)", SOURCE))
+            continue
+        eff, elo, ehi = stats.diff_ci(h[seen], h[~seen], seed=seed)
+        rep.add(Claim(statement=f"memorisation seam: surprisal {g}-level acc@1 is higher on packages in the LM's "
+                                "training data than on unseen ones",
+                      paper_value="~58% of recall may come from memorised famous libraries", measured=eff,
+                      ci=(elo, ehi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1 difference (seen - unseen)",
+                      baseline=f"unseen packages: {float(h[~seen].mean()):.3f}",
+                      ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1,
+                                                why="the paper gives a share of recall, not an accuracy gap"),
+                      note=f"seen {float(h[seen].mean()):.3f} (n={int(seen.sum())}) vs unseen "
+                           f"{float(h[~seen].mean()):.3f} (n={int((~seen).sum())}); our LM is the zoo's tiny "
+                           f"model trained {plan.lm_steps} more steps on {', '.join(SEEN_REPOS)}"))
+
+    # injection into the repair agent
+    rng = random.Random(seed)
+    agents = {name: RepairAgent(r, plan.repair_budget) for name, r in repos.items()}
+    conds = ("none", "case", "location", "wrong", "gated")
+    res_ = {c: [] for c in conds}
+    chars = {c: [] for c in conds}
+    gated_on = []
+    for i in track(range(0, n, plan.repair_every), "SHERLOC: repairing"):
+        task = tasks[i]
+        agent = agents[task.repo]
+        files = agent.repo.with_task(task)
+        inject = gate(cases[i], [preds["bm25"][i], preds["ochiai"][i]])
+        gated_on.append(inject)
+        msgs = {"none": task.issue, "case": task.issue + "\n\n" + render(cases[i]),
+                "location": task.issue + "\n\n" + render(cases[i], location_only=True),
+                "wrong": task.issue + "\n\n" + render(_wrong_case(task, files, rng))}
+        msgs["gated"] = msgs["case"] if inject else msgs["none"]
+        for c in conds:
+            out = agent.repair(task, msgs[c])
+            res_[c].append(float(out.resolved))
+            chars[c].append(out.localization_chars)
+    rates = {c: float(np.mean(v)) for c, v in res_.items()}
+    rep.details["resolve_rate"] = rates
+    rep.details["localization_chars"] = {c: float(np.mean(v)) for c, v in chars.items()}
+    rep.details["gate_injected_fraction"] = float(np.mean(gated_on))
+
+    e, lo, hi = stats.paired_diff_ci(res_["case"], res_["none"], method="bootstrap", seed=seed)
+    rep.add(Claim(statement="injecting the case file raises the repair agent's resolve rate over no report",
+                  paper_value="+5.95 pp (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
+                  unit="resolve-rate difference", kind=Kind.EMPIRICAL, source=SOURCE,
+                  baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
+                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1, paper=0.0595, tol=1.0, tol_kind="rel"),
+                  note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
+                       "validated candidates per task"))
+    e, lo, hi = stats.paired_diff_ci(res_["wrong"], res_["none"], method="bootstrap", seed=seed)
+    rep.add(Claim(statement="a wrong diagnosis drags the resolve rate below the no-report baseline",
+                  paper_value="20% vs 62% no-report", measured=e, ci=(lo, hi), unit="resolve-rate difference",
+                  kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
+                  ruling=verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
+                  note=f"wrong case file {rates['wrong']:.3f} vs none {rates['none']:.3f}; the wrong file costs "
+                       "validation budget before the agent falls back to its own search"))
+    c_none, c_case = np.array(chars["none"], float), np.array(chars["case"], float)
+    if c_none.mean() > 0:
+        red = 1 - c_case.mean() / c_none.mean()
+        rel = np.where(c_none > 0, 1 - c_case / np.maximum(c_none, 1), 0.0)
+        lo, hi = stats.bootstrap_ci(rel, seed=seed)
+        rep.add(Claim(statement="with the case file the repair agent spends less on localization",
+                      paper_value="-36.7% localization tokens", measured=float(red), ci=(lo, hi),
+                      unit="fraction of characters read saved", kind=Kind.EMPIRICAL, source=SOURCE,
+                      baseline=f"no report: {c_none.mean():.0f} chars read",
+                      ruling=verdicts.value(float(red), paper=0.367, tol=0.5, tol_kind="rel", ci=(lo, hi), chance=0.0),
+                      note="partly by construction: a trusted report replaces the agent's own search; it reads "
+                           "again only when the report's locations yield no fix"))
+    e, lo, hi = stats.paired_diff_ci(res_["gated"], res_["case"], method="bootstrap", seed=seed)
+    rep.add(Claim(statement="selective injection (deployable gate: confidence + agreement with BM25/SBFL) "
+                            "does at least as well as injecting everything",
+                  paper_value="strong agents lose ground when fed findings indiscriminately; paper's gate used "
+                              "the gold patch", measured=e, ci=(lo, hi), unit="resolve-rate difference",
+                  kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"inject everything: {rates['case']:.3f}",
+                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
+                                            why="the paper reports no number for gated vs inject-all"),
+                  note=f"gate injected on {np.mean(gated_on):.0%} of tasks"))
+    total = sum(recov.values())
+    rep.add(Claim(statement="the self-recovery layer fired on real tasks and every task ended with a case file",
+                  paper_value="a lightweight self-recovery layer handles invalid outputs and tool errors",
+                  measured=float(total), kind=Kind.CHECK, source=SOURCE, unit="recovery events",
+                  ruling=verdicts.outcome(len(cases) == n and all(c.findings for c in cases),
+                                          test="every localization returned a non-empty case file"),
+                  note=f"recovery paths fired: {dict(recov)} (programmatic diagnostician)"))
+    rep.add(not_checkable("SHERLOC driven by SmolLM2-135M-Instruct on a slice",
+                          "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
+                          "not run in the reproduction: SmolLM2 generates ~16 tok/s on this CPU; "
+                          "`divelab localize --llm smollm2` runs the loop with it on one task", SOURCE))
+    rep.setup = (f"{n} bugs planted by E170's mutation operators into {', '.join(plan.repos)} (CPython stdlib "
+                 "packages and pyflakes), each detected by the package's own unittest suite run in divelab.sandbox; "
+                 "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "
+                 "programmatic diagnostician, BM25 (rank-bm25), Ochiai SBFL (coverage.py per-test contexts), "
+                 "LM surprisal (zoo smoke LM trained on json/tomllib/textlib). Repair: search over inverse "
+                 "mutation operators, validated by the real tests.")
+    rep.runtime_s = time.time() - t0
+    return rep
