@@ -1,0 +1,200 @@
+"""Reproduce E178 (Red Queen Gödel Machine) in the controlled writer/judge world.
+
+Every arm runs the same loop (:func:`divelab.selfimprove.red_queen.rqgm.run`) with the same budget
+and seeds; comparisons are paired over seeds (the world, its anchor and the loop's random stream
+are seeded by the seed).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from divelab import progress, stats, verdicts
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.scale import check_scale, pick
+from divelab.selfimprove.red_queen.bestbelief import checkpoint_bound, checkpoints
+from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
+from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
+
+SOURCE = "oversight-interp-science.md §5"
+ARMS = {  # name: (mode, adversarial, lenient anchor)
+    "fixed": ("fixed", False, False), "self_judge": ("self_judge", False, False),
+    "no_erasure": ("no_erasure", False, False), "rqgm": ("rqgm", False, False),
+    "rqgm_adversarial": ("rqgm", True, False), "rqgm_lenient_anchor": ("rqgm", False, True),
+}
+LENIENT_SHIFT = 0.6  # the lenient anchor labels "good" from q > tau - 0.6
+
+
+@dataclass(frozen=True)
+class Plan:
+    seeds: int
+    budget: int
+    eval_items: int
+
+
+def run_arm(arm: str, seed: int, budget: int, eval_items: int) -> dict[str, Any]:
+    mode, adv, lenient = ARMS[arm]
+    world = SyntheticWorld(seed=seed, adversarial=adv)
+    if lenient:
+        world.anchor_tau = world.tau - LENIENT_SHIFT
+    res = run(world, RQGMConfig(budget=budget, mode=mode, adversarial=adv), seed=seed)
+    pool = world.eval_items(eval_items)
+    ws = world.writer_stats(res.final_writer, res.final_judge)
+    frozen = world.writer_stats(res.final_writer, res.initial_judge)
+    rhos = [r.spearman for r in res.replacements if r.spearman is not None]
+    return {"true_quality": ws["true_quality"], "judged_accept": ws["judged_accept"],
+            "judged_accept_initial_judge": frozen["judged_accept"], "agreement": ws["judge_agreement"],
+            "agreement_initial_judge": frozen["judge_agreement"], "judge": world.judge_stats(res.final_judge, pool),
+            "replacements": len(res.replacements), "spearman": float(np.mean(rhos)) if rhos else None,
+            "checkpoints": len(res.checkpoints), "erased": res.archive.erased, "rescored": res.rescored,
+            "nodes": len(res.archive.nodes), "evaluations": res.evaluations}
+
+
+def _col(rows: list[dict], key: str, sub: str | None = None) -> np.ndarray:
+    return np.array([r[key][sub] if sub else r[key] for r in rows], dtype=float)
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    t0 = time.perf_counter()
+    plan = pick(scale, smoke=Plan(seeds=3, budget=120, eval_items=80),
+                quick=Plan(seeds=16, budget=600, eval_items=300), full=Plan(seeds=40, budget=2000, eval_items=1000))
+    seeds = [seed * 1000 + s for s in range(plan.seeds)]
+    results: dict[str, list[dict]] = {a: [] for a in ARMS}
+    for arm, s in progress.track([(a, s) for a in ARMS for s in seeds], description="red-queen arms"):
+        results[arm].append(run_arm(arm, s, plan.budget, plan.eval_items))
+    w0 = SyntheticWorld(seed=seeds[0])
+    init_ws = w0.writer_stats(w0.initial_writer(), w0.initial_judge())
+    init_js = [SyntheticWorld(seed=s).judge_stats(SyntheticWorld(seed=s).initial_judge(),
+                                                  SyntheticWorld(seed=s).eval_items(plan.eval_items)) for s in seeds]
+    init_ratio = np.array([j["ratio"] for j in init_js])
+    init_acc = np.array([j["accuracy"] for j in init_js])
+    init_rate = np.array([j["accept_rate"] for j in init_js])
+    tq0 = init_ws["true_quality"]
+    rep = Reproduction(
+        system="red-queen", title="Red Queen Gödel Machine: co-evolving agents and their judges", scale=scale,
+        seed=seed,
+        setup=(f"Controlled world (world_synthetic.py): items are 7 features (4 quality, 2 'hack', 1 style); a writer "
+               f"is a generator under an effort budget, the initial judge underweights quality, likes the hack "
+               f"features, prefers the AI style and is over-strict. Archive tree with clade Thompson sampling, "
+               f"UCB-Air (alpha 0.6), checkpoints 8·2^k, BB_0.1 on a 120-item anchor, selective erasure. "
+               f"{len(ARMS)} arms × {plan.seeds} seeds × budget {plan.budget} evaluations; judge statistics on "
+               f"{plan.eval_items} fresh items per source. Programmatic writers and judges (no LLM)."),
+    )
+    rep.details = {"initial_writer": init_ws, "initial_judge_ratio": init_ratio.tolist(),
+                   "arms": {a: {k: (float(np.mean(_col(rs, k))) if k not in ("judge", "spearman") else None)
+                                for k in ("true_quality", "judged_accept", "agreement", "replacements", "erased",
+                                          "rescored", "nodes")} | {
+                       "judge_accuracy": float(np.mean(_col(rs, "judge", "accuracy"))),
+                       "judge_ratio": float(np.mean(_col(rs, "judge", "ratio"))),
+                       "judge_accept_rate": float(np.mean(_col(rs, "judge", "accept_rate")))}
+                            for a, rs in results.items()}}
+    R = results
+    tq = {a: _col(R[a], "true_quality") for a in ARMS}
+
+    # 1. Goodhart under the frozen biased judge
+    ja = _col(R["fixed"], "judged_accept")
+    lo, hi = stats.mean_ci(ja)
+    rep.add(Claim(statement="frozen biased judge: judged acceptance of the final writer", paper_value="100%",
+                  measured=float(ja.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3 (ablation)",
+                  baseline=f"initial writer: {init_ws['judged_accept']:.2f}",
+                  ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi),
+                                        chance=init_ws["judged_accept"]),
+                  note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'."))
+    d, lo, hi = stats.paired_diff_ci(tq["fixed"], np.full(len(seeds), tq0))
+    rep.add(Claim(statement="frozen biased judge: true quality of the final writer minus the initial writer's",
+                  paper_value="anchor accuracy falls to 78.2% while acceptance is 100%", measured=d, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source=SOURCE + ".3", baseline=f"initial writer: {tq0:.2f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper reports accuracy, not a "
+                                            "quality drop; sizes are not comparable"),
+                  note="True quality = P(an item of the writer truly deserves acceptance), exact."))
+    ag = _col(R["fixed"], "agreement")
+    lo, hi = stats.mean_ci(ag)
+    rep.add(Claim(statement="frozen biased judge: its agreement with the truth on the final writer's items",
+                  paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source=SOURCE + ".3", ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs"),
+                  note="Our stand-in for the paper's anchor accuracy: how often the gamed judge is right on what "
+                       "the writer now produces."))
+
+    # 2. erasure is load-bearing
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq["no_erasure"])
+    rep.add(Claim(statement="full RQGM minus replacement-without-erasure: true quality of the final writer",
+                  paper_value="without selective erasure stale evidence accumulates and search stalls",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  baseline=f"no erasure: {tq['no_erasure'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no number")))
+
+    # 3. full RQGM beats the simple baselines; replacement re-ranks the archive
+    best_base = max(("fixed", "self_judge"), key=lambda a: tq[a].mean())
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq[best_base])
+    rep.add(Claim(statement=f"full RQGM minus the better simple baseline ({best_base}): true quality at equal budget",
+                  paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance)",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  baseline=f"fixed judge: {tq['fixed'].mean():.3f}; self-judging: {tq['self_judge'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                            why="the paper's numbers are on other tasks")))
+    rh = np.array([r["spearman"] for r in R["rqgm"] if r["spearman"] is not None])
+    if rh.size >= 2:
+        lo, hi = stats.mean_ci(1 - rh)
+        rep.add(Claim(statement="replacement re-ranks the archive: 1 − Spearman ρ of node rankings before/after",
+                      paper_value="ρ well below 1", measured=float(1 - rh.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                      source=SOURCE + ".3", ruling=verdicts.direction(float(1 - rh.mean()), (lo, hi),
+                                                                      why="the paper gives no number"),
+                      note=f"mean ρ = {rh.mean():.2f} over {rh.size} seeds with a replacement."))
+
+    # 4. adversarial objective equalises acceptance between sources
+    ra = _col(R["rqgm_adversarial"], "judge", "ratio")
+    lo, hi = stats.mean_ci(ra)
+    rep.add(Claim(statement="adversarial objective: AI/human acceptance ratio of the final judge",
+                  paper_value="1.91× (baseline reviewer) → similar rates", measured=float(ra.mean()), ci=(lo, hi),
+                  unit="×", kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  baseline=f"initial judge: {init_ratio.mean():.2f}×; RQGM without the objective: "
+                           f"{_col(R['rqgm'], 'judge', 'ratio').mean():.2f}×",
+                  ruling=verdicts.value(float(ra.mean()), paper=1.0, tol=0.15, tol_kind="abs", ci=(lo, hi),
+                                        chance=float(init_ratio.mean()), expected_sign=-1),
+                  note="The initial judge's style weight was set so its ratio is near the paper's 1.9× "
+                       "(by construction); 'chance' is that initial ratio."))
+    acc = _col(R["rqgm_adversarial"], "judge", "accuracy")
+    lo, hi = stats.mean_ci(acc)
+    rep.add(Claim(statement="adversarial objective: ground-truth accuracy of the final judge",
+                  paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source=SOURCE + ".3", baseline=f"initial judge: {init_acc.mean():.2f}",
+                  ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs")))
+
+    # 5. a grader gains by becoming less strict
+    rate = _col(R["rqgm"], "judge", "accept_rate")
+    d, lo, hi = stats.paired_diff_ci(rate, init_rate)
+    da, alo, ahi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accuracy"), init_acc)
+    rep.add(Claim(statement="the replaced grader is less strict: acceptance rate change (final − initial judge)",
+                  paper_value="biggest gain from becoming less strict (+9% accuracy)", measured=d, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no strictness number"),
+                  note=f"accuracy change {da:+.3f} [{alo:+.3f}, {ahi:+.3f}] (paper +9%). The initial judge is "
+                       "over-strict by construction; what is empirical is that search loosens it."))
+
+    # 6. the anchor seam and the bookkeeping
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"])
+    rep.add(Claim(statement="lenient anchor minus correct anchor: true quality of the final writer",
+                  paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source=SOURCE + ".3 (limits)", baseline=f"correct anchor: {tq['rqgm'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
+                  note=f"lenient anchor labels items good from q > tau − {LENIENT_SHIFT}."))
+    n_cp = len(checkpoints(plan.budget))
+    rep.add(Claim(statement="checkpoints within O(log B): count ≤ ⌊log₂(B/8)⌋ + 2", paper_value="O(log B)",
+                  measured=float(n_cp), kind=Kind.CHECK, source=SOURCE + ".2",
+                  ruling=verdicts.bound(n_cp, checkpoint_bound(plan.budget)), note=f"B = {plan.budget}"))
+    work = max((r["erased"] + r["rescored"]) / plan.budget for rs in R.values() for r in rs)
+    rep.add(Claim(statement="re-scoring work O(B): (erased + re-scored records) / B, worst run", paper_value="O(B)",
+                  measured=work, kind=Kind.CHECK, source=SOURCE + ".2", ruling=verdicts.bound(work, 2.0),
+                  note="Each record is erased at most once and each re-score is one evaluation of the budget."))
+    rep.add(not_checkable("RQGM on Polyglot / paper writing / IMO grading; SmolLM2 as an LLM judge",
+                          "71.7% Polyglot; 1.78–1.86× writer acceptance; +9% grading accuracy",
+                          "No frontier models offline. ChatJudge (any divelab.chat model) is implemented and tested "
+                          "with the scripted model; the SmolLM2 bias measurement and the HumanEval program world "
+                          "were not built in this session.", source=SOURCE + ".3"))
+    rep.runtime_s = time.perf_counter() - t0
+    return rep

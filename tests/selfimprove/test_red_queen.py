@@ -1,0 +1,120 @@
+import json
+
+import numpy as np
+import pytest
+
+from divelab import verdicts
+from divelab.chat import ScriptedChatModel
+from divelab.selfimprove.red_queen import (
+    Archive,
+    ChatJudge,
+    ExternalJudge,
+    JudgeEvaluator,
+    Record,
+    RQGMConfig,
+    SyntheticWorld,
+    best_belief,
+    checkpoint_bound,
+    checkpoints,
+    compare_judges,
+    run,
+    source_bias,
+)
+
+
+def test_best_belief_is_beta_quantile_and_monotone():
+    from scipy import stats
+
+    assert best_belief(30, 10, 0.1) == pytest.approx(stats.beta.ppf(0.1, 31, 11))
+    assert best_belief(31, 9) > best_belief(30, 10)
+    with pytest.raises(ValueError, match="eps"):
+        best_belief(1, 1, eps=1.5)
+
+
+def test_replacement_strict_and_ties_keep_incumbent():
+    assert compare_judges((80, 20), (90, 10)).replace
+    assert not compare_judges((90, 10), (80, 20)).replace
+    tie = compare_judges((50, 50), (50, 50))
+    assert not tie.replace and tie.reason == "tie keeps incumbent"
+    # more evidence at the same rate is a higher lower bound: strict improvement
+    assert compare_judges((8, 2), (80, 20)).replace
+
+
+def test_erasure_removes_exactly_judge_dependent_records():
+    a = Archive(writer=0, judge=0)
+    a.add_child(0, 1, 0)
+    recs = [Record(0, "writer", True, frozenset({"judge"}), 0, 1), Record(1, "judge", False, frozenset(), 0, 2),
+            Record(1, "writer", False, frozenset({"judge", "other"}), 0, 3),
+            Record(1, "writer", True, frozenset({"other"}), 0, 4)]
+    for r in recs:
+        a.record(r)
+    assert a.erase("judge") == 2
+    assert a.records == [recs[1], recs[3]]
+    assert a.clade_counts("writer")[0].tolist() == [1, 0]  # node 1's surviving success counts for its parent
+
+
+@pytest.mark.parametrize("budget", [8, 9, 100, 1000, 12345])
+def test_checkpoint_count_bound(budget):
+    cps = checkpoints(budget)
+    assert len(cps) <= checkpoint_bound(budget)
+    assert all(b == 2 * a for a, b in zip(cps, cps[1:], strict=False))
+
+
+def test_run_modes_and_erasure_bookkeeping():
+    w = SyntheticWorld(seed=1)
+    r = run(w, RQGMConfig(budget=200, mode="rqgm"), seed=1)
+    assert r.evaluations == 200 and len(r.archive.nodes) > 10
+    assert all("judge" not in rec.deps or rec.epoch == len(r.replacements) for rec in r.archive.records)
+    fixed = run(SyntheticWorld(seed=1), RQGMConfig(budget=200, mode="fixed"), seed=1)
+    assert not fixed.replacements and fixed.final_judge is fixed.initial_judge
+    again = run(SyntheticWorld(seed=1), RQGMConfig(budget=200, mode="rqgm"), seed=1)
+    assert again.final_writer.tolist() == r.final_writer.tolist()
+    with pytest.raises(ValueError, match="allowed"):
+        RQGMConfig(mode="nope")
+
+
+def test_frozen_biased_judge_is_gamed():
+    w = SyntheticWorld(seed=3)
+    r = run(w, RQGMConfig(budget=400, mode="fixed"), seed=3)
+    before = w.writer_stats(w.initial_writer(), w.initial_judge())
+    after = w.writer_stats(r.final_writer, r.initial_judge)
+    assert after["judged_accept"] > before["judged_accept"] + 0.1
+    assert after["true_quality"] < before["true_quality"] - 0.1
+
+
+def test_evaluator_contract_and_openevolve(tmp_path):
+    w = SyntheticWorld()
+    ev = JudgeEvaluator(w, w.initial_judge(), n_items=32)
+    p = tmp_path / "writer.json"
+    p.write_text(json.dumps(w.initial_writer().tolist()))
+    out = ev.evaluate(str(p))
+    assert 0 <= out["combined_score"] <= 1 and out == ev.evaluate(w.initial_writer())
+    assert ev.cascade(str(p), threshold=1.01)["stage"] == 1.0
+    assert ev.cascade(str(p), threshold=0.0)["stage"] == 2.0
+    eo = pytest.importorskip("openevolve.evaluation_result")
+    judge = ExternalJudge(lambda prog: eo.EvaluationResult.from_dict(ev.evaluate(prog)), threshold=0.0)
+    assert judge.accepts(str(p))
+    assert not ExternalJudge(lambda prog: {"combined_score": 0.2}, 0.5).accepts(None)
+
+
+def test_chat_judge_with_scripted_model_and_source_bias():
+    model = ScriptedChatModel(fn=lambda msgs, tools: "ACCEPT" if "style=ai" in msgs[-1].content else "no idea")
+    judge = ChatJudge(model, render=lambda x: f"style={x}")
+    bias = source_bias(judge.accepts, {"ai": ["ai"] * 3, "human": ["human"] * 3 + ["ai"]})
+    assert bias["accept_ai"] == 1.0 and bias["ratio"] == pytest.approx(4.0)
+    assert judge.calls == 2 and judge.unparsed == 1  # cached by rendered text; "no idea" counted as unparsed
+    with pytest.raises(ValueError, match="sources"):
+        source_bias(judge.accepts, {"a": []})
+
+
+def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
+    monkeypatch.setenv("DIVELAB_QUIET", "1")
+    from divelab.selfimprove.red_queen.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    assert len(rep.claims) >= 10
+    for c in rep.claims:
+        if c.rule is not None:
+            assert verdicts.reapply(c.rule).verdict == c.verdict
+    assert rep.to_dict()["details"]["arms"]["fixed"]["replacements"] == 0
+    assert np.isfinite(rep.details["arms"]["rqgm"]["true_quality"])
