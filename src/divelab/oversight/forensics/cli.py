@@ -1,0 +1,54 @@
+"""``divelab forensics run``: investigate an agent's concerning behaviour and write a verdict table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def make_agent(spec: str, seed: int):
+    if spec.startswith("planted:"):
+        from divelab.oversight.forensics.agents import PlantedAgent
+
+        return PlantedAgent(motive=spec.split(":", 1)[1], seed=seed)
+    if spec.startswith("http://") or spec.startswith("https://"):
+        from divelab.chat import OpenAIChatClient
+
+        url, _, model = spec.partition("#")
+        return OpenAIChatClient(base_url=url, model=model or "default")
+    if spec == "smollm2-135m-instruct":
+        from divelab.chat.hf_local import HFChatModel
+        from divelab.lm import load_model
+
+        model, tok = load_model(spec)
+        return HFChatModel(model, tok, max_new_tokens=16, temperature=1.0, seed=seed)
+    raise ValueError(f"unknown agent {spec!r}; allowed: planted:<motive>, an http(s) OpenAI-compatible endpoint, "
+                     "or smollm2-135m-instruct")
+
+
+def register(app: typer.Typer) -> None:
+    forensics = typer.Typer(help="Model forensics (E174): rewind and intervene to tell scheming from confusion.")
+    app.add_typer(forensics, name="forensics")
+
+    @forensics.command("run")
+    def run(env: str = typer.Option("precommit", help="precommit | eval_tampering | secret_number"),
+            agent: str = typer.Option(..., help="planted:<motive>, http(s)://host/v1#model, or smollm2-135m-instruct"),
+            hypothesis: Path = typer.Option(None, help="JSON list of motives to test (default: mined from CoT)"),
+            n: int = typer.Option(30, help="rollouts per arm"),
+            out: Path = typer.Option(Path("forensics.json"), help="where to write the verdict table"),
+            seed: int = typer.Option(0)) -> None:
+        from divelab.cache import atomic_write_bytes
+        from divelab.oversight.forensics.protocol import investigate
+
+        hyps = json.loads(hypothesis.read_text()) if hypothesis else None
+        inv = investigate(env, make_agent(agent, seed), n=n, hypotheses=hyps, seed=seed,
+                          temperature=None if agent.startswith("planted:") else 1.0)
+        table = {"env": env, "agent": agent, "base_rate": inv.base.p, "driver": inv.driver,
+                 "misaligned": inv.misaligned, "hypotheses": [h.motive for h in inv.hypotheses], "tests": inv.table()}
+        atomic_write_bytes(out, json.dumps(table, indent=2, default=str).encode())
+        for row in inv.table():
+            typer.echo(f"{row['hypothesis']:10s} {row['edit']:28s} {row['control_rate']:.2f} -> {row['edited_rate']:.2f}"
+                       f"  p_holm={row['p_holm']:.3g}  {row['status']}")
+        typer.echo(f"driver: {inv.driver}  (written to {out})")
