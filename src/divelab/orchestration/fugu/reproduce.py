@@ -1,0 +1,333 @@
+"""Reproduce E166 (Fugu / Fugu-Ultra): does an orchestrator beat every model it calls?
+
+Pool: five programmatic workers with planted skill profiles and prices (see
+:func:`divelab.orchestration.fugu.workers.default_pool`) on five families of exactly-scored tasks.
+Every worker's outcome is recorded once (replicates = independent seeds); routers train on the
+mean reward of replicates 1..R-1 over the training queries and are scored on replicate 0 of the
+held-out queries, paired per query.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.chat import user
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.orchestration.fugu.conductor import Conductor, parallel_then_select
+from divelab.orchestration.fugu.features import HashingFeatures
+from divelab.orchestration.fugu.orchestrator import FuguRouter
+from divelab.orchestration.fugu.replay import record
+from divelab.orchestration.fugu.router import (
+    KNNRouter,
+    LinearRouter,
+    MFRouter,
+    best_single,
+    calibrate_lambda,
+    cascade,
+    entropy,
+)
+from divelab.orchestration.fugu.tasks import make_tasks
+from divelab.orchestration.fugu.workers import default_pool
+from divelab.scale import check_scale, pick
+
+SOURCE = "agents-coding-safety.md §E166"
+
+
+@dataclass(frozen=True)
+class Config:
+    n_tasks: int = 1200
+    replicates: int = 4
+    n_features: int = 128
+    tau: float = 0.1
+    cma_iters: int = 60
+    popsize: int = 33
+    w_div: float = 0.15
+    live: int = 100
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    return stats.paired_diff_ci(a, b)
+
+
+def _n_needed(diff: np.ndarray) -> float:
+    """Queries needed for a 95% t-interval half-width to equal the observed mean paired difference."""
+    m, s = float(diff.mean()), float(diff.std(ddof=1))
+    if m == 0:
+        return math.inf
+    return math.ceil((1.96 * s / abs(m)) ** 2)
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # small matrices: one BLAS thread is fastest on a shared CPU
+        return _reproduce(scale, seed)
+
+
+def _reproduce(scale: str, seed: int) -> Reproduction:
+    t0 = time.perf_counter()
+    cfg = pick(scale, smoke=Config(n_tasks=240, replicates=3, cma_iters=8, popsize=12, live=20),
+               quick=Config(), full=Config(n_tasks=4000, replicates=8, n_features=256, cma_iters=120, live=400))
+    tasks = make_tasks(cfg.n_tasks, seed=seed)
+    pool = default_pool(seed)
+    out = record(tasks, pool, cfg.replicates, cache_key=["fugu-e166", seed])
+    names, n_workers = out.workers, len(out.workers)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(cfg.n_tasks)
+    tr, te = np.sort(perm[: cfg.n_tasks // 2]), np.sort(perm[cfg.n_tasks // 2:])
+    feats = HashingFeatures(cfg.n_features)
+    x = feats([[user(t.prompt)] for t in tasks])  # what the live router sees
+    rbar = out.reward[:, :, 1:].mean(axis=2)                   # training signal: replicates 1..R-1
+    y, c, ans = out.reward[:, :, 0], out.cost[:, :, 0], out.answers[:, :, 0]   # evaluation: replicate 0
+    price = np.array([w.price_in for w in pool], dtype=float)
+    cnorm = price / price.max()
+    cost_row = c[te].mean(axis=0)
+    xtr, xte, ytr, yte = x[tr], x[te], rbar[tr], y[te]
+
+    def on_test(choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        idx = np.arange(len(te))
+        return yte[idx, choice], c[te][idx, choice]
+
+    # routers --------------------------------------------------------------------------------
+    sft = LinearRouter(names, x.shape[1]).fit_sft(xtr, ytr, tau=cfg.tau)
+    fugu = LinearRouter(names, x.shape[1], w=sft.w.copy()).fit_cma(
+        xtr, ytr, w_div=cfg.w_div, iters=cfg.cma_iters, popsize=cfg.popsize, seed=seed)
+    nodiv = LinearRouter(names, x.shape[1], w=sft.w.copy()).fit_cma(
+        xtr, ytr, w_div=0.0, iters=cfg.cma_iters, popsize=cfg.popsize, seed=seed)
+    knn = KNNRouter(10).fit(xtr, ytr)
+    mf = MFRouter(8, seed=seed).fit(xtr, ytr)
+    b = best_single(ytr)
+    arms: dict[str, tuple[np.ndarray, np.ndarray]] = {
+        "fugu (SFT+CMA)": on_test(fugu.route(xte)),
+        "SFT only": on_test(sft.route(xte)),
+        "kNN router": on_test(knn.route(xte)),
+        "MF router (RouteLLM-style)": on_test(mf.route(xte)),
+        f"best single ({names[b]})": on_test(np.full(len(te), b)),
+        "random": on_test(rng.integers(0, n_workers, len(te))),
+        "oracle": (yte.max(axis=1), c[te][np.arange(len(te)), yte.argmax(axis=1)]),
+    }
+    cheap = tuple(int(i) for i in np.argsort(price)[:2])
+    casc_r, casc_c = cascade(ans[te], yte, c[te], cheap, b)          # type: ignore[arg-type]
+    arms["cascade (2 cheap agree, else best)"] = (casc_r, casc_c)
+    # matched cost: every router calibrated (λ on train) to the budget of one specialist call per query;
+    # the baseline is the best single worker affordable at that budget
+    budget = float(np.sort(c[tr].mean(axis=0))[1])
+    affordable = [i for i in range(n_workers) if c[tr][:, i].mean() <= budget * (1 + 1e-9)]
+    b_aff = max(affordable, key=lambda i: ytr[:, i].mean())
+    lam = calibrate_lambda(lambda la: fugu.route(xtr, cnorm, la), c[tr].mean(axis=0), budget)
+    lam_knn = calibrate_lambda(lambda la: knn.route(xtr, cnorm, la), c[tr].mean(axis=0), budget)
+    arms["fugu @ budget"] = on_test(fugu.route(xte, cnorm, lam))
+    arms["kNN @ budget"] = on_test(knn.route(xte, cnorm, lam_knn))
+    arms[f"best affordable single ({names[b_aff]})"] = on_test(np.full(len(te), b_aff))
+
+    table = {k: {"success": float(r.mean()), "success_ci": list(stats.proportion_ci(int(r.sum()), r.size)),
+                 "cost": float(cc.mean())} for k, (r, cc) in arms.items()}
+    table["per-worker success (test, replicate 0)"] = dict(zip(names, yte.mean(axis=0).round(3).tolist(),
+                                                              strict=True))
+    table["per-worker cost"] = dict(zip(names, cost_row.round(4).tolist(), strict=True))
+
+    rep = Reproduction(
+        system="fugu", title="Fugu / Fugu-Ultra: a learned router and a workflow conductor over black-box models",
+        scale=scale, seed=seed,
+        setup=(f"{cfg.n_tasks} exactly-scored queries (add, mul, reverse, count, sort; 3-4 phrasings each), split "
+               f"50/50 train/test. Pool: five programmatic chat workers behind divelab.chat with planted skill "
+               f"profiles and prices ({', '.join(f'{w.name} x{w.price_in:g}' for w in pool)}): three cheap "
+               f"specialists, an 8x-priced generalist that is the best single worker, a tiny cheap one. Outcomes "
+               f"recorded once ({cfg.replicates} replicates, cached); routers train on replicates 1..R-1 of the "
+               f"train queries and are scored on replicate 0 of the test queries (paired per query). Features: "
+               f"hashing of words/char-3-grams ({x.shape[1]} dims); linear head {n_workers}x{x.shape[1]} "
+               f"({fugu.n_params} parameters); SFT by KL to softmax(r/{cfg.tau}) then sep-CMA-ES (cma, "
+               f"CMA_diagonal, sigma0=0.03, {cfg.cma_iters} iterations, popsize {cfg.popsize}, w_div={cfg.w_div}). "
+               f"No frontier models and no tiny-LM pool: the workers' skills are planted, so what is tested is "
+               f"whether the orchestration machinery realises the headroom, not whether real models have it."),
+    )
+    fr, fc = arms["fugu (SFT+CMA)"]
+    br, bc = arms[f"best single ({names[b]})"]
+
+    # 1. the central claim at free cost ------------------------------------------------------
+    d, lo, hi = _paired(fr, br)
+    rep.add(Claim(
+        statement="router (SFT + sep-CMA-ES) vs the best single worker, held-out success, free cost",
+        paper_value="Fugu-Ultra 73.7 vs Opus 4.8 69.2 (SWE-Bench Pro); leads or ties 8/10 benchmarks",
+        measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"best single {names[b]}: {br.mean():.3f} at cost {bc.mean():.4f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                  why="vendor numbers on frontier benchmarks; sizes not comparable to our pool"),
+        note=f"router {fr.mean():.3f} at cost {fc.mean():.4f}; oracle {table['oracle']['success']:.3f}. The pool has "
+             "headroom by construction (specialists beat the generalist on their families); the router must "
+             "find it from the prompt text on unseen queries."))
+
+    # 2. vs each baseline router ---------------------------------------------------------------
+    gaps = {}
+    for name in ("kNN router", "MF router (RouteLLM-style)", "random", "cascade (2 cheap agree, else best)"):
+        r2, c2 = arms[name]
+        d, lo, hi = _paired(fr, r2)
+        gaps[name] = (d, lo, hi, fr - r2)
+        rep.add(Claim(
+            statement=f"router vs {name}, held-out success (free cost)", paper_value="router beats alternatives",
+            measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
+            baseline=f"{name}: {r2.mean():.3f} at cost {c2.mean():.4f}",
+            ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number for this baseline"),
+            note=f"router cost {fc.mean():.4f}."))
+
+    # 3. matched cost ---------------------------------------------------------------------------
+    mr, mc = arms["fugu @ budget"]
+    ar, ac = arms[f"best affordable single ({names[b_aff]})"]
+    d, lo, hi = _paired(mr, ar)
+    rep.add(Claim(
+        statement="matched cost: router held to one specialist call's budget (λ calibrated on train) vs the best "
+                  "single worker affordable at that budget, held-out success",
+        paper_value="quality at near-direct-call cost (no number)", measured=d, ci=(lo, hi), unit="success",
+        kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"{names[b_aff]}: {ar.mean():.3f} at cost {ac.mean():.4f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number at matched cost"),
+        note=f"budget {budget:.4f}/query; router@λ={lam:.3g}: {mr.mean():.3f} at test cost {mc.mean():.4f}; kNN at "
+             f"the same budget {arms['kNN @ budget'][0].mean():.3f} at {arms['kNN @ budget'][1].mean():.4f}; the "
+             f"cascade {casc_r.mean():.3f} at {casc_c.mean():.4f}."))
+
+    # 4. the seam: smallest gap, its CI and the queries needed ---------------------------------
+    strongest = max(("kNN router", "MF router (RouteLLM-style)"), key=lambda k: arms[k][0].mean())
+    d, lo, hi, diff = gaps[strongest]
+    need = _n_needed(diff)
+    rep.add(Claim(
+        statement=f"the smallest gap (router vs the strongest baseline router, {strongest}) and the queries needed "
+                  "to separate it from noise",
+        paper_value="the one experiment with error bars showed the smallest gap", measured=d, ci=(lo, hi),
+        unit="success", kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"{strongest}: {arms[strongest][0].mean():.3f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the review gives no number"),
+        note=f"{len(te)} test queries used; ~{need} paired queries needed for a 95% CI half-width equal to the "
+             f"observed gap (n ≈ (1.96·sd/gap)², sd of per-query differences {diff.std(ddof=1):.3f}). For the gap to "
+             f"the best single worker ({(fr - br).mean():+.3f}) ~{_n_needed(fr - br)} paired queries are needed."))
+
+    # 5. diversity bonus vs routing collapse ----------------------------------------------------
+    p_div, p_nodiv = fugu.probs(xte), nodiv.probs(xte)
+    idx = np.arange(len(te), dtype=float)
+
+    def h_gap(s: np.ndarray) -> float:
+        s = s.astype(int)
+        return entropy(p_div[s].mean(axis=0)) - entropy(p_nodiv[s].mean(axis=0))
+
+    hd = h_gap(idx)
+    hlo, hhi = stats.bootstrap_ci(idx, h_gap, seed=seed, method="percentile")
+    rep.add(Claim(
+        statement=f"diversity bonus: entropy of the agent-selection distribution, w_div={cfg.w_div} minus w_div=0",
+        paper_value="w_div=0.15 guards against collapse onto one worker (released log value)", measured=hd,
+        ci=(hlo, hhi), unit="nats", kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"w_div=0: H={entropy(p_nodiv.mean(axis=0)):.3f} nats (max {math.log(n_workers):.3f})",
+        ruling=verdicts.direction(hd, (hlo, hhi), expected_sign=1, why="the paper gives no entropy number"),
+        note=f"w_div={cfg.w_div}: H={entropy(p_div.mean(axis=0)):.3f}; held-out success with/without the bonus "
+             f"{fr.mean():.3f} / {on_test(nodiv.route(xte))[0].mean():.3f}. Bootstrap over test queries."))
+
+    # 6. SFT only vs SFT + CMA-ES ----------------------------------------------------------------
+    sr, sc = arms["SFT only"]
+    d, lo, hi = _paired(fr, sr)
+    rep.add(Claim(
+        statement="SFT + sep-CMA-ES vs SFT only, held-out success", paper_value="stage 2 refines the SFT router",
+        measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"SFT only: {sr.mean():.3f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no ablation number"),
+        note=f"train fitness SFT {LinearRouter.fitness(sft.w, xtr, ytr, w_div=cfg.w_div):.3f} → CMA "
+             f"{fugu.history['cma_fitness'][-1]:.3f}."))
+
+    # 7-8. Conductor: parallel attempts then selection, isolated vs herded --------------------
+    conductor = Conductor([w for w in default_pool(seed)])
+    top3 = np.argsort(-fugu.probs(xte), axis=1)[:, :3]
+    cheapest = names[int(np.argmin(price))]
+    runs = {}
+    for iso in (True, False):
+        rr, cc, first_wrong = [], [], []
+        for k, q in enumerate(te):
+            wf = parallel_then_select([names[i] for i in top3[k]], cheapest, isolated=iso)
+            run = conductor.run(tasks[q].prompt, wf)
+            rr.append(float(run.answer == tasks[q].answer))
+            cc.append(run.cost)
+            first_wrong.append("ANSWER: " + tasks[q].answer != run.steps[0].output)
+        runs[iso] = (np.array(rr), np.array(cc), np.array(first_wrong))
+    ir, ic, _ = runs[True]
+    hr, hc, fw = runs[False]
+    d, lo, hi = _paired(ir, fr)
+    rep.add(Claim(
+        statement="Conductor workflow (router's top-3 workers attempt in isolation, cheapest worker selects by "
+                  "majority) vs the router, held-out success",
+        paper_value="Fugu-Ultra (workflows) is the quality tier; Fugu the latency tier", measured=d, ci=(lo, hi),
+        unit="success", kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"router: {fr.mean():.3f} at cost {fc.mean():.4f}",
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number for this comparison"),
+        note=f"workflow {ir.mean():.3f} at cost {ic.mean():.4f} ({ic.mean() / max(fc.mean(), 1e-12):.1f}x the "
+             "router). Run live through the Conductor, not replayed; attempts are independent draws because the "
+             "subtask text differs."))
+    d, lo, hi = _paired(ir[fw], hr[fw]) if fw.sum() >= 2 else (float("nan"), float("nan"), float("nan"))
+    if fw.sum() >= 2:
+        rep.add(Claim(
+            statement="isolation (access 'none') vs herding (access 'all') when the first attempt is wrong: "
+                      "final success",
+            paper_value="isolation prevents 'orchestration collapse' (no number)", measured=d, ci=(lo, hi),
+            unit="success", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+            baseline=f"herded: {hr[fw].mean():.3f} on {int(fw.sum())} queries",
+            ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the report gives no number"),
+            note=f"overall isolated {ir.mean():.3f} vs herded {hr.mean():.3f}. By construction: our workers copy "
+                 "the first visible answer with a planted probability (0.3-0.6); the test checks the Conductor's "
+                 "access lists really cut that channel."))
+
+    # 9. live confirmation through the router ---------------------------------------------------
+    live = FuguRouter(default_pool(seed), fugu, feats)
+    sl = te[: cfg.live]
+    live_r = np.array([float(live.complete([user(tasks[q].prompt)]).message.content == f"ANSWER: {tasks[q].answer}")
+                       for q in sl])
+    agree = float((live_r == fr[: len(sl)]).mean())
+    rep.add(Claim(
+        statement="live routing (FuguRouter as a chat model) reproduces the replayed outcomes on held-out queries",
+        paper_value="(implementation check)", measured=agree, unit="agreement", kind=Kind.CHECK, source=SOURCE,
+        ruling=verdicts.bound(agree, 1.0, sense=">="),
+        note=f"{len(sl)} queries; live success {live_r.mean():.3f}. Workers are seeded by context, so live and "
+             "replay must match exactly."))
+
+    rep.add(not_checkable("vendor benchmark numbers (SWE-Bench Pro 73.7, Terminal Bench 82.1, GPQA 95.5, HLE 50.0)",
+                          "vendor-reported", "needs the frontier worker pool and the released Fugu models",
+                          source=SOURCE))
+    rep.add(not_checkable("the SVF-adapted Qwen3-0.6B backbone (19,456 trainable parameters) vs a cheap text backbone",
+                          "the production design", "HFLastTokenFeatures + SVF are implemented, but training SVF "
+                          "offsets end to end on a 2-core CPU was not run here", source=SOURCE))
+
+    rep.details = {"table": table, "lambda_matched": lam, "cma_curve": fugu.history.get("cma_fitness", []),
+                   "cma_curve_no_div": nodiv.history.get("cma_fitness", []), "n_test": int(len(te)),
+                   "conductor": {"isolated": float(ir.mean()), "herded": float(hr.mean()),
+                                 "isolated_cost": float(ic.mean()), "herded_cost": float(hc.mean()),
+                                 "first_wrong": int(fw.sum())}}
+    try:
+        rep.figures.append(_figure(table, arms, fugu, nodiv))
+    except Exception:  # noqa: BLE001  (a figure must never sink the reproduction)
+        pass
+    rep.runtime_s = time.perf_counter() - t0
+    return rep
+
+
+def _figure(table: dict[str, Any], arms: dict[str, Any], fugu: LinearRouter, nodiv: LinearRouter) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    for k in arms:
+        axes[0].errorbar(table[k]["cost"], table[k]["success"],
+                         yerr=[[table[k]["success"] - table[k]["success_ci"][0]],
+                               [table[k]["success_ci"][1] - table[k]["success"]]], fmt="o", capsize=2)
+        axes[0].annotate(k, (table[k]["cost"], table[k]["success"]), fontsize=7)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("mean cost per query")
+    axes[0].set_ylabel("held-out success")
+    axes[0].set_title("routers: quality vs cost (Wilson 95% CI)")
+    axes[1].plot(fugu.history["cma_fitness"], label="w_div=0.15")
+    axes[1].plot(nodiv.history["cma_fitness"], label="w_div=0")
+    axes[1].set_xlabel("sep-CMA-ES iteration")
+    axes[1].set_title("best training fitness")
+    axes[1].legend()
+    return Figure.from_matplotlib(fig, "fugu-routers", "Held-out success vs cost of every router and baseline; "
+                                  "sep-CMA-ES fitness curves with and without the diversity bonus.")

@@ -1,0 +1,238 @@
+"""Fugu / Fugu-Ultra (E166): tasks, workers, router training, baselines, Conductor and the reproduction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from divelab.chat import ScriptedChatModel, user
+from divelab.orchestration.fugu import (
+    SVF,
+    Conductor,
+    FuguRouter,
+    HashingFeatures,
+    KNNRouter,
+    LinearRouter,
+    MFRouter,
+    RecursionCapError,
+    SkillWorker,
+    ToolMemory,
+    Worker,
+    WorkflowError,
+    default_pool,
+    entropy,
+    format_reward,
+    group_advantages,
+    make_tasks,
+    parallel_then_select,
+    parse_workflow,
+    record,
+    score,
+    solve,
+)
+
+
+def test_tasks_are_solved_exactly_from_every_phrasing():
+    tasks = make_tasks(300, seed=3)
+    assert {t.family for t in tasks} == {"add", "mul", "reverse", "count", "sort"}
+    assert all(solve(t.prompt) == (t.family, t.answer) for t in tasks)
+    assert score(tasks[0], f"reasoning...\nANSWER: {tasks[0].answer}") == 1.0
+    assert score(tasks[0], "ANSWER: nope") == 0.0
+    with pytest.raises(ValueError, match=">= 1"):
+        make_tasks(0)
+    with pytest.raises(ValueError, match="allowed"):
+        make_tasks(3, mix={"poetry": 1.0})
+
+
+def test_skill_worker_follows_its_profile_and_is_replayable():
+    tasks = make_tasks(400, seed=1)
+    good = SkillWorker("g", {f: 1.0 for f in ("add", "mul", "reverse", "count", "sort")}, decay=0.0)
+    half = SkillWorker("h", {"add": 0.5}, decay=0.0)
+    assert all(score(t, good.complete([user(t.prompt)]).message.content) for t in tasks)
+    adds = [t for t in tasks if t.family == "add"]
+    acc = np.mean([score(t, half.complete([user(t.prompt)]).message.content) for t in adds])
+    assert 0.35 < acc < 0.65
+    again = [half.complete([user(t.prompt)]).message.content for t in adds]
+    assert again == [half.complete([user(t.prompt)]).message.content for t in adds]
+    with pytest.raises(ValueError, match="unknown task families"):
+        SkillWorker("x", {"poetry": 0.5})
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+def _planted(n=300, seed=0):
+    """Worker i is best on family i (planted best-worker-per-cluster structure)."""
+    fams = ("add", "mul", "reverse", "count", "sort")
+    tasks = make_tasks(n, seed=seed)
+    rng = np.random.default_rng(seed)
+    r = np.full((n, 5), 0.2) + rng.normal(0, 0.05, (n, 5))
+    for q, t in enumerate(tasks):
+        r[q, fams.index(t.family)] = 0.9
+    feats = HashingFeatures(64)
+    return tasks, feats([[user(t.prompt)] for t in tasks]), np.clip(r, 0, 1), fams
+
+
+def test_router_recovers_planted_best_worker_per_cluster():
+    tasks, x, r, fams = _planted()
+    tr, te = slice(0, 200), slice(200, 300)
+    names = [f"w{i}" for i in range(5)]
+    router = LinearRouter(names, x.shape[1]).fit_sft(x[tr], r[tr], tau=0.1)
+    router.fit_cma(x[tr], r[tr], iters=10, popsize=12, seed=0)
+    want = np.array([fams.index(t.family) for t in tasks[200:]])
+    assert (router.route(x[te]) == want).mean() > 0.9
+    assert (KNNRouter(5).fit(x[tr], r[tr]).route(x[te]) == want).mean() > 0.9
+    assert (MFRouter(6).fit(x[tr], r[tr]).route(x[te]) == want).mean() > 0.8
+    assert router.history["cma_fitness"][-1] >= LinearRouter.fitness(
+        LinearRouter(names, x.shape[1]).fit_sft(x[tr], r[tr], tau=0.1).w, x[tr], r[tr])
+
+
+def test_entropy_collapses_without_diversity_bonus():
+    tasks, x, _, _ = _planted(300, seed=2)
+    rng = np.random.default_rng(0)
+    r = np.clip(np.full((300, 4), 0.5) + rng.normal(0, 0.02, (300, 4)), 0, 1)
+    r[:, 0] = 0.6  # one dominant worker everywhere
+    names = ["a", "b", "c", "d"]
+    start = LinearRouter(names, x.shape[1]).fit_sft(x, r, tau=1.0)  # soft start, near uniform
+    h0 = entropy(start.probs(x).mean(axis=0))
+    nodiv = LinearRouter(names, x.shape[1], w=start.w.copy()).fit_cma(x, r, w_div=0.0, sigma0=0.5, iters=40,
+                                                                      popsize=16, seed=0)
+    div = LinearRouter(names, x.shape[1], w=start.w.copy()).fit_cma(x, r, w_div=0.15, sigma0=0.5, iters=40,
+                                                                    popsize=16, seed=0)
+    h_nodiv, h_div = entropy(nodiv.probs(x).mean(axis=0)), entropy(div.probs(x).mean(axis=0))
+    assert h_nodiv < 0.6 * h0
+    assert h_div > h_nodiv + 0.3
+    assert (nodiv.route(x) == 0).mean() > 0.95
+
+
+def test_sft_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="same N"):
+        LinearRouter(["a", "b"], 3).fit_sft(np.zeros((4, 3)), np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="distinct"):
+        LinearRouter(["a"], 3)
+
+
+def test_svf_zero_offsets_identity_and_energy_renormalised():
+    w = np.random.default_rng(0).normal(size=(6, 4))
+    s = SVF(w)
+    assert np.allclose(s.weight(), w)
+    d = np.array([0.5, 0.0, -0.2, 0.1])
+    w2 = s.weight(d)
+    assert np.isclose(np.linalg.svd(w2, compute_uv=False).sum(), s.s.sum())
+    assert not np.allclose(w2, w)
+    with pytest.raises(ValueError, match="shape"):
+        s.weight(np.zeros(3))
+
+
+# --- Conductor ----------------------------------------------------------------------------------
+
+def test_workflow_validation_rejects_forward_refs_cycles_and_bad_shapes():
+    ok = parse_workflow({"model_id": ["a", "b"], "subtasks": ["x", "y"], "access_list": ["none", [0]]}, {"a", "b"})
+    assert ok.visible(1) == [0]
+    bad = [
+        ({"model_id": ["a", "b"], "subtasks": ["x", "y"], "access_list": [[1], "none"]}, "forward reference"),
+        ({"model_id": ["a"], "subtasks": ["x"], "access_list": [[0]]}, "cycle"),
+        ({"model_id": ["a", "b"], "subtasks": ["x"], "access_list": ["all", "all"]}, "equal length"),
+        ({"model_id": ["zzz"], "subtasks": ["x"], "access_list": ["all"]}, "unknown model_id"),
+        ({"model_id": ["a"], "subtasks": ["x"], "access_list": ["some"]}, "access must be"),
+        ("{not json", "not valid JSON"),
+        ({"model_id": ["a"]}, "lacks"),
+    ]
+    for spec, msg in bad:
+        with pytest.raises(WorkflowError, match=msg):
+            parse_workflow(spec, {"a", "b"})
+
+
+def test_isolation_worker_prompt_holds_only_its_access_list():
+    a = ScriptedChatModel(fn=lambda m, t: "ANSWER: SECRET-A")
+    b = ScriptedChatModel(fn=lambda m, t: "ANSWER: SECRET-B")
+    c = ScriptedChatModel(fn=lambda m, t: "ANSWER: done")
+    cond = Conductor([Worker("a", a), Worker("b", b), Worker("c", c)])
+    run = cond.run("What is 2 + 2?", {"model_id": ["a", "b", "c"], "subtasks": ["s1", "s2", "s3"],
+                                       "access_list": ["none", "none", [1]]})
+    seen_c = "\n".join(m.text() for m in c.calls[0])
+    assert "SECRET-B" in seen_c and "SECRET-A" not in seen_c
+    assert "SECRET-A" not in "\n".join(m.text() for m in b.calls[0])
+    assert run.answer == "done" and len(run.steps) == 3
+
+
+def test_recursion_cap_and_shared_memory():
+    w = Worker("a", SkillWorker("a", {"add": 1.0}, decay=0.0))
+    depths = []
+
+    def planner(q, depth):
+        depths.append(depth)
+        return {"model_id": ["self", "a"], "subtasks": ["", "answer"], "access_list": ["none", "all"]}
+
+    cond = Conductor([w], planner=planner, max_depth=2)
+    with pytest.raises(RecursionCapError, match="max_depth=2"):
+        cond.solve("What is 2 + 3?")
+    assert max(depths) == 2 and cond.max_depth_seen == 2
+    mem = ToolMemory()
+    mem.add("a: search(q='x')")
+    cond2 = Conductor([w], memory=mem)
+    cond2.run("What is 2 + 3?", {"model_id": ["a"], "subtasks": ["go"], "access_list": ["none"]})
+    assert "search(q='x')" in w.model.calls[-1][0].content
+
+
+def test_format_reward_and_group_advantages():
+    cond = Conductor(default_pool())
+    q = "What is 12 + 30?"
+    good = parallel_then_select(["general-l", "arith-s", "arith-s"], "tiny-xs")
+    good["model_id"][1] = "arith-s"
+    rewards = [
+        format_reward("{broken", lambda wf: cond.run(q, wf).answer, lambda a: a == "42"),
+        format_reward({"model_id": ["arith-s"], "subtasks": ["x"], "access_list": [[3]]},
+                      lambda wf: cond.run(q, wf).answer, lambda a: a == "42"),
+        format_reward(good, lambda wf: "41", lambda a: a == "42"),
+        format_reward(good, lambda wf: "42", lambda a: a == "42"),
+    ]
+    assert rewards == [0.0, 0.0, 0.5, 1.0]
+    adv = group_advantages(rewards)
+    assert np.isclose(adv.mean(), 0) and adv[3] > adv[2] > adv[0]
+    assert np.allclose(group_advantages([0.5, 0.5]), 0)
+
+
+def test_isolation_beats_herding_with_anchoring_workers():
+    tasks = [t for t in make_tasks(300, seed=5) if t.family == "mul"]
+    pool = default_pool()
+    cond = Conductor(pool)
+    res = {}
+    for iso in (True, False):
+        wf = parallel_then_select(["tiny-xs", "arith-s", "arith-s"], "tiny-xs", isolated=iso)
+        res[iso] = np.mean([cond.run(t.prompt, wf).answer == t.answer for t in tasks])
+    assert res[True] > res[False]
+
+
+def test_replay_cache_and_live_router_agree(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
+    tasks = make_tasks(120, seed=9)
+    pool = default_pool()
+    o1 = record(tasks, pool, 2, cache_key="t")
+    o2 = record(tasks, pool, 2, cache_key="t")
+    assert list(tmp_path.rglob("*.npz")) and np.array_equal(o1.reward, o2.reward)
+    assert o1.answers.dtype.kind == "U"
+    feats = HashingFeatures(64)
+    x = feats([[user(t.prompt)] for t in tasks])
+    r = LinearRouter(o1.workers, x.shape[1]).fit_sft(x, o1.reward.mean(axis=2))
+    live = FuguRouter(default_pool(), r, feats)
+    got = [score(t, live.complete([user(t.prompt)]).message.content) for t in tasks[:30]]
+    choice = r.route(x[:30])
+    assert got == [o1.reward[q, choice[q], 0] for q in range(30)]
+    assert live.log[0]["worker"] in o1.workers
+
+
+def test_reproduce_smoke():
+    from divelab.orchestration.fugu.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    assert len(rep.claims) >= 10
+    assert all(c.kind is not None for c in rep.claims)
+    live = [c for c in rep.claims if c.statement.startswith("live routing")][0]
+    assert live.measured == 1.0
+    assert rep.details["table"]["oracle"]["success"] >= rep.details["table"]["fugu (SFT+CMA)"]["success"]
