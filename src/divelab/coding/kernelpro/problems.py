@@ -1,0 +1,280 @@
+"""A small KernelBench-shaped problem set: Level 1 single ops, Level 2 fused chains.
+
+Each problem is a C kernel program (templates with transformation placeholders, see
+:mod:`divelab.coding.kernelpro.program`), a float64 NumPy reference with a tolerance, a strong
+float32 NumPy baseline (BLAS-backed for the GEMMs), and its FLOP and compulsory-byte counts for
+the roofline. Sizes are deliberately not multiples of 8, so a vector loop without its remainder
+is wrong (the correctness wall has something to catch). Write your own with :class:`Problem`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from divelab.coding.kernelpro.program import Config, render
+
+Arrays = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One kernel problem: ``kernel(in0, in1, ..., out)`` over float32 row-major buffers.
+
+    ``templates`` maps a loop variant ("ijk", "ikj", "tiled") to C source of the function body
+    (the signature is generated); ``inputs`` are shapes; ``defines`` are compile-time sizes.
+    """
+
+    name: str
+    level: int
+    inputs: tuple[tuple[int, ...], ...]
+    output: tuple[int, ...]
+    defines: dict[str, int]
+    templates: dict[str, str]
+    reference: Callable[[Arrays], np.ndarray]  # float64 truth
+    baseline: Callable[[Arrays], np.ndarray]  # strong float32 NumPy implementation
+    flops: float
+    rtol: float = 2e-3
+    atol: float = 2e-4
+    reduction: bool = False  # the hot loop is a reduction (needs reassociation to vectorise)
+    libm: bool = False  # the hot loop calls libm (expf/sqrtf)
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def driver_source(self) -> str:
+        """A host program for valgrind: ``driver path/to/kernel.so`` loads the kernel with dlopen,
+        fills the inputs deterministically and calls it once (one driver per problem, not per kernel)."""
+        n = len(self.inputs)
+        sizes = ", ".join(str(int(np.prod(s))) for s in self.inputs)
+        n_out = int(np.prod(self.output))
+        params = ", ".join(["float *"] * (n + 1))
+        return f"""#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+typedef void (*kernel_t)({params});
+int main(int argc, char **argv) {{
+  if (argc < 2) {{ fprintf(stderr, "usage: driver kernel.so\\n"); return 2; }}
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) {{ fprintf(stderr, "%s\\n", dlerror()); return 3; }}
+  kernel_t kernel = (kernel_t)dlsym(h, "kernel");
+  const int sizes[] = {{{sizes}}};
+  float *bufs[{n}];
+  for (int b = 0; b < {n}; b++) {{
+    bufs[b] = malloc(sizeof(float) * sizes[b]);
+    for (int i = 0; i < sizes[b]; i++) bufs[b][i] = (float)((i * 37 + b * 11) % 101) / 101.0f - 0.5f;
+  }}
+  float *o = calloc({n_out}, sizeof(float));
+  kernel({", ".join(f"bufs[{i}]" for i in range(n))}, o);
+  printf("%f\\n", o[0]);
+  return 0;
+}}
+"""
+
+    @property
+    def bytes(self) -> float:
+        """Compulsory traffic: every input read once, the output written once (float32)."""
+        n = sum(int(np.prod(s)) for s in self.inputs) + int(np.prod(self.output))
+        return 4.0 * n
+
+    def make_inputs(self, seed: int = 0) -> Arrays:
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(s).astype(np.float32) for s in self.inputs]
+
+    def variant(self, config: Config) -> str:
+        if config.tile and "tiled" in self.templates:
+            return "tiled"
+        if config.order == "ikj" and "ikj" in self.templates:
+            return "ikj"
+        return "ijk"
+
+    def source(self, config: Config) -> str:
+        """The complete C translation unit of the kernel for ``config``."""
+        args = ", ".join([f"const float *@R@ x{i}" for i in range(len(self.inputs))] + ["float *@R@ out"])
+        defines = "\n".join(f"#define {k} {v}" for k, v in self.defines.items())
+        if config.tile:
+            defines += f"\n#define T {config.tile}"
+        body = self.templates[self.variant(config)]
+        src = f"#include <math.h>\n{defines}\nvoid kernel({args}) {{\n{body}\n}}\n"
+        return render(src, config)
+
+
+# ----------------------------------------------------------------------------------------------
+# templates
+
+_MM_IJK = """
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float acc = 0.0f;
+      @SIMDRED:acc@
+      @UNROLL@
+      for (int k = 0; k < @END:K@; k++) acc += x0[i * K + k] * x1[k * N + j];
+      out[i * N + j] = acc;
+    }
+  EPILOGUE
+"""
+_MM_IKJ = """
+  for (int i = 0; i < M * N; i++) out[i] = 0.0f;
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < K; k++) {
+      const float a = x0[i * K + k];
+      @SIMD@
+      @UNROLL@
+      for (int j = 0; j < @END:N@; j++) out[i * N + j] += a * x1[k * N + j];
+    }
+  EPILOGUE
+"""
+_MM_TILED = """
+  for (int i = 0; i < M * N; i++) out[i] = 0.0f;
+  for (int kk = 0; kk < K; kk += T)
+    for (int jj = 0; jj < N; jj += T) {
+      const int kend = kk + T < K ? kk + T : K;
+      const int jend = jj + T < N ? jj + T : N;
+      for (int i = 0; i < M; i++)
+        for (int k = kk; k < kend; k++) {
+          const float a = x0[i * K + k];
+          @SIMD@
+          @UNROLL@
+          for (int j = jj; j < @END:jend@; j++) out[i * N + j] += a * x1[k * N + j];
+        }
+    }
+  EPILOGUE
+"""
+_BIAS_RELU = """
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      const float v = out[i * N + j] + x2[j];
+      out[i * N + j] = v > 0.0f ? v : 0.0f;
+    }
+"""
+
+_SOFTMAX = """
+  for (int r = 0; r < R; r++) {
+    const float *x = x0 + r * C;
+    float *y = out + r * C;
+    float m = x[0];
+    for (int c = 1; c < C; c++) m = x[c] > m ? x[c] : m;
+    float s = 0.0f;
+    @SIMDRED:s@
+    @UNROLL@
+    for (int c = 0; c < @END:C@; c++) { const float e = expf(PRE - m); y[c] = e; s += e; }
+    const float inv = 1.0f / s;
+    @SIMD@
+    for (int c = 0; c < C; c++) y[c] *= inv;
+  }
+"""
+
+_LAYERNORM = """
+  for (int r = 0; r < R; r++) {
+    const float *x = x0 + r * C;
+    float *y = out + r * C;
+    float s = 0.0f;
+    @SIMDRED:s@
+    @UNROLL@
+    for (int c = 0; c < @END:C@; c++) s += x[c];
+    const float mean = s / C;
+    float v = 0.0f;
+    @SIMDRED:v@
+    @UNROLL@
+    for (int c = 0; c < @END:C@; c++) { const float d = x[c] - mean; v += d * d; }
+    const float inv = 1.0f / sqrtf(v / C + 1e-5f);
+    @SIMD@
+    for (int c = 0; c < C; c++) y[c] = (x[c] - mean) * inv * x1[c] + x2[c];
+  }
+"""
+
+_ROWSUM = """
+  for (int r = 0; r < R; r++) {
+    float s = 0.0f;
+    @SIMDRED:s@
+    @UNROLL@
+    for (int c = 0; c < @END:C@; c++) s += x0[r * C + c];
+    out[r] = s;
+  }
+"""
+
+_CONV_IJK = """
+  for (int i = 0; i < NO; i++) {
+    float acc = 0.0f;
+    @SIMDRED:acc@
+    @UNROLL@
+    for (int k = 0; k < @END:KW@; k++) acc += x0[i + k] * x1[k];
+    out[i] = acc;
+  }
+"""
+_CONV_IKJ = """
+  for (int i = 0; i < NO; i++) out[i] = 0.0f;
+  for (int k = 0; k < KW; k++) {
+    const float w = x1[k];
+    @SIMD@
+    @UNROLL@
+    for (int i = 0; i < @END:NO@; i++) out[i] += w * x0[i + k];
+  }
+"""
+
+
+def _softmax_ref(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _conv_ref(a: Arrays, dtype: type) -> np.ndarray:
+    x, w = a[0].astype(dtype), a[1].astype(dtype)
+    return np.correlate(x, w, mode="valid")
+
+
+def _build() -> dict[str, Problem]:
+    mm = {"M": 100, "N": 100, "K": 100}
+    mm_t = {k: v.replace("EPILOGUE", "") for k, v in (("ijk", _MM_IJK), ("ikj", _MM_IKJ), ("tiled", _MM_TILED))}
+    lr_t = {k: v.replace("EPILOGUE", _BIAS_RELU) for k, v in (("ijk", _MM_IJK), ("ikj", _MM_IKJ),
+                                                               ("tiled", _MM_TILED))}
+    R, C = 64, 1003
+    ln_in = ((R, C), (C,), (C,))
+
+    def ln(a: Arrays, dtype: type) -> np.ndarray:
+        x = a[0].astype(dtype)
+        mu = x.mean(axis=1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * a[1].astype(dtype) + a[2].astype(dtype)
+
+    nx, kw = 20007, 15
+    probs = [
+        Problem("matmul", 1, ((100, 100), (100, 100)), (100, 100), mm, mm_t,
+                lambda a: a[0].astype(np.float64) @ a[1].astype(np.float64), lambda a: a[0] @ a[1],
+                flops=2.0 * 100 ** 3, reduction=True, capabilities=frozenset({"order", "tile"})),
+        Problem("softmax", 1, ((R, C),), (R, C), {"R": R, "C": C},
+                {"ijk": _SOFTMAX.replace("PRE", "x[c]")},
+                lambda a: _softmax_ref(a[0].astype(np.float64)), lambda a: _softmax_ref(a[0]),
+                flops=5.0 * R * C, reduction=True, libm=True),
+        Problem("layernorm", 1, ln_in, (R, C), {"R": R, "C": C}, {"ijk": _LAYERNORM},
+                lambda a: ln(a, np.float64), lambda a: ln(a, np.float32), flops=8.0 * R * C, reduction=True),
+        Problem("rowsum", 1, ((256, C),), (256,), {"R": 256, "C": C}, {"ijk": _ROWSUM},
+                lambda a: a[0].astype(np.float64).sum(axis=1), lambda a: a[0].sum(axis=1),
+                flops=256.0 * C, reduction=True),
+        Problem("conv1d", 1, ((nx,), (kw,)), (nx - kw + 1,), {"NO": nx - kw + 1, "KW": kw},
+                {"ijk": _CONV_IJK, "ikj": _CONV_IKJ},
+                lambda a: _conv_ref(a, np.float64), lambda a: _conv_ref(a, np.float32),
+                flops=2.0 * (nx - kw + 1) * kw, reduction=True, capabilities=frozenset({"order"})),
+        Problem("linear_relu", 2, ((100, 100), (100, 100), (100,)), (100, 100), mm, lr_t,
+                lambda a: np.maximum(a[0].astype(np.float64) @ a[1].astype(np.float64) + a[2], 0.0),
+                lambda a: np.maximum(a[0] @ a[1] + a[2], 0.0),
+                flops=2.0 * 100 ** 3 + 2e4, reduction=True, capabilities=frozenset({"order", "tile"})),
+        Problem("scale_softmax", 2, ((R, C), (C,)), (R, C), {"R": R, "C": C},
+                {"ijk": _SOFTMAX.replace("PRE", "(x[c] * 0.125f + x1[c])").replace(
+                    "float m = x[0];\n    for (int c = 1; c < C; c++) m = x[c] > m ? x[c] : m;",
+                    "float m = x[0] * 0.125f + x1[0];\n    for (int c = 1; c < C; c++) "
+                    "{ const float t = x[c] * 0.125f + x1[c]; m = t > m ? t : m; }")},
+                lambda a: _softmax_ref(a[0].astype(np.float64) * 0.125 + a[1]),
+                lambda a: _softmax_ref(a[0] * np.float32(0.125) + a[1]),
+                flops=7.0 * R * C, reduction=True, libm=True),
+    ]
+    return {p.name: p for p in probs}
+
+
+PROBLEMS: dict[str, Problem] = _build()
+
+
+def get_problem(name: str) -> Problem:
+    if name not in PROBLEMS:
+        raise ValueError(f"unknown kernel problem {name!r}; allowed: {', '.join(PROBLEMS)}")
+    return PROBLEMS[name]

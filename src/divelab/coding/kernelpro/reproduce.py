@@ -1,0 +1,275 @@
+"""KernelPro (E177) on the CPU backend: real gcc kernels, objdump + callgrind micro-tools, MCTS vs baselines.
+
+Search rewards use callgrind's estimated cycles (``CEst``, deterministic on a shared machine);
+the speedups reported against the eager reference and NumPy are wall-clock medians of the best
+kernels (noisy here: their CV is recorded in ``details``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.coding.kernelpro import backend
+from divelab.coding.kernelpro.evaluate import Evaluator
+from divelab.coding.kernelpro.problems import PROBLEMS
+from divelab.coding.kernelpro.program import Config
+from divelab.coding.kernelpro.proposer import RandomProposer, RuleProposer
+from divelab.coding.kernelpro.roofline import measure_roofline
+from divelab.coding.kernelpro.search import MCTS, Greedy, RandomSearch
+from divelab.progress import track
+from divelab.scale import check_scale, pick
+
+SOURCE = "arXiv 2606.26453 / paperdive E177"
+# the strongest simple alternative to a search: compile the naive program with every flag at once
+COMPILER_ONLY = Config(opt="-O3", avx2=True, restrict=True, fast_math=True)
+
+
+@dataclass(frozen=True)
+class Plan:
+    problems: tuple[str, ...]
+    budget: int
+    seeds: int
+    risky: float = 0.2
+
+
+def plan_for(scale: str) -> Plan:
+    return pick(scale,
+                smoke=Plan(("rowsum",), budget=2, seeds=1),
+                quick=Plan(("matmul", "softmax", "linear_relu", "scale_softmax"), budget=8,
+                           seeds=2),
+                full=Plan(tuple(PROBLEMS), budget=30, seeds=5))
+
+
+def _geo(x) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(x, float)))))
+
+
+def _geo_ci(x, seed: int) -> tuple[float, float]:
+    logs = np.log(np.asarray(x, float))
+    if logs.size < 2:
+        return (float(np.exp(logs[0])),) * 2
+    lo, hi = stats.bootstrap_ci(logs, seed=seed, method="percentile")
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
+def _figure(histories: dict[str, list[list[float]]], budget: int) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for name, hs in histories.items():
+        arr = np.array([(h + [h[-1]] * budget)[:budget] for h in hs])
+        ax.plot(np.arange(1, budget + 1), np.exp(np.log(arr).mean(axis=0)), label=name)
+    ax.set_xlabel("kernels evaluated (compile + check + profile)")
+    ax.set_ylabel("geomean speedup (callgrind CEst)")
+    ax.legend()
+    return Figure.from_matplotlib(fig, "search_curves", "Best speedup so far vs search budget, geomean over "
+                                  "problems and seeds (deterministic callgrind cost).")
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    scale = check_scale(scale)
+    t0 = time.time()
+    plan = plan_for(scale)
+    rep = Reproduction("kernelpro", "KernelPro: micro-profiling tools and MCTS for kernels (E177), CPU backend",
+                       scale, seed)
+    backend.find_compiler()
+    if not backend.have_valgrind():
+        raise RuntimeError("the KernelPro reproduction needs valgrind (callgrind) for deterministic costs; "
+                           "install it with `apt-get install -y valgrind`")
+    roof = measure_roofline()
+    rep.details["roofline"] = {"peak_GFLOPs": roof.peak_flops / 1e9, "bandwidth_GBs": roof.bandwidth / 1e9,
+                               "ridge_flop_per_byte": roof.ridge}
+    seeds = [seed + i for i in range(plan.seeds)]
+    methods = {
+        "mcts": lambda s: MCTS(RuleProposer(plan.risky), seed=s),
+        "mcts-nomem": lambda s: MCTS(RuleProposer(plan.risky), seed=s, memory=False),
+        "greedy": lambda s: Greedy(RuleProposer(plan.risky), seed=s),
+        "random": lambda s: RandomSearch(RandomProposer(), seed=s),
+        "greedy-noprofile": lambda s: Greedy(_NoDiagnoses(RuleProposer(plan.risky)), seed=s),
+    }
+    results: dict[str, dict[tuple[str, int], object]] = {m: {} for m in methods}
+    evaluators: dict[str, Evaluator] = {}
+    jobs = [(p, s) for p in plan.problems for s in seeds]
+    for p, s in track(jobs, "KernelPro: searching"):
+        ev = evaluators.setdefault(p, Evaluator(PROBLEMS[p], roofline=roof))
+        for m, make in methods.items():
+            results[m][(p, s)] = make(s).search(ev, plan.budget)
+
+    def cest_speedups(m):
+        return np.array([results[m][j].speedup for j in jobs])
+
+    table = {m: {f"{p}/seed{s}": {"speedup_cest": r.speedup, "best": r.best.config.short(),
+                                  "evaluations": r.evaluations} for (p, s), r in results[m].items()}
+             for m in methods}
+    rep.details["searches"] = table
+    rep.details["distinct_kernels_evaluated"] = {p: e.evaluations for p, e in evaluators.items()}
+
+    # --- wall-clock speedups of MCTS's best kernel (best over seeds) vs eager reference and NumPy
+    walls = {}
+    for p in plan.problems:
+        prob = PROBLEMS[p]
+        best = min((results["mcts"][(p, s)].best for s in seeds), key=lambda c: c.cost)
+        ref = results["mcts"][(p, seeds[0])].ref
+        t_ref = backend.time_kernel(prob, backend.load(backend.build(prob, ref.config)), repeats=11, min_time=5e-3)
+        t_best = backend.time_kernel(prob, backend.load(backend.build(prob, best.config)), repeats=11,
+                                     min_time=5e-3)
+        xs = prob.make_inputs(1)
+        t_np = backend.time_call(lambda xs=xs, prob=prob: prob.baseline(xs), repeats=11, min_time=5e-3)
+        t_cc = backend.time_kernel(prob, backend.load(backend.build(prob, COMPILER_ONLY)), repeats=11,
+                                   min_time=5e-3)
+        t_strong = min(t_np.median_s, t_cc.median_s)
+        walls[p] = {"level": prob.level, "best": best.config.short(), "t_ref_us": t_ref.median_s * 1e6,
+                    "t_best_us": t_best.median_s * 1e6, "t_numpy_us": t_np.median_s * 1e6,
+                    "t_compiler_only_us": t_cc.median_s * 1e6,
+                    "speedup_vs_eager": t_ref.median_s / t_best.median_s,
+                    "speedup_vs_numpy": t_np.median_s / t_best.median_s,
+                    "speedup_vs_strong": t_strong / t_best.median_s,
+                    "strong_baseline": "numpy" if t_np.median_s <= t_cc.median_s else "compiler-only",
+                    "speedup_cest": ref.cost / best.cost, "cv_ref": t_ref.cv, "cv_best": t_best.cv,
+                    "cv_numpy": t_np.cv}
+    rep.details["wall_clock"] = walls
+
+    paper_level = {1: 2.42, 2: 4.69}
+    for level in (1, 2):
+        ps = [p for p in plan.problems if PROBLEMS[p].level == level]
+        if not ps:
+            continue
+        sp = [walls[p]["speedup_vs_eager"] for p in ps]
+        g, ci = _geo(sp), _geo_ci(sp, seed)
+        rep.add(Claim(
+            statement=f"KernelBench-shaped Level {level}: geomean speedup of the MCTS kernel over the eager "
+                      f"reference ({len(ps)} problems, wall clock)",
+            paper_value=f"{paper_level[level]}x (KernelBench L{level}, GPU, over PyTorch eager)", measured=g, ci=ci,
+            unit="x", kind=Kind.EMPIRICAL, source=SOURCE,
+            ruling=verdicts.value(g, paper=paper_level[level], tol=0.5, ci=ci, chance=1.0),
+            baseline=f"strong baseline (faster of NumPy/BLAS and the naive program at -O3 -mavx2 -ffast-math): MCTS "
+                     f"kernel geomean {_geo([walls[p]['speedup_vs_strong'] for p in ps]):.2f}x over it",
+            note="eager reference = the naive C program at -O1 (our stand-in for PyTorch eager); our problems are "
+                 "small CPU kernels, not KernelBench's; timing is noisy on a shared 2-core machine (CVs in "
+                 "details['wall_clock']); the deterministic callgrind speedups are in details['searches']"))
+    se = np.log([walls[p]["speedup_vs_eager"] for p in plan.problems])
+    sn = np.log([walls[p]["speedup_vs_strong"] for p in plan.problems])
+    if len(se) >= 2:
+        eff, lo, hi = stats.paired_diff_ci(se, sn)
+        rep.add(Claim(
+            statement="the multiplier over a strong baseline (the faster of NumPy/BLAS and a one-shot -O3 -mavx2 "
+                      "-ffast-math build) is smaller than over the eager reference (mean log-ratio, per problem)",
+            paper_value="skeptic's point in the episode: eager inflates multipliers (no number)",
+            measured=eff, ci=(lo, hi), unit="log", kind=Kind.EMPIRICAL, source="E177 episode",
+            ruling=verdicts.direction(eff, (lo, hi), expected_sign=1, why="the paper gives no strong-baseline number"),
+            baseline=f"strong baseline: geomean speedup of the best kernel over it {math.exp(float(sn.mean())):.2f}x",
+            note="torch.compile was not run (its CPU compile takes longer than the quick budget)"))
+
+    # --- MCTS vs greedy (paired over problems x seeds, deterministic callgrind cost)
+    lm, lg, lr = (np.log(cest_speedups(m)) for m in ("mcts", "greedy", "random"))
+    eff, lo, hi = stats.paired_diff_ci(lm, lg)
+    rep.add(Claim(
+        statement=f"MCTS beats greedy at equal budget ({plan.budget} kernels): mean log-speedup difference, paired "
+                  f"over {len(jobs)} problem x seed runs",
+        paper_value="+26% geomean (log 0.23), p=0.004", measured=eff, ci=(lo, hi), unit="log", kind=Kind.EMPIRICAL,
+        source=SOURCE, ruling=verdicts.direction(eff, (lo, hi), expected_sign=1, paper=math.log(1.26), tol=0.5),
+        baseline=f"random search at equal budget: geomean {math.exp(float(lr.mean())):.2f}x vs MCTS "
+                 f"{math.exp(float(lm.mean())):.2f}x vs greedy {math.exp(float(lg.mean())):.2f}x",
+        note="cost = callgrind estimated cycles (deterministic); MCTS constants were set on matmul/softmax/rowsum "
+             "and a synthetic trap landscape; at these small budgets greedy's depth-first climb is hard to beat "
+             "(the tests show MCTS escaping a planted trap that greedy cannot)"))
+
+    # --- search memory
+    ln = np.log(cest_speedups("mcts-nomem"))
+    eff, lo, hi = stats.paired_diff_ci(lm, ln)
+    mem_rule = verdicts.direction(eff, (lo, hi), expected_sign=1, why="the paper reports only non-significance")
+    mem_note = ("not separated from noise, as in the paper's non-significant ablation"
+                if mem_rule.direction == "not separated" else
+                "separated from noise here (the paper found no significant effect); with few problems and "
+                "deterministic proposers, one changed ranking moves every seed the same way")
+    rep.add(Claim(
+        statement="search memory (edit-effect table re-ranking proposals) improves MCTS",
+        paper_value="not significant in the paper's ablation", measured=eff, ci=(lo, hi), unit="log",
+        kind=Kind.EMPIRICAL, source="E177 episode",
+        ruling=mem_rule, baseline=f"MCTS without memory: geomean {math.exp(float(ln.mean())):.2f}x", note=mem_note))
+
+    # --- diagnoses vs no profiling as the proposer's input (same greedy search)
+    lnp = np.log(cest_speedups("greedy-noprofile"))
+    eff, lo, hi = stats.paired_diff_ci(lg, lnp)
+    rep.add(Claim(
+        statement="diagnoses as the proposer's input beat no profiling (greedy search, rule proposer ranked by "
+                  "diagnoses vs a fixed edit order)",
+        paper_value="micro-tools vs none: 3.3x without profiling, tools better (p<0.0001)", measured=eff,
+        ci=(lo, hi), unit="log", kind=Kind.EMPIRICAL, source=SOURCE,
+        ruling=verdicts.direction(eff, (lo, hi), expected_sign=1, why="the paper's numbers are LLM speedups on "
+                                  "KernelBench, not comparable with a rule proposer's log-speedup difference"),
+        baseline=f"no profiling: geomean {math.exp(float(lnp.mean())):.2f}x",
+        note="a rule proposer, not an LLM: this shows the diagnoses carry ranking information, not how an LLM "
+             "uses them"))
+    rep.add(not_checkable("raw counters made the LLM worse than no profiling", "1.8x vs 3.3x",
+                          "needs an LLM that reads raw counters; the one offline LLM (SmolLM2-135M) cannot write "
+                          "kernels, and a rule proposer cannot read raw counters without the tools' knowledge",
+                          "E177 episode"))
+
+    # --- scalar-fallback tool: fired where, and was it right (callgrind instructions per FLOP as the check)
+    all_cands = [c for e in evaluators.values() for c in e.memo.values() if c.compiled and c.metrics]
+    fired = [c for c in all_cands if any(d.tool == "scalar_fallback" for d in c.diagnoses)]
+    right = [c for c in fired if c.metrics["Ir"] / c.metrics["flops"] >= 0.75]
+    rep.add(Claim(
+        statement="the disassembly tool catches silent scalar fallback (fired on compiled kernels; 'right' = "
+                  "callgrind shows >= 0.75 instructions per FLOP, i.e. no vector speed-up in the dynamic count)",
+        paper_value="37 kernels caught silently falling back to scalar", measured=float(len(right)),
+        kind=Kind.EMPIRICAL, source="E177 episode", ruling=verdicts.found(len(right), max(len(all_cands), 1)),
+        note=f"fired on {len(fired)} of {len(all_cands)} compiled kernels, right on {len(right)} "
+             f"(precision {len(right) / max(len(fired), 1):.2f}); static (objdump) vs dynamic (callgrind) evidence"))
+
+    # --- correctness wall
+    fbw = [c for m in methods for r in results[m].values() for c in r.fast_but_wrong]
+    won = sum(not r.best.ok for m in methods for r in results[m].values())
+    n_searches = sum(len(results[m]) for m in methods)
+    rep.add(Claim(
+        statement="fast-but-wrong candidates appeared (the proposer's unsafe 'drop the remainder loop' edit)",
+        paper_value="the wall keeps the search from being seduced by fast garbage", measured=float(len(fbw)),
+        kind=Kind.BY_CONSTRUCTION, source="E177 episode", ruling=verdicts.found(len(fbw), n_searches),
+        note=f"the rule proposer puts the unsafe edit first with probability {plan.risky}; sizes are not multiples "
+             "of 8, so dropping the tail is wrong"))
+    rep.add(Claim(statement="no incorrect kernel was ever the best of a search (correctness wall)",
+                  paper_value="incorrect kernels never earn reward", measured=float(won), kind=Kind.CHECK,
+                  source=SOURCE, ruling=verdicts.bound(won, 0, sense="<=")))
+
+    # --- not checkable on this machine
+    rapl = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+    rep.add(not_checkable("energy at matched speed", "-11.6%",
+                          "RAPL energy counters are not exposed on this machine" if not rapl.exists() else
+                          "RAPL is exposed but energy-aware search was not built in this reproduction", SOURCE))
+    for stmt, pv in [("KernelBench Level 3 geomean speedup over PyTorch eager", "5.30x"),
+                     ("VeOmni MoE training kernel vs hand-tuned Triton (CuTe/WGMMA, 18 iterations)", "1.23x"),
+                     ("micro-tools vs raw metrics with an LLM on GPU (Nsight Compute tools)", "p<0.0001"),
+                     ("proactive tool orchestration", "+23% (p=0.035)")]:
+        rep.add(not_checkable(stmt, pv, "GPU claim: no GPU was lent to this task (CUDA/Triton kernels, Nsight "
+                              "Compute and an LLM kernel writer are needed); only the CPU backend was built", SOURCE))
+
+    rep.figures.append(_figure({m: [results[m][j].history for j in jobs] for m in ("mcts", "greedy", "random")},
+                               plan.budget))
+    rep.setup = (f"{len(plan.problems)} KernelBench-shaped CPU problems ({', '.join(plan.problems)}), each a C "
+                 "kernel program + transformations compiled by gcc, called via ctypes, checked against a float64 "
+                 f"NumPy reference; every search node is compiled, checked, disassembled (objdump) and run under "
+                 f"callgrind; {len(seeds)} seed(s), budget {plan.budget} distinct kernels per search; machine "
+                 f"roofline measured: {roof.peak_flops / 1e9:.1f} GFLOP/s, {roof.bandwidth / 1e9:.1f} GB/s.")
+    rep.runtime_s = time.time() - t0
+    return rep
+
+
+class _NoDiagnoses:
+    """A proposer wrapper that hides the diagnoses (the 'no profiling' input)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def propose(self, config, diagnoses, capabilities, rng):
+        return self.inner.propose(config, [], capabilities, rng)
