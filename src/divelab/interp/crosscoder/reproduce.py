@@ -1,0 +1,313 @@
+"""Reproduction of E175 (arXiv 2606.26474): a Dedicated Feature Crosscoder localises RL-induced tool use, on a
+tiny base LM and its RL-trained tool-calling sibling."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from scipy import stats as st
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.interp.crosscoder import task
+from divelab.interp.crosscoder.dfc import A, B, CrosscoderConfig, train_crosscoder
+from divelab.interp.crosscoder.harvest import harvest_pairs
+from divelab.interp.crosscoder.interventions import (
+    ablate_features,
+    add_direction,
+    prescale_topk,
+    recon_patch,
+    steer_features,
+)
+from divelab.interp.crosscoder.models import PairSpec, load_pair, tool_correctness
+from divelab.interp.crosscoder.ranking import latent_scaling, rank_features, relative_decoder_norm
+from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
+
+SOURCE = "oversight-interp-science.md §3"
+
+
+@dataclass(frozen=True)
+class Plan:
+    pair: PairSpec
+    harvest: int  # prompts (50/50 tool/generic) for the crosscoder's training activations
+    cells: tuple[CrosscoderConfig, ...]
+    select: int  # tool prompts used to pick α (steering) — disjoint from the evaluation prompts
+    eval: int  # tool prompts for every reported correctness
+    alphas: tuple[float, ...] = (4.0, 8.0, 16.0, 32.0)
+
+
+def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
+    dfc = [CrosscoderConfig(dict_size=d, k=k, excl_share=p, lambda_excl=lx, steps=steps)
+           for d in ds for k in ks for lx in lxs]
+    cc = [CrosscoderConfig(dict_size=d, k=k, excl_share=0.0, steps=steps) for d in ds for k in ks]
+    return tuple(dfc + cc)
+
+
+def plan_for(scale: str) -> Plan:
+    return pick(scale,
+                smoke=Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120,
+                           cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,)),
+                quick=Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (4, 8), (0.0, 1e-3), 0.1, 600),
+                           select=40, eval=100),
+                full=Plan(PairSpec(), harvest=4000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
+                          select=80, eval=300))
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    plan = plan_for(scale)
+    plan = replace(plan, pair=replace(plan.pair, seed=seed))
+    t0 = time.perf_counter()
+    rep = Reproduction(system="crosscoder", title="A dedicated-feature crosscoder localises RL-induced tool use",
+                       scale=scale, seed=seed)
+    with torch_threads(1), torch.no_grad():
+        _run(rep, plan, seed)
+    rep.runtime_s = time.perf_counter() - t0
+    return rep
+
+
+def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
+    out: list[task.Prompt] = []
+    s = seed
+    while len(out) < n:
+        out += [p for p in task.prompts(2 * n, seed=s) if p.is_tool]
+        s += 1
+    return out[:n]
+
+
+def _ci(x: np.ndarray, seed: int) -> tuple[float, float]:
+    return stats.bootstrap_ci(x, seed=seed, method="percentile")
+
+
+def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
+    with torch.enable_grad():
+        base, sib, tok, meta = load_pair(plan.pair)
+    layer = base.config.num_hidden_layers // 2
+    sel = _tool_prompts(plan.select, 7000 + seed)
+    ev = _tool_prompts(plan.eval, 8000 + seed)
+
+    def score(model, prompts=ev, **kw):
+        return tool_correctness(model, tok, prompts, **kw)
+
+    clean_a, clean_b = score(sib), score(base)
+    clean_a_sel = score(sib, sel)
+    d, lo, hi = stats.diff_ci(clean_a["correct"], clean_b["correct"], seed=seed)
+    rep.add(Claim(statement="the RL sibling calls the right tool in strict format far more often than the base",
+                  paper_value="ToolRL 19–22.5% vs base 0%", measured=d, ci=(lo, hi), kind=Kind.BY_CONSTRUCTION,
+                  source="§3.5", ruling=verdicts.direction(d, (lo, hi), why="a precondition; the paper's pair differs"),
+                  note=f"sibling {clean_a['correct'].mean():.2f}, base {clean_b['correct'].mean():.2f} on "
+                       f"{len(ev)} held-out tool prompts (greedy); RL stopped once held-out correctness reached "
+                       f"{plan.pair.target} (after {meta['rl_iters']} iterations), to leave headroom as the paper's "
+                       "19% sibling does"))
+
+    texts = task.prompts(plan.harvest, seed=5000 + seed)
+    labels = np.array([p.is_tool for p in texts], dtype=int)
+    acts_a, acts_b = harvest_pairs(sib, base, tok, [p.text for p in texts], layer, progress=False)
+    rep.setup = (f"Base: a {sum(p.numel() for p in base.parameters()):,}-parameter Llama-style divelab LM trained "
+                 f"from scratch on {plan.pair.corpus} prompts (half list three numbered tools with a request, half "
+                 f"generic text), where the strict call `<call NAME>` follows only {plan.pair.call_rate:.0%} of tool "
+                 "prompts. Sibling (model A): the base further trained with group-normalised REINFORCE (GRPO "
+                 "advantage from divelab.rl) rewarded 1 for a strict call to the right tool. Crosscoders on "
+                 f"last-token residuals after layer {layer} of {plan.harvest} prompts (50/50), {len(plan.cells)} "
+                 f"cells; every correctness on {len(ev)} held-out tool prompts (greedy); steering α picked on "
+                 f"{len(sel)} other prompts. The other model runs in lockstep so the crosscoder encodes both.")
+
+    # difference-of-means baselines (sibling − base on tool prompts)
+    tool = torch.tensor(labels == 1)
+    dom = acts_a[tool].mean(0) - acts_b[tool].mean(0)
+    dom_gain_sel = {b: score(sib, sel, layer=layer, edit=add_direction(b * dom))["correct"].mean() -
+                    clean_a_sel["correct"].mean() for b in (0.5, 1.0, 2.0)}
+    b_dom = max(dom_gain_sel, key=dom_gain_sel.get)
+    dom_a = score(sib, layer=layer, edit=add_direction(b_dom * dom))
+    dom_b = score(base, layer=layer, edit=add_direction(dom))
+
+    rows = []
+    for cfg in plan.cells:
+        cfg = replace(cfg, seed=seed)
+        with torch.enable_grad():
+            cc = train_crosscoder(acts_a, acts_b, cfg)
+        row: dict = {"cell": cfg.label(), "arch": cfg.arch, "D": cfg.dict_size, "k": cfg.k,
+                     "lambda_excl": cfg.lambda_excl, "forbidden_max": cc.forbidden_max(),
+                     "mse": float(cc.loss(acts_a, acts_b)[1]["mse"])}
+        ra = score(sib, layer=layer, edit=recon_patch(cc, A), other=base)
+        rb = score(base, layer=layer, edit=recon_patch(cc, B), other=sib)
+        row.update(recon_a=ra["correct"], recon_b_sel=rb["selection"], recon_b_fmt=rb["format"])
+        ranked = rank_features(cc, acts_a, acts_b, labels, partition="A" if cfg.n_excl else None, top=5)
+        top = ranked[0].index
+        gains = {a: score(sib, sel, layer=layer, edit=steer_features(cc, A, [top], a), other=base)["correct"].mean()
+                 - clean_a_sel["correct"].mean() for a in plan.alphas}
+        alpha = max(gains, key=gains.get)
+        row.update(top=top, top_d=ranked[0].cohens_d, top_auroc=ranked[0].auroc, alpha=alpha,
+                   sel_gain=gains[alpha],
+                   steer=score(sib, layer=layer, edit=steer_features(cc, A, [top], alpha), other=base)["correct"],
+                   ablate=score(sib, layer=layer, edit=ablate_features(cc, A, [top]), other=base)["correct"],
+                   cc=cc, ranked=ranked)
+        if cfg.n_excl:
+            row["ablate_block"] = score(sib, layer=layer, edit=ablate_features(cc, A, range(cc.n_a)),
+                                        other=base)["correct"]
+        rows.append(row)
+    dfc = [r for r in rows if r["arch"] == "DFC"]
+    ccs = [r for r in rows if r["arch"] == "CC"]
+    ca = clean_a["correct"]
+
+    # --- checks ---------------------------------------------------------------------------------------------------
+    worst = max(r["forbidden_max"] for r in dfc)
+    rep.add(Claim(statement="DFC exclusivity holds exactly after training (largest forbidden weight)",
+                  paper_value="forbidden weights zeroed after every step", measured=worst, kind=Kind.CHECK,
+                  source="§3.3", ruling=verdicts.bound(worst, 0.0, sense="<="), note=f"{len(dfc)} DFC cells"))
+    cc0 = dfc[0]["cc"]
+    same = all(bool(torch.equal(prescale_topk(cc0, acts_a, acts_b, 1.0), prescale_topk(cc0, acts_a, acts_b, a)))
+               for a in (2.0, 5.0, 10.0))
+    rep.add(Claim(statement="uniform pre-top-k scaling leaves the top-k set unchanged (a no-op)",
+                  paper_value="identical results at α ∈ {2, 5, 10}", measured=str(same), kind=Kind.CHECK,
+                  source="§3.4", ruling=verdicts.outcome(same, test=f"top-k index sets equal on {len(texts)} prompts")))
+
+    # --- single-feature steering ----------------------------------------------------------------------------------
+    best = max(dfc, key=lambda r: r["sel_gain"])
+    g, lo, hi = stats.paired_diff_ci(best["steer"], ca, method="bootstrap", seed=seed)
+    dom_g = float(dom_a["correct"].mean() - ca.mean())
+    best_cc = max(ccs, key=lambda r: r["sel_gain"]) if ccs else None
+    cc_g = float(best_cc["steer"].mean() - ca.mean()) if best_cc else float("nan")
+    rep.add(Claim(statement="steering one A-exclusive feature raises sibling tool correctness (best cell)",
+                  paper_value="+65 pp (22.5% → 87.5%, one best cell, 40 prompts)", measured=g, ci=(lo, hi),
+                  unit="share", kind=Kind.EMPIRICAL, source="§3.5",
+                  baseline=f"difference-of-means steering {dom_g:+.2f}; plain-CC top-1 feature {cc_g:+.2f}",
+                  ruling=verdicts.direction(g, (lo, hi), paper=0.65, tol=0.2, tol_kind="abs"),
+                  note=f"cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
+                       f"{best['top_auroc']:.2f}), α = {best['alpha']:g}; cell and α chosen on separate prompts"))
+    cell_gains = np.array([r["steer"].mean() - ca.mean() for r in dfc])
+    pvals = []
+    for r in dfc:
+        up, down = int(((r["steer"] > ca)).sum()), int(((r["steer"] < ca)).sum())
+        pvals.append(st.binomtest(up, up + down, 0.5, alternative="greater").pvalue if up + down else 1.0)
+    sig = int((stats.holm(pvals) < 0.05).sum())
+    m, (lo, hi) = float(cell_gains.mean()), stats.mean_ci(cell_gains)
+    rep.add(Claim(statement="single-feature steering gain over all DFC cells (mean; Holm-corrected count)",
+                  paper_value="best cells +55 and +65 pp; the rest not reported", measured=m, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source="§3.5", baseline=f"difference-of-means {dom_g:+.2f}",
+                  ruling=verdicts.direction(m, (lo, hi), why="the paper reports best cells only"),
+                  note=f"{sig}/{len(dfc)} cells significant after Holm (exact McNemar per cell); gains "
+                       + ", ".join(f"{x:+.2f}" for x in cell_gains)))
+
+    # --- reconstruction patch -----------------------------------------------------------------------------------
+    rg = np.array([r["recon_a"].mean() - ca.mean() for r in rows])
+    m, (lo, hi) = float(rg.mean()), stats.mean_ci(rg)
+    rep.add(Claim(statement="the reconstruction patch alone raises sibling tool correctness (mean over cells)",
+                  paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source="§3.5", ruling=verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
+                  note=f"{int((rg > 0).sum())}/{rg.size} cells positive"))
+    mse = np.array([r["mse"] for r in rows])
+    if rg.size >= 4 and np.ptp(rg) > 0:
+        def corr(idx: np.ndarray) -> float:
+            i = idx.astype(int)
+            return float(np.corrcoef(mse[i], rg[i])[0, 1]) if np.ptp(rg[i]) > 0 and np.ptp(mse[i]) > 0 else 0.0
+
+        r0 = corr(np.arange(rg.size).astype(float))
+        lo, hi = stats.bootstrap_ci(np.arange(rg.size).astype(float), corr, seed=seed, method="percentile")
+        rep.add(Claim(statement="reconstruction MSE is a weak predictor of the recon-patch gain (Pearson r)",
+                      paper_value="r = +0.08, 95% CI [−0.21, 0.36]", measured=r0, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                      source="§3.5", ruling=verdicts.value(r0, paper=0.08, tol=0.3, tol_kind="abs", ci=(lo, hi)),
+                      note=f"{rg.size} cells, bootstrap over cells"))
+    else:
+        rep.add(not_checkable("reconstruction MSE vs recon-patch gain", "r = +0.08",
+                              "needs >= 4 cells with varying gains"))
+
+    # --- spillover ----------------------------------------------------------------------------------------------
+    sp = np.array([r["recon_b_sel"].mean() - clean_b["selection"].mean() for r in rows])
+    m, (lo, hi) = float(sp.mean()), stats.mean_ci(sp)
+    rep.add(Claim(statement="spillover: the base model through the crosscoder names the right tool more often",
+                  paper_value="0% → ~7% (+6.8 ± 5.0 pp)", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source="§3.5", baseline=f"base + difference-of-means direction: selection "
+                                          f"{dom_b['selection'].mean() - clean_b['selection'].mean():+.2f}",
+                  ruling=verdicts.direction(m, (lo, hi), paper=0.068, tol=0.1, tol_kind="abs")))
+    fmt = max(float(r["recon_b_fmt"].mean()) for r in rows)
+    rep.add(Claim(statement="format spillover: the patched base never emits the call syntax (max over cells)",
+                  paper_value="exactly 0 in every run", measured=fmt, kind=Kind.EMPIRICAL, source="§3.5",
+                  ruling=verdicts.bound(fmt, 0.0, sense="<=")))
+
+    # --- the exclusive partition is load-bearing ------------------------------------------------------------------
+    ab = np.array([r["ablate_block"].mean() - ca.mean() for r in dfc])
+    m, (lo, hi) = float(ab.mean()), stats.mean_ci(ab)
+    rep.add(Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
+                  paper_value="the exclusive shelf is load-bearing", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source="§3.5", ruling=verdicts.direction(m, (lo, hi), expected_sign=-1, why="the paper gives no number")))
+    pen = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] > 0}
+    free = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] == 0}
+    keys = sorted(set(pen) & set(free))
+    if len(keys) >= 2:
+        dd, lo, hi = stats.paired_diff_ci([pen[k] for k in keys], [free[k] for k in keys])
+        rep.add(Claim(statement="penalising the exclusive block (λ_excl = 1e-3) lowers the sibling's recon fidelity",
+                      paper_value="lower A fidelity with λ_excl = 1e-3", measured=dd, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§3.5",
+                      ruling=verdicts.direction(dd, (lo, hi), expected_sign=-1, why="the paper gives no number"),
+                      note=f"paired by (D, k) over {len(keys)} pairs; recon-patched correctness"))
+    else:
+        rep.add(not_checkable("λ_excl lowers A fidelity", "lower fidelity", "needs >= 2 (D, k) pairs"))
+    fa = np.array([r["ablate"].mean() - ca.mean() for r in dfc])
+    m, (lo, hi) = float(fa.mean()), stats.mean_ci(fa)
+    rep.add(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness",
+                  paper_value="causal (steering raises it)", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source="§3.4", ruling=verdicts.direction(m, (lo, hi), expected_sign=-1, why="the paper gives no number"),
+                  note="mean over DFC cells of (ablated − clean)"))
+
+    # --- steering the base along the exclusive decoder direction -------------------------------------------------
+    cc = best["cc"]
+    f_top = cc.encode(acts_a, acts_b)[tool, best["top"]]
+    vec = best["alpha"] * float(f_top.mean()) * cc.direction(best["top"], A)
+    sb = score(base, layer=layer, edit=add_direction(vec))
+    d, lo, hi = stats.paired_diff_ci(sb["selection"], clean_b["selection"], method="bootstrap", seed=seed)
+    rep.add(Claim(statement="steering the base along the top exclusive feature's A-decoder direction raises its "
+                            "tool selection", paper_value="(causal check proposed in §7.3)", measured=d, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source="§7.3",
+                  baseline=f"base + difference-of-means: {dom_b['selection'].mean() - clean_b['selection'].mean():+.2f}",
+                  ruling=verdicts.direction(d, (lo, hi), why="proposed check, no paper number"),
+                  note=f"strict-format correctness of the steered base {sb['correct'].mean():.2f}"))
+
+    # --- CC vs DFC spillover ------------------------------------------------------------------------------------
+    if len(ccs) >= 2 and len(dfc) >= 2:
+        sc = np.array([r["recon_b_sel"].mean() for r in ccs]) - clean_b["selection"].mean()
+        sd = np.array([r["recon_b_sel"].mean() for r in dfc]) - clean_b["selection"].mean()
+        dd, lo, hi = stats.diff_ci(sc, sd, seed=seed)
+        p = float(st.ttest_ind(sc, sd, equal_var=False).pvalue) if np.ptp(np.r_[sc, sd]) > 0 else 1.0
+        rep.add(Claim(statement="the plain crosscoder spills more tool selection into the base than the DFC",
+                      paper_value="+8.9 vs +5.9 pp, Welch p = 0.12 (underpowered)", measured=dd, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§3.5",
+                      ruling=verdicts.direction(dd, (lo, hi), paper=0.03, tol=0.05, tol_kind="abs"),
+                      note=f"Welch p = {p:.2g} with {len(ccs)} CC vs {len(dfc)} DFC cells: underpowered too"))
+
+    # --- the seam: template detector? ---------------------------------------------------------------------------
+    tp = [p for p in texts if p.is_tool]
+    ft = f_top.numpy()
+    groups = [ft[[i for i, p in enumerate(tp) if p.tool == t]] for t in sorted(task.TOOLS)]
+    groups = [x for x in groups if x.size]
+    grand = ft.mean()
+    ss_b = sum(x.size * (x.mean() - grand) ** 2 for x in groups)
+    ss_t = float(((ft - grand) ** 2).sum())
+    eta2 = float(ss_b / ss_t) if ss_t > 0 else 0.0
+    template = best["top_auroc"] >= 0.95 and eta2 < 0.2
+    rep.add(Claim(statement="the top feature is a structural-template detector (fires on every tool prompt, "
+                            "carries little about which tool)", paper_value="cleanest features are template "
+                  "detectors (<tool_call>, dialogue tags)", measured=f"AUROC {best['top_auroc']:.2f}, eta² {eta2:.2f}",
+                  kind=Kind.EMPIRICAL, source="§3.5",
+                  ruling=verdicts.outcome(template, test="AUROC tool-vs-generic >= 0.95 and eta² over right tool < 0.2")))
+    rep.add(not_checkable("single-feature steering and recon patch on SmolLM2-135M-Instruct vs a LoRA tool sibling",
+                          "(issue: beside the tiny models)", "not run in this session's timebox; the API accepts "
+                          "the pair (divelab diff-models) but no LoRA tool sibling was trained"))
+
+    # --- diagnostics and details --------------------------------------------------------------------------------
+    ls = latent_scaling(cc, acts_a, acts_b, best["top"])
+    top_ctx = [tp[i].text for i in np.argsort(-ft)[:5]]
+    rep.details = {
+        "base": {k: float(v.mean()) for k, v in clean_b.items() if k != "responses"},
+        "sibling": {k: float(v.mean()) for k, v in clean_a.items() if k != "responses"},
+        "rl": meta, "difference_of_means": {"beta": b_dom, "sibling_gain": dom_g},
+        "cells": [{k: (float(v.mean()) if isinstance(v, np.ndarray) else v) for k, v in r.items()
+                   if k not in ("cc", "ranked")} | {"ranked": [vars(f) for f in r["ranked"]]} for r in rows],
+        "best_cell": best["cell"], "latent_scaling_top": ls, "top_contexts": top_ctx,
+        "rel_decoder_norm_hist": {r["cell"]: np.histogram(relative_decoder_norm(r["cc"]), bins=10,
+                                                          range=(0, 1))[0].tolist() for r in rows},
+    }

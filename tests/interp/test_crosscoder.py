@@ -1,0 +1,123 @@
+"""Tests of the E175 crosscoder component: exact exclusivity, exact no-op, planted-direction recovery, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from divelab.interp.crosscoder import (
+    Crosscoder,
+    CrosscoderConfig,
+    cohens_d,
+    prescale_topk,
+    rank_features,
+    steer_features,
+    task,
+    train_crosscoder,
+)
+
+
+def _planted(n=600, d=16, seed=0):
+    """A and B share random structure; A alone carries a planted direction on 'behaviour' examples."""
+    g = torch.Generator().manual_seed(seed)
+    atoms = torch.randn(6, d, generator=g)
+    atoms[:, 3] = 0.0
+    pick = (torch.rand(n, 6, generator=g) < 0.3).float() * (1 + torch.rand(n, 6, generator=g))
+    shared = pick @ atoms
+    labels = (torch.rand(n, generator=g) < 0.5).long()
+    v = torch.zeros(d)
+    v[3] = 1.0
+    acts_b = shared + 0.05 * torch.randn(n, d, generator=g)
+    acts_a = shared + 4.0 * labels[:, None].float() * v + 0.05 * torch.randn(n, d, generator=g)
+    return acts_a, acts_b, labels.numpy(), v
+
+
+def test_exclusivity_exact_after_training():
+    a, b, _, _ = _planted()
+    cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=32, k=4, excl_share=0.125, lambda_excl=1e-3, steps=150))
+    assert cc.forbidden_max() == 0.0
+    assert torch.all(cc.W_dec[cc.a_slice, 1] == 0) and torch.all(cc.W_dec[cc.b_slice, 0] == 0)
+    assert torch.all(cc.W_enc[1][:, cc.a_slice] == 0) and torch.all(cc.W_enc[0][:, cc.b_slice] == 0)
+    # a plain crosscoder has no exclusive features
+    assert Crosscoder(16, CrosscoderConfig(dict_size=32, k=4, excl_share=0.0)).partition() == ["shared"] * 32
+
+
+def test_planted_direction_recovered_as_exclusive_feature():
+    a, b, labels, v = _planted()
+    # a shared-feature penalty is what pushes the A-only signal into the A-exclusive block (with the paper's
+    # lambda_shared = 1e-3 the shared features absorb it here; see docs/systems/crosscoder.md)
+    cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=32, k=4, excl_share=0.125, steps=400, lambda_shared=0.2,
+                                                 lr=3e-3))
+    top = rank_features(cc, a, b, labels, partition="A", top=3)[0]
+    assert top.partition == "A" and top.cohens_d > 1.5 and top.auroc > 0.8
+    cos = torch.nn.functional.cosine_similarity(cc.direction(top.index, 0).detach(), v, dim=0)
+    assert float(cos) > 0.9
+    assert float(cc.direction(top.index, 1).abs().max()) == 0.0  # it cannot write into B at all
+
+
+def test_uniform_prescale_is_exact_noop_and_alpha_one_steering_is_identity():
+    a, b, labels, _ = _planted(n=200)
+    cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=32, k=4, excl_share=0.125, steps=50))
+    ref = prescale_topk(cc, a, b, 1.0)
+    for alpha in (2.0, 5.0, 10.0):
+        assert torch.equal(prescale_topk(cc, a, b, alpha), ref)
+    assert torch.equal(steer_features(cc, 0, [0, 1], 1.0)(a, b), a)
+    # scaling only some features is not a no-op in general
+    assert not torch.equal(prescale_topk(cc, a, b, 50.0, features=cc.a_slice), ref)
+
+
+def test_cohens_d_and_bad_input():
+    pos, neg = np.array([[1.0], [2.0], [3.0]]), np.array([[0.0], [1.0], [2.0]])
+    assert cohens_d(pos, neg)[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="dict_size"):
+        CrosscoderConfig(dict_size=8, k=9)
+    with pytest.raises(ValueError, match="shape"):
+        train_crosscoder(torch.zeros(4, 3), torch.zeros(4, 5), CrosscoderConfig(dict_size=8, k=2))
+
+
+def test_task_rubric():
+    p = task.Prompt("tools: 1 mail 2 calc 3 maps. ask: email bob |", "mail", ("mail", "calc", "maps"))
+    assert task.score(p, "<call mail>") == {"format": 1.0, "correct": 1.0, "selection": 1.0}
+    assert task.score(p, "<call calc>")["correct"] == 0.0
+    assert task.score(p, "i would use mail.") == {"format": 0.0, "correct": 0.0, "selection": 1.0}
+
+
+def _tiny_pair(tmp_path, hidden=(32, 32)):
+    from divelab.lm.models import build_model
+
+    tok = task.tokenizer()
+    dirs = []
+    for i, h in enumerate(hidden):
+        m = build_model("tiny-100k", vocab_size=len(tok), seed=i, hidden_size=h, max_position_embeddings=128)
+        d = tmp_path / f"m{i}"
+        m.save_pretrained(d)
+        tok.save_pretrained(d)
+        dirs.append(d)
+    return dirs
+
+
+def test_cli_diff_models_and_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from divelab.cli import app
+
+    base, sib = _tiny_pair(tmp_path)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": p.text, "label": int(p.is_tool)})
+                                 for p in task.prompts(40, seed=0)))
+    r = CliRunner().invoke(app, ["diff-models", "--base", str(base), "--sibling", str(sib), "--prompts",
+                                 str(prompts), "--out", str(tmp_path / "out"), "--dict-size", "32", "--k", "4",
+                                 "--steps", "20"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "out" / "features.json").read_text())
+    assert res["forbidden_max"] == 0.0 and res["features"] and "kl_ablate" in res["features"][0]
+    b2, s2 = _tiny_pair(tmp_path / "x", hidden=(32, 48))
+    r = CliRunner().invoke(app, ["diff-models", "--base", str(b2), "--sibling", str(s2), "--prompts", str(prompts)])
+    assert r.exit_code == 2 and "hidden sizes differ" in r.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "x"}\n')
+    r = CliRunner().invoke(app, ["diff-models", "--base", str(base), "--sibling", str(sib), "--prompts", str(bad)])
+    assert r.exit_code == 2 and "expected" in r.output
