@@ -51,8 +51,10 @@ def plan_for(scale: str) -> Plan:
     return pick(scale,
                 smoke=Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120,
                            cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,)),
-                quick=Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (4, 8), (0.0, 1e-3), 0.1, 600),
-                           select=40, eval=100),
+                # quick: 4 DFC cells (2 dictionary sizes x 2 shared-feature penalties at k=8), to stay
+                # near the time budget; full sweeps k too
+                quick=Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600),
+                           select=40, eval=60),
                 full=Plan(PairSpec(), harvest=4000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
                           select=80, eval=300))
 
