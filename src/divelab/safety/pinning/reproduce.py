@@ -344,20 +344,25 @@ def _figure(rows: list[dict[str, Any]], budgets: tuple[float, ...]) -> Figure:
     import numpy as np
 
     comps = sorted({r["compactor"] for r in rows})
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.6))
     width = 0.8 / (2 * len(budgets))
     x = np.arange(len(comps))
     for j, b in enumerate(sorted(budgets, reverse=True)):
         for k, pin in enumerate((False, True)):
             vals = [1 - rate([r for r in rows if r["compactor"] == c and r["budget_frac"] == b
                               and r["pinned"] == pin], "verbatim")[0] for c in comps]
-            ax.bar(x + (2 * j + k) * width - 0.4, vals, width, label=f"budget {b:g}{' + pin' if pin else ''}",
+            xs = x + (2 * j + k) * width - 0.4
+            ax.bar(xs, vals, width, label=f"budget {b:g}{' + pin' if pin else ''}",
                    hatch="//" if pin else None, alpha=0.9)
+            # a zero-height bar is invisible: mark every zero so "none lost" reads as a value
+            zeros = [xi for xi, v in zip(xs, vals, strict=True) if v == 0]
+            ax.plot(zeros, [0.015] * len(zeros), "v", ms=3, color="black")
     ax.set_xticks(x)
     ax.set_xticklabels(comps, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("rules lost at decision time")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=7, ncol=2)
+    # outside the axes, so it never covers the bars
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False)
     ax.set_title("Rule survival audit: share of stated rules missing from the context at the trigger")
     return Figure.from_matplotlib(fig, "rule-loss", "Share of rules lost per compactor and budget, without and with "
-                                  "pinning (hatched; always 0).")
+                                  "pinning (hatched); a small triangle marks a bar whose value is 0.")
