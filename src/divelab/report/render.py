@@ -30,7 +30,7 @@ KIND_NOTE = {
 }
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1300px;
  padding:0 1rem;color:#1d1f23;line-height:1.45}
 h1{margin-bottom:.2rem} .meta{color:#555;font-size:.9rem}
 table{border-collapse:collapse;width:100%;margin:1rem 0;font-size:.92rem}
@@ -41,6 +41,8 @@ th{background:#f3f4f6}
 .v-no{background:#fbd9d9;color:#8a1414}.v-nc{background:#e5e7eb;color:#374151}
 .v-noise{background:#e8e2f8;color:#4b2f91} .kind{font-size:.8rem;color:#444;white-space:nowrap}
 td.n{text-align:right} tr.planned td{color:#777} nav h2{margin-top:1.2rem}
+#summary{font-size:.85rem} #summary td,#summary th{padding:.25rem .4rem} #summary td:nth-child(2){min-width:24rem}
+#summary .rule{display:inline;margin-left:.4rem}
 .rule{display:block;font-size:.78rem;color:#555;margin-top:.2rem}
 figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #e5e7eb}
 figcaption{color:#444;font-size:.88rem}
