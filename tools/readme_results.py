@@ -58,6 +58,9 @@ def render_block(key: str, reps: dict) -> str:
             lines.append(f"| {kind} | " + " | ".join(str(n) for n in counts.values()) + " |")
         systems = ", ".join(sorted(reps))
         return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
+    if key == "runtime":
+        total = sum(r.runtime_s for r in reps.values())
+        return f"{total:.0f} s ({total / 60:.0f} minutes) for the {len(reps)} saved systems\n"
     if key not in reps:
         raise SystemExit(f"README has a results block for {key!r} but docs/results/{key}.json does not exist")
     rep = reps[key]
