@@ -1,0 +1,272 @@
+"""Reproduce Qwen-AgentWorld's claims at small scale on generated TextWorld games.
+
+1. *Fidelity per stage*: a ~100k-parameter Llama world model is trained on transitions logged by
+   random play in the *seen* games (CPT → SFT with a "what happens next" prefix → RL with a
+   rule-based fidelity reward) and scored on *held-out* games (never seen), next to a copy and a
+   lookup/n-gram world model.
+2. *Decoupled use*: the RL test bed's warm-started policy is trained with GRPO inside the simulator
+   of the seen games (faithful, and stingy = ``Steered(mode="partial")``) and inside the real
+   games, at equal iterations, and evaluated in the real games.
+3. *Unified use (warm-up)*: agents whose LM starts from random init, from behaviour cloning (SFT)
+   or from next-state-prediction pre-training on the seen games are GRPO-trained on the held-out games.
+4. *Seams*: fidelity where hidden state matters (moving into another room) vs not, and how far
+   the simulated state stays exact along real action sequences (error compounding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_env_factory
+from divelab.progress import track
+from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
+from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.scale import check_scale, pick
+from divelab.threads import torch_threads
+from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
+from divelab.training.world_model.fidelity import evaluate as fidelity
+from divelab.training.world_model.model import WorldModel, lm_train, rl_train, train_tokenizer
+from divelab.training.world_model.rollout import compounding
+from divelab.training.world_model.simulator import simulated_env_factory
+from divelab.training.world_model.transitions import collect_transitions, split_by_game, unique_transitions
+from divelab.training.world_model.warmup import warmup_runs
+
+NOTES = "training-rl.md §4 (E167)"
+
+
+def config(scale: str, seed: int) -> dict[str, Any]:
+    tb = pick(scale,
+              smoke=TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4,
+                                  sft_episodes=4, sft_steps=10, seed=seed),
+              # the G2PO reproduction's quick test bed (its games and warm start are cached)
+              quick=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
+                                  min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200,
+                                  sft_lr=1e-2, seed=seed),
+              full=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
+                                 min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200,
+                                 sft_lr=1e-2, seed=seed))
+    held = pick(scale, smoke=dataclasses.replace(tb, game_seed0=1, n_games=1),
+                quick=dataclasses.replace(tb, game_seed0=100), full=dataclasses.replace(tb, game_seed0=100))
+    # extra seen games (world-model data only): more games teach copying rather than memorising
+    extra = pick(scale, smoke=[], quick=[TextWorldGameSpec(seed=s, nb_rooms=3, nb_objects=3, quest_length=2)
+                                         for s in range(6)],
+                 full=[TextWorldGameSpec(seed=s, nb_rooms=3, nb_objects=3, quest_length=2) for s in range(6)])
+    return {
+        "testbed": tb, "held_out": held, "extra_seen": extra,
+        "episodes": pick(scale, smoke=4, quick=16, full=32),
+        "cpt_steps": pick(scale, smoke=30, quick=150, full=600),
+        "sft_steps": pick(scale, smoke=30, quick=400, full=1200),
+        "rl_steps": pick(scale, smoke=2, quick=6, full=40),
+        "agent_pretrain_steps": pick(scale, smoke=10, quick=100, full=300),
+        "batch": pick(scale, smoke=16, quick=16, full=32),
+        "grpo_iterations": pick(scale, smoke=2, quick=10, full=30),
+        "group_size": pick(scale, smoke=4, quick=8, full=8),
+        "seeds": pick(scale, smoke=[seed], quick=[seed, seed + 1], full=[seed + i for i in range(5)]),
+        "eval_episodes": pick(scale, smoke=4, quick=16, full=32),
+        "stingy": {"mode": "partial", "rate": 0.5},
+        # SFT oversampling of the (rare) winning transitions: 10x was tried at quick and made
+        # fidelity worse (SFT below CPT) while the simulator still predicted only 1 of 6 seen wins
+        "win_weight": 1.0,
+        "warmup": pick(scale, smoke=False, quick=True, full=True),
+        "warmup_iterations": pick(scale, smoke=2, quick=6, full=30),
+    }
+
+
+def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+    check_scale(scale)
+    t0 = time.time()
+    cfg = config(scale, seed)
+    rep = Reproduction(system="world-model", title="Qwen-AgentWorld: language world models", scale=scale,
+                       seed=seed)
+    with torch_threads(1):
+        _run(rep, cfg, scale, seed)
+    rep.runtime_s = time.time() - t0
+    return rep
+
+
+def _fid_row(ev: dict) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in ev["overall"].items()}
+
+
+def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
+    t_start = time.time()
+    tb = build_testbed(cfg["testbed"])
+    held_specs = cfg["held_out"].specs()
+    seen_specs = cfg["testbed"].specs() + cfg["extra_seen"]
+    max_steps = cfg["testbed"].max_steps
+    make_real = textworld_env_factory(seen_specs + held_specs, max_steps=max_steps, precompute=True,
+                                      max_states=cfg["testbed"].max_states)
+    held_ids = [s.game_id for s in held_specs]
+    log = collect_transitions(make_real, [s.game_id for s in seen_specs + held_specs], cfg["episodes"], max_steps,
+                              seed=seed)
+    train, test = split_by_game(log, held_ids)
+    test_u, train_u = unique_transitions(test), unique_transitions(train)
+    clock = {"start": t_start, "data": time.time()}
+
+    # -- 1. the world model, stage by stage -------------------------------------------------------
+    wm = WorldModel.new(train_tokenizer(log), seed=seed)
+    stages: dict[str, dict] = {"copy": fidelity(CopyWorldModel(), test_u),
+                               "lookup": fidelity(LookupWorldModel(train), test_u)}
+    losses = {"cpt": lm_train(wm, train_u, "cpt", cfg["cpt_steps"], batch_size=cfg["batch"], seed=seed)}
+    stages["cpt"] = fidelity(wm, test_u)
+    losses["sft"] = lm_train(wm, train_u, "sft", cfg["sft_steps"], lr=2e-3, batch_size=cfg["batch"], seed=seed,
+                              win_weight=cfg["win_weight"])
+    stages["sft"] = fidelity(wm, test_u)
+    rl_rewards = rl_train(wm, train_u, cfg["rl_steps"], seed=seed)
+    stages["rl"] = fidelity(wm, test_u)
+    seen_fid = fidelity(wm, unique_transitions([t for t in train if t.game_id in tb.game_ids]))
+    rep.details["fidelity_held_out"] = {k: _fid_row(v) for k, v in stages.items()}
+    rep.details["fidelity_seen_rl_games"] = _fid_row(seen_fid)
+    rep.details["fidelity_per_game_held_out"] = {g: {k: round(v, 3) for k, v in m.items()}
+                                                 for g, m in stages["rl"]["per_game"].items()}
+    rep.details["fidelity_per_depth_held_out"] = {d: round(m["f1"], 3) for d, m in stages["rl"]["per_depth"].items()}
+    rep.details["losses"] = {k: [round(v[0], 3), round(v[-1], 3)] for k, v in losses.items()}
+    rep.details["rl_stage_reward"] = [round(x, 3) for x in rl_rewards]
+
+    f1 = {k: np.array([r["f1"] for r in v["rows"]]) for k, v in stages.items()}
+    ex = {k: np.array([r["exact"] for r in v["rows"]]) for k, v in stages.items()}
+    n = len(test_u)
+    for stage in ("cpt", "sft", "rl"):
+        k = int(ex[stage].sum())
+        lo, hi = stats.proportion_ci(k, n)
+        rep.add(Claim(statement=f"next-state exact match on held-out games after the {stage.upper()} stage",
+                      paper_value="70% → 78% (prediction accuracy, unified agent)", measured=k / n, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§4 Two uses (S)", unit="fraction",
+                      ruling=verdicts.value(k / n, paper=(0.70, 0.78), tol=0.1, tol_kind="abs"),
+                      baseline=f"lookup world model {ex['lookup'].mean():.3f}, copy {ex['copy'].mean():.3f}",
+                      note=f"{n} distinct held-out transitions from {len(held_ids)} unseen games; field F1 "
+                           f"{f1[stage].mean():.3f}. Magnitude only: ours is a 100k-parameter model on unseen "
+                           "games, theirs a 35B model scored by a different metric."))
+    for a, b in (("cpt", "sft"), ("sft", "rl")):
+        d, lo, hi = stats.paired_diff_ci(f1[b], f1[a], method="bootstrap", seed=seed)
+        rep.add(Claim(statement=f"the {b.upper()} stage raises held-out next-state field F1 over {a.upper()}",
+                      paper_value="CPT injects, SFT activates, RL sharpens (+8 points overall 70 → 78)",
+                      measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Three-stage recipe",
+                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.08, tol=1.0),
+                      baseline=f"{a.upper()} F1 {f1[a].mean():.3f}",
+                      note="paired over held-out transitions (bootstrap)."))
+    best = max(("copy", "lookup"), key=lambda k: f1[k].mean())
+    d, lo, hi = stats.paired_diff_ci(f1["rl"], f1[best], method="bootstrap", seed=seed)
+    rep.add(Claim(statement="the trained world model beats the best simple world model on held-out games (F1)",
+                  paper_value="LWM training +8.66 AgentWorldBench points over the untrained base", measured=d,
+                  ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 AgentWorldBench",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                            why="the paper's number is a judge score on another benchmark"),
+                  baseline=f"{best} world model F1 {f1[best].mean():.3f}",
+                  note="AgentWorldBench's LLM-judge scores are replaced by rule-based field F1 (feedback, room, "
+                       "inventory, admissible commands, reward)."))
+    rep.add(not_checkable("AgentWorldBench overall scores (58.71 / 56.39)", "58.71 (397B), 56.39 (35B)",
+                          "needs the 35B/397B models, the 2,170-sample benchmark and an LLM judge", source="§4"))
+
+    clock["world model"] = time.time()
+    # -- 4a. the hidden-state seam ------------------------------------------------------------------
+    rows = stages["rl"]["rows"]
+    moved = np.array([r["f1"] for r in rows if r["moved"]])
+    stayed = np.array([r["f1"] for r in rows if not r["moved"]])
+    if len(moved) >= 2 and len(stayed) >= 2:
+        d, lo, hi = stats.diff_ci(stayed, moved, seed=seed)
+        rep.add(Claim(statement="fidelity is lowest where hidden state matters: moving into another room "
+                                "(unseen map) vs staying",
+                      paper_value="review: fidelity weakest in state-heavy settings", measured=d, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§4 / review seams",
+                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                                why="the review states no number"),
+                      baseline=f"F1 when moving {moved.mean():.3f} (n={len(moved)}) vs staying "
+                               f"{stayed.mean():.3f} (n={len(stayed)})",
+                      note="a move reveals a room the model has never seen in an unseen game (hidden state); "
+                           "staying only needs the visible state."))
+
+    # -- 4b. compounding error along real action sequences ------------------------------------------
+    comp = compounding(wm, test, max_steps)
+    rep.details["compounding_exact_by_depth"] = {k: round(v, 3) for k, v in comp["exact_by_depth"].items()}
+    one, last = comp["first"], comp["last"]
+    if one is not None and last is not None:
+        d, lo, hi = stats.diff_ci(one[1], last[1], seed=seed)
+        rep.add(Claim(statement=f"simulator error compounds: open-loop state exact match at depth 1 vs depth "
+                                f"{last[0]}",
+                      paper_value="review: long-horizon fidelity is the open problem", measured=d, ci=(lo, hi),
+                      kind=Kind.EMPIRICAL, source="§4 / review seams",
+                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                                why="the review states no number"),
+                      baseline=f"depth 1 {one[1].mean():.3f} vs depth {last[0]} {last[1].mean():.3f}",
+                      note="the simulator replays each real held-out episode's actions from the real first state "
+                           "on its own predictions; exact = the whole simulated state equals the real one."))
+
+    # -- 2. GRPO inside the simulator vs the real games ----------------------------------------------
+    sim_wm = wm
+    make_sim = simulated_env_factory(sim_wm, make_real, tb.game_ids, max_steps)
+    make_stingy = simulated_env_factory(sim_wm, make_real, tb.game_ids, max_steps, steering=cfg["stingy"])
+    envs = {"real": tb.make_env, "sim": make_sim, "stingy-sim": make_stingy}
+    start = evaluate(tb.new_policy(), tb.make_env, tb.game_ids, episodes=cfg["eval_episodes"], max_steps=max_steps,
+                     seed=10_000 + seed)
+    succ: dict[str, list[float]] = {k: [] for k in envs}
+    train_succ: dict[str, list[float]] = {k: [] for k in envs}  # success inside the env trained in
+    for s in track(cfg["seeds"], "world-model: GRPO real vs simulated"):
+        for name, mk in envs.items():
+            pol = tb.new_policy()
+            gcfg = GRPOConfig(iterations=cfg["grpo_iterations"], group_size=cfg["group_size"], max_steps=max_steps,
+                              lr=1e-2, seed=s, description=f"GRPO in {name}")
+            logs = GRPOTrainer(pol, mk, tb.game_ids, gcfg).train()
+            train_succ[name].append(round(float(np.mean([x.success for x in logs])), 3))
+            succ[name].append(evaluate(pol, tb.make_env, tb.game_ids, episodes=cfg["eval_episodes"],
+                                       max_steps=max_steps, seed=10_000 + s))
+    rep.details["grpo_real_success"] = {k: [round(x, 3) for x in v] for k, v in succ.items()} | {"start": start}
+    rep.details["grpo_success_inside_training_env"] = train_succ
+    rep.details["simulator_generated_predictions"] = sim_wm.generated
+    wins = [t for t in unique_transitions(train) if t.reward > 0 and t.game_id in tb.game_ids]
+    rep.details["seen_wins_predicted"] = [sum(p.reward > 0 for p in sim_wm.predict([(t.state, t.action) for t in wins])),
+                                          len(wins)]
+    a, b = np.array(succ["sim"]), np.array(succ["real"])
+    d, lo, hi = stats.paired_diff_ci(a, b)
+    rep.add(Claim(statement="GRPO inside the world-model simulator vs inside the real games (real-game success, "
+                            "equal iterations)",
+                  paper_value="controllable simulation beats real-environment training on three benchmarks",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (V)",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                            why="the paper gives no single number for this comparison"),
+                  baseline=f"real-env GRPO {b.mean():.3f}; untrained start {start:.3f}",
+                  note=f"paired over {len(a)} training seeds; sim success {a.mean():.3f}. The simulator models "
+                       "the games it was trained on (seen games), as in the paper's decoupled use."))
+    a2 = np.array(succ["stingy-sim"])
+    d, lo, hi = stats.paired_diff_ci(a2, a)
+    rep.add(Claim(statement="a stingy (partial-answer) simulator trains a better agent than the faithful one",
+                  paper_value="50.3% vs 45.6% (a single Search comparison, 60 steps)", measured=d, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.047, tol=1.0),
+                  baseline=f"faithful simulator {a.mean():.3f}; stingy {a2.mean():.3f}",
+                  note=f"stingy = Steered(mode='partial', rate={cfg['stingy']['rate']}): half the steps withhold "
+                       "part of the feedback and the inventory. Paired over training seeds."))
+
+    clock["grpo real vs sim"] = time.time()
+    # -- 3. world-modeling as agent warm-up -------------------------------------------------------
+    if cfg["warmup"]:
+        wu = warmup_runs(make_real, [s.game_id for s in cfg["testbed"].specs()], held_ids, train, cfg, seed)
+        rep.details["warmup"] = wu["table"]
+        for other in ("random", "sft"):
+            x, y = np.array(wu["auc"]["world-model"]), np.array(wu["auc"][other])
+            d, lo, hi = stats.paired_diff_ci(x, y)
+            rep.add(Claim(statement=f"next-state-prediction warm-up vs a {other} start: mean training success "
+                                    "on unseen games (sample efficiency)",
+                          paper_value="about +9 points on an unseen function-calling benchmark", measured=d,
+                          ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
+                          ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                                                    why="+9 points is on a function-calling benchmark"),
+                          baseline=f"{other} start {y.mean():.3f}; world-model start {x.mean():.3f}",
+                          note="the agent LM is pre-trained on next-state prediction of the seen games, then GRPO'd "
+                               "on the held-out games; paired over seeds."))
+    clock["warm-up"] = time.time()
+    marks = list(clock.items())
+    rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
+    rep.setup = (f"Seen games: {', '.join(s.game_id for s in seen_specs)}; held-out: {', '.join(held_ids)}. "
+                 f"{len(log)} logged transitions ({cfg['episodes']} random episodes per game). World model: "
+                 f"{sum(p.numel() for p in wm.model.parameters())}-parameter Llama, word-level tokenizer, CPT "
+                 f"{cfg['cpt_steps']} + SFT {cfg['sft_steps']} + RL {cfg['rl_steps']} steps. GRPO: the RL test bed's "
+                 f"warm-started policy, {cfg['grpo_iterations']} iterations x {cfg['group_size']} rollouts per game, "
+                 f"seeds {cfg['seeds']}. Notes: {NOTES}.")
+    _ = compact_view  # the policies read simulated observations through the same compact view

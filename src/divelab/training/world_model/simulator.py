@@ -1,0 +1,219 @@
+"""The decoupled use: a world model behind the :class:`~divelab.envs.base.TextEnv` protocol, and steering.
+
+:class:`SimulatedEnv` starts from a real first observation (the task, as the paper's simulator is
+given the task) and from then on every observation, reward and admissible-command list is the
+world model's prediction, so any divelab RL trainer runs inside it unchanged. It is deterministic
+(greedy decoding, memoised), so state is restored by replay like the real envs; ``explore()``
+expands the simulated graph breadth-first in batches, which makes GRPO inside it cheap.
+
+:class:`Steered` wraps any env (real or simulated) with the paper's controllable-simulation
+knobs: ``partial`` (stingy: part of the observation is withheld), ``error`` (the command fails
+with an injected error and nothing happens) and ``paginate`` (the observation arrives in two
+pages; the ``next page`` command reveals the rest, costing a step). Which steps are steered is a
+deterministic function of (salt, reset seed, action prefix), so replay restores state exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from divelab.cache import stable_hash
+from divelab.envs.base import EnvFactory, EnvWrapper, ReplayRestore, StepResult, TextEnv, check_action
+from divelab.training.world_model.transitions import State
+
+MALFORMED_FEEDBACK = "nothing happens ."
+
+
+class SimulatedEnv(ReplayRestore):
+    """A world model playing the environment. ``start`` is the real first observation and its
+    admissible commands; ``max_steps`` caps an episode (``info["truncated"]``)."""
+
+    def __init__(self, world_model: Any, start_observation: str, start_actions: Sequence[str],
+                 game_id: str = "simulated", max_steps: int = 10) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if not start_actions:
+            raise ValueError("the start state has no admissible actions; give the real env's first state")
+        self.world_model = world_model
+        self.start = State.from_observation(start_observation, start_actions)
+        self.game_id = game_id
+        self.max_steps = max_steps
+        self._seed: int | None = None
+        self._state: State | None = None
+        self._actions: list[str] = []
+        self._done = False
+        self.malformed = 0  # steps where the model's output did not parse (state kept, error feedback)
+
+    def reset(self, seed: int | None = None) -> str:
+        self._seed, self._state, self._actions, self._done = seed, self.start, [], False
+        return self.start.observation()
+
+    def admissible_actions(self) -> list[str]:
+        if self._state is None:
+            raise RuntimeError("call reset() first")
+        return [] if self._done else list(self._state.actions)
+
+    def step(self, action: str) -> StepResult:
+        if self._state is None:
+            raise RuntimeError("call reset() first")
+        if self._done:
+            raise RuntimeError("step() after the episode ended; call reset() first")
+        check_action(action, self._state.actions)
+        pred = self.world_model.predict([(self._state, action)])[0]
+        self._actions.append(action)
+        if pred.well_formed:
+            nxt, reward = pred.state, pred.reward
+        else:
+            self.malformed += 1
+            nxt, reward = State(MALFORMED_FEEDBACK, self._state.room, self._state.inventory, self._state.actions), 0.0
+        won = reward > 0
+        truncated = not won and len(self._actions) >= self.max_steps
+        stuck = not nxt.actions
+        self._done = won or truncated or stuck
+        self._state = nxt
+        info = {"won": won, "lost": stuck and not won, "truncated": truncated, "malformed": not pred.well_formed}
+        return nxt.observation(), float(won), self._done, info
+
+    def state_key(self, observation: str) -> Hashable:
+        return observation.split(" | ", 1)[-1]
+
+    def clone(self) -> SimulatedEnv:
+        twin = SimulatedEnv.__new__(SimulatedEnv)
+        twin.__dict__.update(self.__dict__)
+        twin._actions = list(self._actions)
+        return twin
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return list(self._actions)
+
+    def explore(self, depth: int | None = None, max_states: int = 2000) -> int:
+        """Predict every transition reachable within ``depth`` steps (default ``max_steps``), one
+        batched model call per level; returns the number of simulated states reached."""
+        depth = self.max_steps if depth is None else depth
+        seen = {self.start}
+        frontier = [self.start]
+        for _ in range(depth):
+            queries = [(s, a) for s in frontier for a in s.actions]
+            if not queries:
+                break
+            nxt = []
+            for p in self.world_model.predict(queries):
+                if p.well_formed and p.reward <= 0 and p.state.actions and p.state not in seen:
+                    if len(seen) >= max_states:
+                        return len(seen)
+                    seen.add(p.state)
+                    nxt.append(p.state)
+            frontier = nxt
+        return len(seen)
+
+
+def simulated_env_factory(world_model: Any, make_real_env: EnvFactory, game_ids: Sequence[str],
+                          max_steps: int = 10, steering: dict[str, Any] | None = None, explore: bool = True,
+                          max_states: int = 2000) -> EnvFactory:
+    """``make_env(game_id)`` over simulated copies of the given real games (each starts from the
+    real game's first observation). ``steering`` = keyword arguments of :class:`Steered`."""
+    roots: dict[str, SimulatedEnv] = {}
+    for gid in game_ids:
+        real = make_real_env(gid)
+        obs = real.reset(0)
+        roots[gid] = SimulatedEnv(world_model, obs, real.admissible_actions(), gid, max_steps)
+        if explore:
+            roots[gid].explore(max_states=max_states)
+
+    def make_env(game_id: str) -> TextEnv:
+        if game_id not in roots:
+            raise ValueError(f"unknown game id {game_id!r}; this simulator has: {', '.join(roots)}")
+        env: TextEnv = roots[game_id].clone()
+        return Steered(env, **steering) if steering else env
+
+    return make_env
+
+
+STEER_MODES = ("partial", "error", "paginate")
+NEXT_PAGE = "next page"
+ERROR_FEEDBACK = "error : the command failed , nothing happened . try again ."
+
+
+class Steered(EnvWrapper):
+    """Controllable simulation on top of any env (see the module docstring); ``rate`` is the
+    probability that a step is steered."""
+
+    def __init__(self, env: TextEnv, mode: str = "partial", rate: float = 0.5, salt: int = 0) -> None:
+        if mode not in STEER_MODES:
+            raise ValueError(f"unknown steering mode {mode!r}; allowed: {', '.join(STEER_MODES)}")
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be in [0, 1], got {rate}")
+        super().__init__(env)
+        self.mode, self.rate, self.salt = mode, rate, salt
+        self._seed: int | None = None
+        self._actions: list[str] = []
+        self._last = ""
+        self._pending: str | None = None  # the hidden second page
+        self._done = False
+
+    def _steer(self) -> bool:
+        h = int(stable_hash([self.salt, self._seed, self._actions], length=8), 16) / 16**8
+        return h < self.rate
+
+    def reset(self, seed: int | None = None) -> str:
+        self._seed, self._actions, self._pending, self._done = seed, [], None, False
+        self._last = self.env.reset(seed)
+        return self._last
+
+    def admissible_actions(self) -> list[str]:
+        if self._done:
+            return []
+        if self._pending is not None:
+            return [NEXT_PAGE]
+        return self.env.admissible_actions()
+
+    def step(self, action: str) -> StepResult:
+        if self._done:
+            raise RuntimeError("step() after the episode ended; call reset() first")
+        check_action(action, self.admissible_actions())
+        self._actions.append(action)
+        if self._pending is not None:
+            obs, self._pending = self._pending, None
+            self._last = obs
+            return obs, 0.0, False, {"won": False, "steered": "page 2"}
+        steer = self._steer()
+        if self.mode == "error" and steer:
+            parts = self._last.split(" | ")
+            obs = " | ".join([ERROR_FEEDBACK, *parts[1:]]) if len(parts) == 3 else ERROR_FEEDBACK
+            return obs, 0.0, False, {"won": False, "steered": "error"}
+        obs, r, done, info = self.env.step(action)
+        self._last = obs
+        self._done = done
+        parts = obs.split(" | ")
+        if self.mode == "partial" and steer and len(parts) == 3 and not done:
+            words = parts[0].split()
+            obs = " | ".join([" ".join(words[:len(words) // 2] + ["..."]) if words else "...", parts[1], "..."])
+            info = {**info, "steered": "partial"}
+        elif self.mode == "paginate" and steer and not done:
+            cut = obs.rfind(" | ")
+            if cut > 0:
+                self._pending = obs
+                obs = obs[:cut] + " | [more: next page]"
+                info = {**info, "steered": "page 1"}
+        return obs, r, done, info
+
+    def state_key(self, observation: str) -> Hashable:
+        return observation
+
+    def restore(self, actions: Sequence[str]) -> str:
+        obs = self.reset(self._seed)
+        for a in actions:
+            obs = self.step(a)[0]
+        return obs
+
+    def clone(self) -> Steered:
+        twin = Steered(self.env.clone(), self.mode, self.rate, self.salt)
+        twin._seed = self._seed
+        twin.restore(self._actions)
+        return twin
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return list(self._actions)

@@ -1,0 +1,243 @@
+"""Tests for divelab.training.world_model (E167, Qwen-AgentWorld)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+import pytest
+
+from divelab.envs.base import InvalidAction, ReplayRestore, TextEnv
+from divelab.envs.toy import CorridorEnv
+from divelab.lm.models import build_model
+from divelab.rl.grpo import GRPOConfig, GRPOTrainer
+from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
+from divelab.threads import torch_threads
+from divelab.training.world_model import (
+    CopyWorldModel,
+    LookupWorldModel,
+    SimulatedEnv,
+    State,
+    Steered,
+    WorldModel,
+    collect_transitions,
+    evaluate_fidelity,
+    fidelity_reward,
+    lm_train,
+    parse_prediction,
+    simulated_env_factory,
+    split_by_game,
+    train_tokenizer,
+    unique_transitions,
+)
+from divelab.training.world_model.model import target_text
+
+
+def corridor_factory(game_id: str) -> TextEnv:
+    n = {"c4": 4, "c5": 5}[game_id]
+    return CorridorEnv(n_rooms=n, goal=n - 1, max_steps=8, game_id=game_id)
+
+
+def corridor_log(episodes: int = 60, games: tuple[str, ...] = ("c4",)):
+    """Random-play transitions (one corridor by default: two corridors share state texts with
+    different successors, so together they are not a function of the state)."""
+    return collect_transitions(corridor_factory, list(games), episodes, 8, seed=0)
+
+
+class ThreeFieldEnv(ReplayRestore):
+    """A deterministic env with TextWorld-shaped observations ('fb | -= room =- | inventory')."""
+
+    def __init__(self) -> None:
+        self._seed, self._actions, self._done = None, [], False
+
+    def _obs(self, fb: str) -> str:
+        inv = "you carry a key ." if "take key" in self._actions else "you carry nothing ."
+        return f"{fb} | -= hall =- | {inv}"
+
+    def reset(self, seed: int | None = None) -> str:
+        self._seed, self._actions, self._done = seed, [], False
+        return self._obs("welcome")
+
+    def admissible_actions(self) -> list[str]:
+        return [] if self._done else ["look", "take key", "open door"]
+
+    def step(self, action: str):
+        if action not in self.admissible_actions():
+            raise InvalidAction(action)
+        self._actions.append(action)
+        won = action == "open door" and "take key" in self._actions
+        self._done = won or len(self._actions) >= 6
+        return self._obs("you see a long hall" if action == "look" else f"you {action}"), float(won), self._done, \
+            {"won": won, "truncated": self._done and not won}
+
+    def state_key(self, observation: str) -> Hashable:
+        return observation.split(" | ", 1)[-1]
+
+    def clone(self) -> ThreeFieldEnv:
+        twin = ThreeFieldEnv()
+        twin._seed = self._seed
+        twin.restore(self._actions)
+        return twin
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return list(self._actions)
+
+
+def check_protocol(env: TextEnv, rng: np.random.Generator) -> None:
+    """The protocol checks the real envs pass: reset/step/admissible/restore/clone/state_key."""
+    assert isinstance(env, TextEnv)
+    obs0 = env.reset(0)
+    assert env.admissible_actions() and env.actions_taken == []
+    with pytest.raises(InvalidAction):
+        env.step("fly to the moon")
+    seen, acts = [obs0], []
+    done, info = False, {}
+    while not done:
+        a = env.admissible_actions()[int(rng.integers(len(env.admissible_actions())))]
+        obs, r, done, info = env.step(a)
+        seen.append(obs)
+        acts.append(a)
+        assert r == float(info["won"])
+    assert info["won"] or info.get("truncated") or info.get("lost")
+    assert env.admissible_actions() == []
+    with pytest.raises(RuntimeError):
+        env.step(acts[0])
+    k = len(acts) // 2
+    assert env.restore(acts[:k]) == seen[k] and env.actions_taken == acts[:k]
+    twin = env.clone()
+    assert twin.actions_taken == acts[:k] and twin.admissible_actions() == env.admissible_actions()
+    a = env.admissible_actions()[0]
+    assert twin.step(a)[0] == env.step(a)[0]  # deterministic, independent copies
+    assert isinstance(env.state_key(obs0), Hashable)
+
+
+def test_state_fields_roundtrip_and_normalisation() -> None:
+    s = State.from_observation("You take the Key. | -= Cold Room =- A room. | You are carrying: a key.",
+                               ["take key", "go east"])
+    assert (s.feedback, s.room, s.inventory) == ("you take the key .", "cold room", "you are carrying : a key .")
+    assert s.actions == ("go east", "take key")
+    assert State.from_observation(s.observation(), s.actions) == s
+    toy = State.from_observation("room 0. you see nothing.", ["look"])
+    assert toy.room == "" and toy.observation() == "room 0 . you see nothing ."
+
+
+def test_collect_split_and_errors() -> None:
+    log = corridor_log(3, ("c4", "c5"))
+    assert {t.game_id for t in log} == {"c4", "c5"} and all(t.depth < 8 for t in log)
+    assert collect_transitions(corridor_factory, ["c4"], 3, 8, seed=0) == [t for t in log if t.game_id == "c4"]
+    train, test = split_by_game(log, ["c5"])
+    assert {t.game_id for t in test} == {"c5"} and {t.game_id for t in train} == {"c4"}
+    with pytest.raises(ValueError, match="no transitions"):
+        split_by_game([], ["c5"])
+    with pytest.raises(ValueError, match="not in the log"):
+        split_by_game(log, ["tw-r3-o3-q3-s9"])
+    with pytest.raises(ValueError, match="nothing is left"):
+        split_by_game(log, ["c4", "c5"])
+
+
+def test_parse_and_fidelity_reward() -> None:
+    t = corridor_log(1)[0]
+    good = parse_prediction(target_text(t, reasoning=True), t.state)
+    assert good.well_formed and good.state == t.next_state and good.reward == t.reward
+    assert fidelity_reward(good, t) == pytest.approx(1.0)
+    bad = parse_prediction("[FB] room [R] 1 [END]", t.state)
+    assert not bad.well_formed and fidelity_reward(bad, t) == -1.0
+    # predicting a win that did not happen is penalised beyond the lost reward-field point
+    flat = parse_prediction(target_text(t, reasoning=False).replace("[R] 0", "[R] 1"), t.state)
+    assert t.reward == 0 and fidelity_reward(flat, t) == pytest.approx(0.8 - 0.5)
+
+
+def test_world_model_reaches_exact_fidelity_on_a_deterministic_toy_env() -> None:
+    log = corridor_log()
+    wm = WorldModel.new(train_tokenizer(log), seed=0)
+    before = evaluate_fidelity(wm, log)["overall"]["exact"]
+    assert any(t.reward > 0 for t in log)  # the log has wins to predict
+    with torch_threads(1):
+        lm_train(wm, unique_transitions(log), "sft", steps=200, lr=5e-3, batch_size=16, seed=0)
+    ev = evaluate_fidelity(wm, log)["overall"]
+    assert before < 0.2 and ev["exact"] == 1.0 and ev["well_formed"] == 1.0
+
+
+def test_baselines_lookup_is_exact_on_seen_copy_is_not() -> None:
+    log = corridor_log()
+    assert evaluate_fidelity(LookupWorldModel(log), log)["overall"]["exact"] == 1.0
+    assert evaluate_fidelity(CopyWorldModel(), log)["overall"]["exact"] < 0.5
+
+
+def test_simulated_env_passes_the_protocol_and_matches_the_real_env() -> None:
+    log = corridor_log()
+    lookup = LookupWorldModel(log)  # a perfect world model of the seen transitions
+    real = corridor_factory("c4")
+    sim = SimulatedEnv(lookup, real.reset(0), real.admissible_actions(), "c4", max_steps=8)
+    check_protocol(sim, np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    for _ in range(5):  # step by step the simulator says what the real env says
+        o_real, o_sim = real.reset(0), sim.reset(0)
+        done = False
+        while not done:
+            assert sorted(real.admissible_actions()) == sim.admissible_actions()
+            a = real.admissible_actions()[int(rng.integers(len(real.admissible_actions())))]
+            o_real, r1, done, _ = real.step(a)
+            o_sim, r2, done2, _ = sim.step(a)
+            assert State.from_observation(o_real, []).feedback == o_sim and r1 == r2 and done == done2
+    assert sim.explore() >= 4
+
+
+def test_steered_modes_do_what_they_say() -> None:
+    check_protocol(Steered(ThreeFieldEnv(), "partial", 0.5), np.random.default_rng(0))
+    check_protocol(Steered(ThreeFieldEnv(), "error", 0.5), np.random.default_rng(0))
+    check_protocol(Steered(ThreeFieldEnv(), "paginate", 0.5), np.random.default_rng(0))
+    env = Steered(ThreeFieldEnv(), "partial", 1.0)
+    env.reset(0)
+    obs = env.step("take key")[0]
+    assert obs.endswith(" | ...") and "carry" not in obs  # the inventory is withheld
+    env = Steered(ThreeFieldEnv(), "error", 1.0)
+    env.reset(0)
+    obs, r, done, info = env.step("take key")
+    assert obs.startswith("error") and info["steered"] == "error" and env.env.actions_taken == []
+    env = Steered(ThreeFieldEnv(), "paginate", 1.0)
+    env.reset(0)
+    page1 = env.step("take key")[0]
+    assert "next page" in page1 and env.admissible_actions() == ["next page"]
+    page2 = env.step("next page")[0]
+    assert page2.endswith("you carry a key .") and env.admissible_actions() == ["look", "take key", "open door"]
+    faithful = Steered(ThreeFieldEnv(), "partial", 0.0)
+    faithful.reset(0)
+    assert faithful.step("take key")[0] == "you take key | -= hall =- | you carry a key ."
+    with pytest.raises(ValueError, match="allowed: partial, error, paginate"):
+        Steered(ThreeFieldEnv(), "lie")
+
+
+def test_grpo_trains_unchanged_inside_the_simulator() -> None:
+    log = corridor_log()
+    make_sim = simulated_env_factory(LookupWorldModel(log), corridor_factory, ["c4"], max_steps=8,
+                                     steering={"mode": "error", "rate": 0.2})
+    tok = train_word_tokenizer([t.state.observation() for t in log] + [t.action for t in log])
+    pol = LMPolicy(build_model("tiny-100k", tok.get_vocab_size(), seed=0, hidden_size=32, num_hidden_layers=1),
+                   tok, PolicyConfig(history=0, head_tokens=0, tail_tokens=32))
+    with torch_threads(1):
+        logs = GRPOTrainer(pol, make_sim, ["c4"], GRPOConfig(iterations=2, group_size=4, max_steps=8, seed=0)).train()
+    assert len(logs) == 2 and logs[0].n_steps > 0
+    with pytest.raises(ValueError, match="unknown game id"):
+        make_sim("c5")
+
+
+def test_world_model_save_load_roundtrip(tmp_path) -> None:
+    log = corridor_log(3)
+    wm = WorldModel.new(train_tokenizer(log), seed=0)
+    q = [(log[0].state, log[0].action)]
+    wm.save(tmp_path / "wm")
+    assert WorldModel.load(tmp_path / "wm").predict(q)[0].text == wm.predict(q)[0].text
+    with pytest.raises(FileNotFoundError):
+        WorldModel.load(tmp_path / "nothing")
+
+
+def test_smoke_reproduction() -> None:
+    from divelab.claims import Kind
+    from divelab.training.world_model.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    assert rep.system == "world-model" and len(rep.claims) >= 8
+    assert sum(c.kind == Kind.EMPIRICAL for c in rep.claims) >= 6
+    assert set(rep.details["fidelity_held_out"]) == {"copy", "lookup", "cpt", "sft", "rl"}
