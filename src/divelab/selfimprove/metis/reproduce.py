@@ -243,5 +243,8 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "experience_success": float(np.mean([w for r in results for w in r.experience_won])),
         "config": cfg.__dict__,
     }
+    from divelab.selfimprove.metis import real_llm  # full scale only: SmolLM2 as distiller, codifier, agent
+
+    real_llm.add_to(rep, scale, seed)
     rep.runtime_s = time.perf_counter() - t0
     return rep
