@@ -304,6 +304,10 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         rep.figures.append(_figure(table, arms, fugu, nodiv))
     except Exception:  # noqa: BLE001  (a figure must never sink the reproduction)
         pass
+    # SmolLM2-135M-Instruct as a priced sixth worker (full scale only)
+    from divelab.orchestration.fugu import real_llm
+
+    real_llm.add_to(rep, scale, seed)
     rep.runtime_s = time.perf_counter() - t0
     return rep
 
