@@ -1,0 +1,101 @@
+"""The SmolLM2-judge code path of E178, on a tiny random model and on a scripted scorer (no SmolLM2)."""
+
+import numpy as np
+import pytest
+
+from divelab.claims import Reproduction
+from divelab.selfimprove.red_queen import real_llm
+from divelab.selfimprove.red_queen.real_llm import (
+    LEVELS,
+    PROMPTS,
+    LLMJudge,
+    LogprobScorer,
+    RoundConfig,
+    claims_from_round,
+    matched_pairs,
+    render,
+    run_round,
+)
+from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
+
+
+class CharTokenizer:
+    """A minimal tokenizer with a chat template (one token per character)."""
+
+    pad_token_id = 0
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) % 60 + 2 for c in text]
+
+    def apply_chat_template(self, msgs, add_generation_prompt=True, tokenize=True):
+        return self.encode("".join(f"{m['role']}:{m['content']}\n" for m in msgs) + "assistant:")
+
+
+class ScriptedScorer:
+    """Margins from the rendered ratings; the plain prompt also likes the AI voice (a planted bias)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def margins(self, prompt, texts, desc=""):
+        self.calls += len(texts)
+        out = []
+        for t in texts:
+            words = [s.split(": ")[1].rstrip(".") for s in t.split("\n")[1].split(". ")]
+            m = 0.5 * (sum(LEVELS.index(w) for w in words) - 8)
+            if prompt == PROMPTS["plain"]:
+                m += 1.5 * any(v in t for v in real_llm.AI_VOICE) - 0.5
+            out.append(m)
+        return np.array(out)
+
+
+def test_render_matched_pairs_differ_only_in_the_voice():
+    pairs = matched_pairs(SyntheticWorld(seed=3), 6, stream=1)
+    for ai, hu, _, v in pairs:
+        a, h = render(ai, v).split("\n"), render(hu, v).split("\n")
+        assert a[1:] == h[1:] and a[0] != h[0]
+        assert any(s in a[0] for s in real_llm.AI_VOICE) and any(s in h[0] for s in real_llm.HUMAN_VOICE)
+    x = np.zeros(7)
+    x[:4] = [-1.0, 0.0, 0.3, 2.0]
+    assert "Correctness: very poor. Clarity: poor. Evidence: fair. Completeness: excellent." in render(x)
+
+
+def test_logprob_scorer_batching_and_padding_do_not_change_margins():
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=4,
+                                         max_position_embeddings=1024)).eval()
+    texts = ["short", "a much longer submission text here", "mid length text"]
+    one = LogprobScorer(model, CharTokenizer(), answers=("Y", "N"), batch_size=1).margins("sys", texts)
+    batched = LogprobScorer(model, CharTokenizer(), answers=("Y", "N"), batch_size=8)
+    m = batched.margins("sys", texts + texts[:1])
+    np.testing.assert_allclose(m[:3], one, atol=1e-4)
+    assert m[3] == m[0] and batched.forwards == 3  # cached, deduplicated
+    with pytest.raises(ValueError, match="distinct first tokens"):
+        LogprobScorer(model, CharTokenizer(), answers=("Yes", "Yeah"))
+
+
+def test_round_replaces_the_biased_judge_and_removes_its_source_bias():
+    scorer = ScriptedScorer()
+    res = run_round(scorer, RoundConfig(task_pairs=16, anchor_pairs=24, eval_pairs=40), seed=0)
+    claims, details = claims_from_round(res, config="test")
+    before, after = details["before"], details["after"]
+    assert before["accept_ai"] > before["accept_human"] + 0.2  # the planted bias is measured
+    assert res["decision"].replace and details["after_judge"][0] != "plain"
+    assert after["accept_ai"] == pytest.approx(after["accept_human"])  # the content-only judge is unbiased
+    assert after["accuracy"] >= before["accuracy"]
+    assert len(claims) == 4 and claims[0].measured > 1.2 and claims[2].measured == pytest.approx(1.0)
+    assert claims[1].measured == pytest.approx(1.5) and before["quality_auroc"] > 0.8
+    x = np.zeros(7)
+    x[:4] = 1.0  # all "excellent": margin 0.5 * (16 - 8) = 4
+    assert LLMJudge(scorer, "content_only", threshold=3.9).accepts(x)
+    assert not LLMJudge(scorer, "content_only", threshold=4.1).accepts(x)
+
+
+def test_add_to_runs_only_at_full_scale():
+    rep = Reproduction(system="red-queen", title="t", scale="quick", seed=0, setup="s")
+    real_llm.add_to(rep, "quick", 0)
+    assert not rep.claims
