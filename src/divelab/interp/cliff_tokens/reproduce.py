@@ -17,6 +17,7 @@ from divelab.interp.cliff_tokens.detector import Detection, detect
 from divelab.interp.cliff_tokens.interventions import cliff_del_keep
 from divelab.interp.cliff_tokens.model import ChainModelSpec, load_chain_model, sampled_accuracy
 from divelab.interp.cliff_tokens.potential import RolloutConfig, Rollouts, sample_traces
+from divelab.interp.cliff_tokens.real_llm import summarise
 from divelab.interp.cliff_tokens.task import chain_problems
 from divelab.interp.cliff_tokens.taxonomy import TYPES
 from divelab.scale import check_scale, pick
@@ -86,6 +87,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                        scale=scale, seed=seed)
     with torch_threads(1):
         _run(rep, plan, seed)
+    # SmolLM2-135M-Instruct beside the tiny model (full scale only)
+    from divelab.interp.cliff_tokens import real_llm
+
+    real_llm.add_to(rep, scale, seed, tiny=rep.details.get("summary"))
     rep.runtime_s = time.perf_counter() - t0
     return rep
 
@@ -182,7 +187,8 @@ def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
     eval_p = chain_problems(plan.eval_problems, plan.lengths, seed=900 + seed)
     base_acc = _acc(model, tok, eval_p, plan, seed + 7)
     details: dict = {"base_accuracy": float(base_acc.mean()), "pairs": dict(Counter(p.kind for p in pairs)),
-                     "cliffs": det.table(), "model_steps": meta["steps"], "cost": vars(det.rollouts.cost)}
+                     "cliffs": det.table(), "model_steps": meta["steps"], "cost": vars(det.rollouts.cost),
+                     "summary": summarise(det, iv)}
     # full-sequence DPO pairs from more responses to the same problems (sampling only, no potentials)
     seq_roll = Rollouts(model, tok, "chain", RolloutConfig(n=1, max_new_tokens=72, batch_rows=1024, seed=seed))
     t_s = time.perf_counter()

@@ -1,0 +1,78 @@
+"""Cliff tokens on a real LLM (E172): the SmolLM2 code path, run on a model with a known answer distribution."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from divelab.interp.cliff_tokens import Problem
+from divelab.interp.cliff_tokens.real_llm import RealConfig, add_to, measure, word_problems
+from divelab.interp.cliff_tokens.task import chain_tokenizer, last_number
+
+
+class KnownModel(torch.nn.Module):
+    """After ':' it writes '1' with probability 0.3 and '0' with 0.7; after a digit it ends (eos)."""
+
+    def __init__(self, tok, p_one: float = 0.3):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.config = SimpleNamespace(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        v = len(tok)
+        self.table = torch.full((v, v), -1e9)
+        colon, zero, one, eos = (tok.convert_tokens_to_ids(t) for t in (":", "0", "1", "<eos>"))
+        self.table[colon, one], self.table[colon, zero] = math.log(p_one), math.log(1 - p_one)
+        for d in "0123456789":
+            self.table[tok.convert_tokens_to_ids(d), eos] = 0.0
+        self.table[eos, eos] = 0.0
+        self.table[tok.pad_token_id, eos] = 0.0
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+        return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, past_key_values=None)
+
+
+def test_real_llm_path_on_a_known_model() -> None:
+    from divelab.threads import torch_threads
+
+    tok = chain_tokenizer()
+    cfg = RealConfig(problems=1, per_problem=20, n=64, every=1, max_new_tokens=4, temperature=1.0, batch_rows=1024)
+    tiny = {"cliff_rate_wrong": 0.75, "cliff_rate_right": 0.0, "wrong": 12, "right": 20, "pass_del": 1.0,
+            "pass_keep": 0.1, "interventions": 9, "type_shares": {"deterministic": 0.0, "uncertain": 0.1,
+                                                                  "sampled-off": 0.9}, "cliffs": 9}
+    with torch_threads(1):
+        claims, det = measure(KnownModel(tok), tok, [Problem(":", "1")], cfg, chat=False, checker="exact",
+                              label="known", tiny=tiny, seed=0)
+    s = det["summary"]
+    assert s["traces"] == 20 and s["right"] + s["wrong"] == 20 and 2 <= s["right"] <= 12
+    # every wrong response ('0') falls from ~0.3 to 0 at its only token; right ones never fall
+    assert s["cliff_rate_wrong"] == 1.0 and s["cliff_rate_right"] == 0.0
+    assert s["pass_del"] == 1.0 and s["pass_keep"] == 0.0 and s["interventions"] == s["wrong"]
+    assert s["types"] == {"deterministic": 0, "uncertain": s["wrong"], "sampled-off": 0}
+    assert [c.statement.split(":")[0] for c in claims] == ["known"] * 3
+    rates, iv, taxonomy = claims
+    assert rates.verdict.value == "reproduced" and rates.measured == pytest.approx(1.0)
+    assert iv.verdict.value != "not checkable here" and iv.measured == pytest.approx(1.0)
+    assert taxonomy.verdict.value == "not reproduced"  # only one of the three types
+    assert "tiny chain model" in rates.baseline and "0.75" in rates.baseline
+
+
+def test_add_to_runs_only_at_full_scale_and_says_how_to_install(monkeypatch) -> None:
+    from divelab.claims import Reproduction
+    from divelab.lm import real
+
+    rep = Reproduction(system="cliff-tokens", title="t", scale="quick", seed=0)
+    add_to(rep, "quick")
+    assert rep.claims == []
+    monkeypatch.setattr(real, "is_available", lambda *a, **k: False)
+    add_to(rep, "full")
+    assert len(rep.claims) == 1 and rep.claims[0].verdict.value == "not checkable here"
+    assert real.INSTALL_HINT in rep.claims[0].note
+
+
+def test_word_problems_have_checkable_answers() -> None:
+    probs = word_problems()
+    assert len(probs) == 8 and all(last_number(f"so it is {p.answer}.", p.answer) for p in probs)
+    with pytest.raises(ValueError, match="k must be in"):
+        word_problems(0)
