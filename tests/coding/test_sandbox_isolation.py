@@ -168,3 +168,28 @@ def test_memory_of_all_processes_together_is_capped():
         assert -9 in codes, f"three children used 360 MB under a 200 MB run total: {codes}"
     else:
         assert r.status.value in ("memory", "crashed"), r.reason
+
+
+def test_interpreter_environment_under_tmp_stays_readable_not_writable(monkeypatch):
+    """A virtualenv in a clone under /tmp (as CI may have) is hidden by the private /tmp unless it is
+    bound back read-only; the program can import from it but not write to it."""
+    import sys
+
+    d = Path(tempfile.mkdtemp(prefix="divelab-venvsim-", dir="/tmp"))
+    try:
+        d.chmod(0o755)
+        (d / "simmod.py").write_text("X = 42\n")
+        (d / "simmod.py").chmod(0o644)
+        monkeypatch.setattr(sys, "prefix", str(d))
+        code = (f"import sys; sys.path.append({str(d)!r}); import simmod; print(simmod.X)\n"
+                f"try:\n    open({str(d)!r} + '/w', 'w'); print('WROTE')\nexcept OSError as e:\n    print('refused')\n")
+        r = run_python(code, limits=Limits(wall_s=20))
+        assert r.passed, r.stderr
+        assert r.stdout.split() == ["42", "refused"]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_output_printed_before_an_exception_is_kept():
+    r = run_python("print('before')\nraise ValueError('boom')", limits=Limits(wall_s=20))
+    assert r.status.value == "failed" and r.stdout == "before\n" and "boom" in r.stderr

@@ -30,7 +30,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PRIVATE_DIRS = ("/var/tmp", "/dev/shm", "/run")  # bound onto subdirectories of the private /tmp
 
 
@@ -82,12 +82,22 @@ def _read_tree(root):
     return files
 
 
-def _private_filesystem(workdir, size_mb, uid):
+def _hidden(path):
+    return any(path == d or path.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS))
+
+
+def _private_filesystem(workdir, size_mb, uid, readable=()):
     """A fresh tmpfs of ``size_mb`` on /tmp; /var/tmp, /dev/shm and /run become directories of it
     (bind mounts: one quota for everything the run writes), and the work directory is recreated
     inside it. Nothing written there outlives the mount namespace."""
     workdir = os.path.abspath(workdir)
     files = _read_tree(workdir)
+    # Host paths the run must still read (the interpreter's environment, when it lives under /tmp):
+    # hold them open now, and bind them back read-only once the private tmpfs hides them.
+    keep = []
+    for path in sorted({os.path.abspath(p) for p in readable}):
+        if _hidden(path) and os.path.isdir(path) and not _hidden_by_workdir(path, workdir):
+            keep.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
     if not _mount(None, "/", None, MS_REC | MS_PRIVATE):
         return None
     opts = f"size={int(size_mb)}m,mode=1777"
@@ -106,6 +116,12 @@ def _private_filesystem(workdir, size_mb, uid):
         os.mkdir(sub)
         if not _mount(sub, workdir, None, MS_BIND):
             return None
+    for path, fd in keep:
+        os.makedirs(path, exist_ok=True)
+        if _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC):
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+            bound.append(f"{path} (read-only)")
+        os.close(fd)
     os.makedirs(workdir, exist_ok=True)
     for rel, data in files:
         target = os.path.join(workdir, rel)
@@ -118,6 +134,10 @@ def _private_filesystem(workdir, size_mb, uid):
                 os.chown(os.path.join(dirpath, n), uid, uid)
         os.chown(workdir, uid, uid)
     return bound
+
+
+def _hidden_by_workdir(path, workdir):
+    return path == workdir or path.startswith(workdir + "/")
 
 
 def _block_sockets(event, args):
@@ -151,7 +171,7 @@ def main():
     if root and iso.get("ipc") and _unshare(CLONE_NEWIPC):
         meta["ipc"] = "namespace"
     if root and iso.get("disk_mb") and _unshare(CLONE_NEWNS):
-        bound = _private_filesystem(cfg["workdir"], iso["disk_mb"], uid)
+        bound = _private_filesystem(cfg["workdir"], iso["disk_mb"], uid, iso.get("readable", ()))
         if bound:
             meta["filesystem"] = f"private tmpfs of {iso['disk_mb']} MB over {', '.join(bound)}"
     pid_ns = root and iso.get("pid") and _unshare(CLONE_NEWPID)
@@ -266,6 +286,7 @@ def _run_program(cfg, code, meta):
         import traceback
 
         try:
+            sys.stdout.flush()  # what the program printed before failing is part of its output
             traceback.print_exc()
             sys.stderr.flush()
         except MemoryError:

@@ -393,7 +393,10 @@ def run_python(
             "uid": uid,
             "isolate_network": limits.isolate_network,
             "isolation": {"ipc": limits.isolate, "pid": limits.isolate,
-                          "disk_mb": limits.disk_mb if limits.isolate else None},
+                          "disk_mb": limits.disk_mb if limits.isolate else None,
+                          # the interpreter's own environment stays readable even when it lives under
+                          # /tmp (a virtualenv in a fresh clone there), which the private tmpfs hides
+                          "readable": sorted({sys.prefix, sys.base_prefix, str(Path(python).resolve().parent.parent)})},
             "cgroups": [str(d) for d in groups.values()],
             "argv": list(argv),
             "limits": {
