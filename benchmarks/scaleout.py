@@ -50,14 +50,14 @@ def reproduction_speedup(system: str, scale: str, seeds: list[int]) -> dict:
     return out
 
 
-def rollout_speedup(repeats: int) -> dict:
+def rollout_speedup(repeats: int, testbed: str) -> dict:
     import ray
 
     from divelab.rl.ray_rollout import ShardedSampler
     from divelab.rl.testbed import build_testbed
     from divelab.training.g2po.reproduce import experiment_config
 
-    tb_cfg, _ = experiment_config("quick", 0)
+    tb_cfg, _ = experiment_config(testbed, 0)
     bed = build_testbed(tb_cfg)
     policy, make_env, games = bed.new_policy(), bed.make_env, bed.game_ids
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -88,15 +88,18 @@ def main() -> None:
     ap.add_argument("--scale", default="smoke")
     ap.add_argument("--seeds", default="0-3")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--testbed", default="quick", help="G2PO test bed scale for the rollout part")
     ap.add_argument("--out", default="benchmarks/scaleout.json")
     args = ap.parse_args()
     from divelab.scaleout import parse_seeds
 
-    result = {"cpus": os.cpu_count(),
-              "reproduction": reproduction_speedup(args.system, args.scale, parse_seeds(args.seeds)),
-              "rollouts": rollout_speedup(args.repeats)}
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+    result: dict = {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
+    # written after each part, so a long run keeps what it measured
+    for key, part in (("reproduction", lambda: reproduction_speedup(args.system, args.scale, parse_seeds(args.seeds))),
+                      ("rollouts", lambda: rollout_speedup(args.repeats, args.testbed))):
+        result[key] = part()
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
     print(json.dumps(result, indent=2))
 
 
