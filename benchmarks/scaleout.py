@@ -62,8 +62,9 @@ def rollout_speedup(repeats: int, testbed: str) -> dict:
     policy, make_env, games = bed.new_policy(), bed.make_env, bed.game_ids
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     arms = {"inprocess_1": ShardedSampler(workers=1, backend="inprocess", max_steps=10),
-            "ray_1": ShardedSampler(workers=1, backend="ray", max_steps=10),
-            "ray_2": ShardedSampler(workers=2, backend="ray", max_steps=10)}
+            # three actors alive at once on 2 logical CPUs: half a CPU each, or the third never starts
+            "ray_1": ShardedSampler(workers=1, backend="ray", max_steps=10, cpus_per_worker=0.5),
+            "ray_2": ShardedSampler(workers=2, backend="ray", max_steps=10, cpus_per_worker=0.5)}
     times: dict[str, list[float]] = {k: [] for k in arms}
     steps: dict[str, int] = {}
     for arm in arms.values():  # warm-up: actor creation and the first weight transfer

@@ -61,12 +61,17 @@ class ShardedSampler:
     max_steps: int = 20
     greedy: bool = False
     address: str | None = None  # a Ray cluster address; None starts (or joins) a local instance
+    # Each actor holds this many of Ray's logical CPUs until close(): two samplers alive at once on a
+    # small cluster need fractions, or the later actors wait for CPUs forever.
+    cpus_per_worker: float = 1.0
     _actors: list[Any] = field(default_factory=list, repr=False)
     _for: tuple[int, int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if not self.cpus_per_worker > 0:
+            raise ValueError(f"cpus_per_worker must be > 0, got {self.cpus_per_worker}")
         if self.backend not in ("ray", "inprocess"):
             raise ValueError(f"backend must be 'ray' or 'inprocess', got {self.backend!r}")
 
@@ -99,7 +104,7 @@ class ShardedSampler:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         key = (id(policy), id(make_env))
         if self._for != key:  # new trainer or policy: new actors, each with its own copy
-            Actor = ray.remote(num_cpus=1)(_Worker)
+            Actor = ray.remote(num_cpus=self.cpus_per_worker)(_Worker)
             self._actors = [Actor.remote(policy, make_env) for _ in range(self.workers)]
             self._for = key
         state = ray.put({k: v.detach().cpu() for k, v in policy.model.state_dict().items()})
