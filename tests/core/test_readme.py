@@ -62,3 +62,12 @@ def test_documentation_site_builds_strictly(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "site" / "systems" / "backtrack" / "index.html").exists()
+
+
+def test_readme_links_point_at_files_that_exist():
+    """Every relative link in the README (docs pages, screenshots) resolves in the repository."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    local = [x for x in links if not x.startswith(("http://", "https://", "mailto:"))]
+    assert local, "README has no relative links"
+    missing = [x for x in local if not (README.parent / x).exists()]
+    assert not missing, f"README links to missing files: {missing}"
