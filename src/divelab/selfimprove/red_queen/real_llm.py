@@ -340,16 +340,9 @@ def measure(scale: str = "full", seed: int = 0, scorer: Any = None) -> tuple[lis
 
 
 def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 judge claims to a reproduction (full scale only; details in ``rep.details``)."""
+    """Add the SmolLM2 judge claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    if scale != "full":
-        return
-    if not real.is_available():
-        rep.add(not_checkable(f"{MODEL_LABEL} as judge: source bias before/after a replacement round",
-                              "1.91× → ≈1.0", f"needs the real model; install with: {real.INSTALL_HINT}", source=SRC))
-        return
-    claims, details = measure(scale, seed)
-    for c in claims:
-        rep.add(c)
-    rep.details["smollm2_judge"] = details
+    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed),
+                            statement=f"{MODEL_LABEL} as judge: source bias before/after a replacement round",
+                            paper_value="1.91× → ≈1.0", source=SRC, details_key="smollm2_judge")
