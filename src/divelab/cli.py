@@ -175,8 +175,9 @@ def reproduce(
         if not o.ok:
             err_console.print(f"[red]{s.key} (seed {o.task.seed}) failed:[/red]\n{o.error}")
             _log(f"{head}: FAILED after {o.runtime_s:.1f} s")
-            failed.append({"system": s.key, "seed": o.task.seed, "error": o.error.strip().splitlines()[-1:] and
-                           o.error.strip().splitlines()[-1], "traceback": o.error, "attempts": o.attempts})
+            lines = o.error.strip().splitlines()
+            failed.append({"system": s.key, "seed": o.task.seed, "error": lines[-1] if lines else "",
+                           "traceback": o.error, "attempts": o.attempts})
         else:
             rep = o.reproduction
             counts = ", ".join(f"{v} {n}" for v, n in rep.verdict_counts().items() if n)

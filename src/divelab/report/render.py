@@ -117,9 +117,12 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
 
     env = Environment(loader=PackageLoader("divelab.report", "templates"),
                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
-    sections = [{"rep": r, "anchor": _anchor(r), "heading": _heading(r),
-                 "subtitle": r.title if r.title not in _heading(r) else "",
-                 "env": ", ".join(f"{k} {v}" for k, v in r.environment.items())} for r in reps]
+    sections = []
+    for r in reps:
+        heading = _heading(r)
+        sections.append({"rep": r, "anchor": _anchor(r), "heading": heading,
+                         "subtitle": r.title if r.title not in heading else "",
+                         "env": ", ".join(f"{k} {v}" for k, v in r.environment.items())})
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
         verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE,
