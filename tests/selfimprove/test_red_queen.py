@@ -118,3 +118,9 @@ def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
             assert verdicts.reapply(c.rule).verdict == c.verdict
     assert rep.to_dict()["details"]["arms"]["fixed"]["replacements"] == 0
     assert np.isfinite(rep.details["arms"]["rqgm"]["true_quality"])
+    # world 2, the HumanEval program world, is in the same report
+    prog = [c for c in rep.claims if c.statement.startswith("program world")]
+    assert len(prog) == 5 and all(c.kind.value == "empirical" and c.ci is not None for c in prog)
+    pw = rep.details["program_world"]
+    assert pw["tasks"] == ["HumanEval/0"] and pw["arms"]["fixed"]["replacements"] == 0
+    assert pw["arms"]["fixed"]["judged_accept"] == 1.0  # the frozen weak suite is gamed even at smoke scale

@@ -3,7 +3,8 @@
 - :class:`JudgeEvaluator` turns a frozen judge of a world into an OpenEvolve-style evaluator:
   ``evaluate(program) -> {"combined_score": ...}`` plus a cheap ``evaluate_stage1`` and
   ``cascade`` (stage 1, then the full evaluation only above a threshold), so a judge co-evolved
-  here can drive those systems. ``program`` is a writer object or a path to a JSON file of it.
+  here can drive those systems. ``program`` is a writer object or a path to a file of it (JSON for
+  the controlled world, Python source for the program world).
 - :class:`ExternalJudge` goes the other way: any ``evaluate(program)`` callable (returning a dict
   or an ``openevolve`` ``EvaluationResult``) becomes an accept rule ``score >= threshold``.
 - :class:`ChatJudge` is a judge backed by any :mod:`divelab.chat` model: the item is rendered as
@@ -39,7 +40,8 @@ class JudgeEvaluator:
     seed: int = 0
 
     def _rate(self, program: Any, n: int) -> float:
-        writer = _load_program(program)
+        load = getattr(self.world, "load_program", None)  # a world may say how it reads a program file
+        writer = load(program) if load is not None else _load_program(program)
         rng = np.random.default_rng(self.seed)
         return float(np.mean([self.world.accepts(self.judge, self.world.produce(writer, rng)) for _ in range(n)]))
 

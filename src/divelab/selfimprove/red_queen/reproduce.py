@@ -1,4 +1,5 @@
-"""Reproduce E178 (Red Queen Gödel Machine) in the controlled writer/judge world.
+"""Reproduce E178 (Red Queen Gödel Machine) in the controlled writer/judge world and the HumanEval
+program world (:mod:`reproduce_programs`).
 
 Every arm runs the same loop (:func:`divelab.selfimprove.red_queen.rqgm.run`) with the same budget
 and seeds; comparisons are paired over seeds (the world, its anchor and the loop's random stream
@@ -195,7 +196,16 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                           "71.7% Polyglot; 1.78–1.86× writer acceptance; +9% grading accuracy",
                           "No frontier models offline. ChatJudge (any divelab.chat model) is implemented and tested "
                           "with the scripted model; SmolLM2 as a judge runs at full scale (real_llm.py); the "
-                          "HumanEval program world was not built in this session.", source=SOURCE + ".3"))
+                          "HumanEval program world (world 2, below) uses programmatic AST mutations, not an LLM "
+                          "coder.", source=SOURCE + ".3"))
+    from divelab.selfimprove.red_queen import reproduce_programs  # world 2: HumanEval programs, sandboxed
+
+    rep.details["program_world"] = reproduce_programs.add_claims(rep, scale, seed)
+    pw = rep.details["program_world"]
+    rep.setup += (f" World 2 (world_programs.py): {len(pw['tasks'])} HumanEval tasks × {pw['plan']['seeds']} seeds × "
+                  f"budget {pw['plan']['budget']}; {pw['programs']} programs (canonical, AST mutants, constant "
+                  f"stubs) and {pw['pool_tests']} generated tests/properties run in divelab.sandbox; truth = the "
+                  "official hidden tests (every third held out as the anchor slice).")
     from divelab.selfimprove.red_queen import real_llm  # SmolLM2-135M-Instruct as judge (full scale only)
 
     real_llm.add_to(rep, scale, seed)

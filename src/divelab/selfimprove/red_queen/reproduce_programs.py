@@ -1,0 +1,135 @@
+"""E178 in the program world: RQGM vs a frozen weak test suite vs replacement without erasure on HumanEval.
+
+Units are (task, seed) pairs; every arm runs the same loop, budget and seeds on the same benches,
+so comparisons are paired. The benches (test pools, program pools, sandbox outcomes) are built
+once per task and cached on disk by program hash; the search itself only looks outcomes up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from divelab import progress, stats, verdicts
+from divelab.claims import Claim, Kind
+from divelab.scale import pick
+from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
+from divelab.selfimprove.red_queen.world_programs import Bench, ProgramWorld, build_bench
+
+SOURCE = "oversight-interp-science.md §5"
+ARMS = {"fixed": ("fixed", "strict"), "no_erasure": ("no_erasure", "strict"), "rqgm": ("rqgm", "strict"),
+        "rqgm_lenient_anchor": ("rqgm", "lenient")}
+# HumanEval tasks whose hidden tests no constant stub passes on the evaluation slice (scanned once;
+# tasks 40 and 57 were dropped: there `return False` / `return True` passes every eval-slice test)
+TASKS = ("HumanEval/0", "HumanEval/3", "HumanEval/31", "HumanEval/43", "HumanEval/56", "HumanEval/52")
+
+
+@dataclass(frozen=True)
+class Plan:
+    tasks: int
+    seeds: int
+    budget: int
+
+
+def plan_for(scale: str) -> Plan:
+    return pick(scale, smoke=Plan(tasks=1, seeds=3, budget=150), quick=Plan(tasks=6, seeds=10, budget=400),
+                full=Plan(tasks=6, seeds=20, budget=1000))
+
+
+def run_arm(bench: Bench, arm: str, seed: int, budget: int) -> dict[str, Any]:
+    mode, anchor_mode = ARMS[arm]
+    world = ProgramWorld(bench, seed=seed, anchor_mode=anchor_mode)
+    res = run(world, RQGMConfig(budget=budget, mode=mode), seed=seed)
+    w = res.final_writer
+    rhos = [r.spearman for r in res.replacements if r.spearman is not None]
+    return {"true_quality": world.true_quality(w), "correct": float(bench.quality(w, "all") == 1.0),
+            "stub": float(bench.programs[w].origin == "stub"),
+            "judged_accept": world.judged_accept(w, res.final_judge),
+            "judged_accept_initial_judge": world.judged_accept(w, res.initial_judge),
+            "judge_accuracy": world.judge_accuracy(res.final_judge), "suite_size": len(res.final_judge),
+            "replacements": len(res.replacements), "spearman": float(np.mean(rhos)) if rhos else None,
+            "erased": res.archive.erased, "nodes": len(res.archive.nodes)}
+
+
+def measure(scale: str, seed: int = 0) -> dict[str, Any]:
+    plan = plan_for(scale)
+    benches = [build_bench(t) for t in progress.track(TASKS[: plan.tasks], description="program world: sandbox")]
+    seeds = [seed * 1000 + s for s in range(plan.seeds)]
+    units = [(b, s) for b in benches for s in seeds]
+    rows: dict[str, list[dict]] = {a: [] for a in ARMS}
+    for arm, (b, s) in progress.track([(a, u) for a in ARMS for u in units], description="program world: arms"):
+        rows[arm].append(run_arm(b, arm, s, plan.budget))
+    init = [ProgramWorld(b) for b in benches]
+    init_q = np.repeat([w.true_quality(w.initial_writer()) for w in init], len(seeds))
+    init_acc = np.repeat([w.judged_accept(w.initial_writer(), w.initial_judge()) for w in init], len(seeds))
+    init_judge = np.repeat([w.judge_accuracy(w.initial_judge()) for w in init], len(seeds))
+    canon_acc = [w.judged_accept(w.bench.canonical, w.initial_judge()) for w in init]
+    return {"plan": plan.__dict__, "tasks": [b.task.task_id for b in benches], "seeds": seeds, "rows": rows,
+            "initial_true_quality": init_q, "initial_judged_accept": init_acc, "initial_judge_accuracy": init_judge,
+            "canonical_accept_weak_suite": canon_acc, "programs": int(sum(len(b.programs) for b in benches)),
+            "pool_tests": int(sum(len(b.tests) for b in benches))}
+
+
+def _col(rows: list[dict], key: str) -> np.ndarray:
+    return np.array([r[key] for r in rows], dtype=float)
+
+
+def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
+    """Run the program world and add its claims to ``rep``; returns the details."""
+    m = measure(scale, seed)
+    R, n = m["rows"], len(m["rows"]["rqgm"])
+    tq = {a: _col(R[a], "true_quality") for a in ARMS}
+    src = SOURCE + ".3 (program world: HumanEval)"
+    ja = _col(R["fixed"], "judged_accept")
+    lo, hi = stats.mean_ci(ja)
+    chance = float(np.mean(m["initial_judged_accept"]))
+    rep.add(Claim(statement="program world, frozen weak test suite: judged acceptance (suite pass rate) of the "
+                            "final program", paper_value="100%", measured=float(ja.mean()), ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source=src,
+                  baseline=f"seeded buggy writer: {chance:.2f}; canonical solution: "
+                           f"{np.mean(m['canonical_accept_weak_suite']):.2f}",
+                  ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.05, tol_kind="abs", ci=(lo, hi),
+                                        chance=chance),
+                  note=f"share of final programs that are `return c` stubs: {_col(R['fixed'], 'stub').mean():.2f}. "
+                       "The suite is weak by construction (it holds a wrong test a stub passes); what is "
+                       "empirical is that search finds the hack."))
+    d, lo, hi = stats.paired_diff_ci(tq["fixed"], m["initial_true_quality"], seed=seed)
+    rep.add(Claim(statement="program world, frozen weak suite: hidden-test pass rate of the final program minus the "
+                            "seeded buggy writer's", paper_value="anchor accuracy falls (78.2%) while acceptance is 100%",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=src,
+                  baseline=f"seeded buggy writer: {np.mean(m['initial_true_quality']):.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1,
+                                            why="the paper reports accuracy on other tasks; sizes not comparable"),
+                  note="True quality = pass rate on the official HumanEval tests outside the anchor slice."))
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq["no_erasure"], seed=seed)
+    rep.add(Claim(statement="program world: full RQGM minus replacement-without-erasure, hidden-test pass rate",
+                  paper_value="without selective erasure stale evidence accumulates and search stalls",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=src,
+                  baseline=f"no erasure: {tq['no_erasure'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no number"),
+                  note=f"share correct on all hidden tests: RQGM {_col(R['rqgm'], 'correct').mean():.2f}, no erasure "
+                       f"{_col(R['no_erasure'], 'correct').mean():.2f}; stubs {_col(R['rqgm'], 'stub').mean():.2f} vs "
+                       f"{_col(R['no_erasure'], 'stub').mean():.2f}."))
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq["fixed"], seed=seed)
+    rep.add(Claim(statement="program world: full RQGM minus the frozen weak suite, hidden-test pass rate at equal budget",
+                  paper_value="higher quality at equal budget", measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source=src, baseline=f"frozen suite: {tq['fixed'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper's numbers are on other tasks"),
+                  note=f"judge accuracy on the program pool (balanced): initial {np.mean(m['initial_judge_accuracy']):.2f}"
+                       f", RQGM's final {_col(R['rqgm'], 'judge_accuracy').mean():.2f}; replacements per run "
+                       f"{_col(R['rqgm'], 'replacements').mean():.1f}."))
+    d, lo, hi = stats.paired_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"], seed=seed)
+    rep.add(Claim(statement="program world: lenient anchor (good = passes half the held-out slice) minus strict "
+                            "anchor, hidden-test pass rate", paper_value="everything hinges on anchor quality (no number)",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=src + " (limits)",
+                  baseline=f"strict anchor: {tq['rqgm'].mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number")))
+    arms = {a: {k: float(np.mean(_col(rs, k))) for k in ("true_quality", "correct", "stub", "judged_accept",
+                                                           "judged_accept_initial_judge", "judge_accuracy",
+                                                           "suite_size", "replacements", "erased", "nodes")}
+            for a, rs in R.items()}
+    return {"tasks": m["tasks"], "plan": m["plan"], "units": n, "programs": m["programs"],
+            "pool_tests": m["pool_tests"], "initial_true_quality": float(np.mean(m["initial_true_quality"])),
+            "initial_judged_accept": chance, "arms": arms}
