@@ -20,6 +20,12 @@ $(STAMP): $(BIN)/python pyproject.toml Makefile
 	# AutoRA (E176's closed loop builds on it) pins numpy<2 without needing it: --no-deps keeps
 	# the numpy the rest of divelab uses. The extra `divelab[autora]` names the same packages.
 	$(BIN)/pip install -q --no-deps "autora-core==5.0.3" "autora-experimentalist-model-disagreement==2.2.0"
+	# verl, SkyRL (the integration tests run their own advantage code): --no-deps because they pin
+	# older transformers/peft than divelab uses. The extra `divelab[trainers]` names the same packages.
+	$(BIN)/pip install -q --no-deps "verl==0.9.1" "skyrl==0.3.0" "skyrl-gym==0.4.0" "omegaconf==2.3.0" \
+		"hydra-core==1.3.8" "antlr4-python3-runtime==4.9.3" "tensordict==0.10.0" "pyvers==0.1.0" \
+		"codetiming==1.4.0" "torchdata==0.11.0" "cachetools==8.0.1" "jaxtyping==0.3.11" \
+		"wadler-lindig==0.1.8" "loguru==0.7.3"
 	touch $(STAMP)
 
 install: $(STAMP)

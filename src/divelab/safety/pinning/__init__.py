@@ -43,13 +43,15 @@ from divelab.safety.pinning.compactors import (
 )
 from divelab.safety.pinning.constraints import Check, Constraint, ToolCallGrader, Violation
 from divelab.safety.pinning.guard import ToolGuard
-from divelab.safety.pinning.pinning import Pinned, strip_rules
+from divelab.safety.pinning.pinning import POSITIONS, Pinned, sanitize, strip_rules
+from divelab.safety.pinning.quarantine import Retired, Sanitizer
 from divelab.safety.pinning.tokens import TokenCounter, default_counter
 
 __all__ = [
-    "CARD_NAME", "RULES", "TOOLS", "CardIntegrityError", "ChatSummarizer", "Check", "Compactor", "Constraint",
-    "HeadTail", "InBandRules", "KeepLastN", "NoCompaction", "NonceBoundRules", "OperatorChannel", "Pinned", "PinnedRules",
-    "RuleCard", "Scenario", "SignedUpdate", "SummarizingCompactor", "SumySummarizer", "TokenCounter",
-    "ToolAgent", "ToolCallGrader", "ToolGuard", "Turn", "UpdateRejected", "Violation", "default_counter",
-    "find_inband_updates", "make_scenario", "make_suite", "strip_rules",
+    "CARD_NAME", "POSITIONS", "RULES", "TOOLS", "CardIntegrityError", "ChatSummarizer", "Check", "Compactor",
+    "Constraint", "HeadTail", "InBandRules", "KeepLastN", "NoCompaction", "NonceBoundRules",
+    "OperatorChannel", "Pinned", "PinnedRules", "Retired", "RuleCard", "Scenario", "SignedUpdate",
+    "SummarizingCompactor", "SumySummarizer", "TokenCounter", "ToolAgent", "ToolCallGrader", "ToolGuard",
+    "Turn", "UpdateRejected", "Violation", "default_counter", "find_inband_updates", "make_scenario",
+    "make_suite", "sanitize", "Sanitizer", "strip_rules",
 ]

@@ -72,8 +72,11 @@ class RuleCard:
                 return c
         raise KeyError(f"no rule {cid!r} on the card; rules: {[c.id for c in self.constraints]}")
 
-    def verify(self, messages: list[Message]) -> None:
-        """Exactly one card message, unaltered, whose hash matches; raises ``CardIntegrityError``."""
+    def verify(self, messages: list[Message], retired: tuple[str, ...] | list[str] = ()) -> None:
+        """Exactly one card message, unaltered, whose hash matches; every rule's text exactly once
+        (in any place ``Message.text()`` shows: content, tool names, argument keys and values); no
+        card header, hash or provenance line outside the card; none of the ``retired`` rule texts
+        anywhere. Raises ``CardIntegrityError``."""
         cards = [m for m in messages if m.name == CARD_NAME]
         if len(cards) != 1:
             raise CardIntegrityError(f"expected exactly one pinned rule card in context, found {len(cards)}")
@@ -82,6 +85,14 @@ class RuleCard:
         if m is None or m.group(1) != self.digest or text != self.render():
             raise CardIntegrityError("pinned rule card was altered (hash or text mismatch)")
         whole = [msg.text() for msg in messages]
+        others = [msg.text() for msg in messages if msg is not cards[0]]
+        for t in others:
+            if CARD_HEADER in t or CARD_PROVENANCE in t or _HASH_RE.search(t):
+                raise CardIntegrityError("a copy of the card's header, provenance or hash line stands outside the "
+                                         "pinned card (a forged or stale card)")
+        for r in retired:
+            if any(r in t for t in others):
+                raise CardIntegrityError(f"retired rule text {r[:40]!r}... is still in context unmarked")
         for c in self.constraints:
             n = sum(t.count(c.text) for t in whole)
             if n != 1:
@@ -137,6 +148,8 @@ class PinnedRules:
     key: bytes
     seen_nonces: set[str] = field(default_factory=set)
     rejected: list[str] = field(default_factory=list)
+    # (id, text, "superseded" | "revoked", card version) for every rule text a signed update retired
+    retired: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def apply(self, update: SignedUpdate) -> RuleCard:
         expected = hmac.new(self.key, update.payload.encode(), hashlib.sha256).hexdigest()
@@ -158,6 +171,11 @@ class PinnedRules:
             self.rejected.append("invalid change")
             raise UpdateRejected(f"operator update rejected: {exc}") from None
         self.seen_nonces.add(nonce)
+        if action in ("replace", "revoke"):
+            old = self.card.by_id(rule["id"])
+            if action == "revoke" or old.text != new_card.by_id(old.id).text:
+                self.retired.append((old.id, old.text, "revoked" if action == "revoke" else "superseded",
+                                     new_card.version))
         self.card = new_card
         return new_card
 
