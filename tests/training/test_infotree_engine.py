@@ -8,7 +8,7 @@ import pytest
 from divelab.envs.toy import CorridorEnv
 from divelab.rl.advantages import StepBatch, available_advantages, get_advantage
 from divelab.rl.warmstart import UniformPolicy
-from divelab.training.infotree.adapters import trl_rollout_func, verl_agent_loop_outputs
+from divelab.training.infotree.adapters import tree_segment_rollout, verl_agent_loop_outputs
 from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy
 from divelab.training.infotree.engine import TreeSampler, make_sampler
 from divelab.training.infotree.train import ChainTrainConfig, train_chain
@@ -79,7 +79,7 @@ def test_chain_training_tree_learns_and_is_seeded():
 
 def test_adapters_shapes():
     policy = TabularPolicy.with_accuracy(6, 4, 0.7)
-    rf = trl_rollout_func(lambda p: DecisionChainEnv(d=len(p)), policy, budget_per_prompt=30)
+    rf = tree_segment_rollout(lambda p: DecisionChainEnv(d=len(p)), policy, budget_per_prompt=30)
     out = rf(["abc", "abcdef"])
     n = len(out["completion_ids"])
     assert n > 2 and all(len(out[k]) == n for k in ("prompt_ids", "group_uid", "tree_advantage"))

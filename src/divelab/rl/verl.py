@@ -1,30 +1,34 @@
-"""Adapter to verl's / SkyRL's advantage-estimator signature.
+"""divelab's step-level advantage estimators with verl's / SkyRL's estimator signature.
 
-verl (``verl.trainer.ppo.core_algos``) and SkyRL call an estimator as
-``fn(token_level_rewards, response_mask, index, epsilon=..., config=..., **kwargs) -> (advantages,
-returns)`` on ``(bs, resp_len)`` tensors, with ``index`` the group id of each row (``uid``). In
-multi-turn agent training (verl-agent) every row is **one step** of a trajectory; step-level
-estimators also need each row's trajectory id, step id and state key, which travel as extra
-keyword arguments (verl-agent passes ``traj_index`` and ``anchor_obs``; we accept those names too).
+verl (``verl.trainer.ppo.core_algos``) and SkyRL (``skyrl.backends.skyrl_train.utils.ppo_utils``)
+call a registered estimator as ``fn(token_level_rewards, response_mask, index, config=..., **kwargs)
+-> (advantages, returns)`` on ``(bs, resp_len)`` tensors, ``index`` being each row's group id
+(``uid``). In multi-turn agent training every row is **one step** of a trajectory, and the step-level
+estimators (``gigpo``, ``g2po``) also need each row's trajectory, step number and state key. Those
+are the **step fields** (:data:`STEP_FIELDS`): ``traj_uid``, ``step_id``, ``state_key`` (and an
+optional ``next_state_key``; verl-agent's ``anchor_obs`` is accepted for ``state_key``). They reach
+the estimator as keyword arguments of those names, as a ``non_tensor_batch`` mapping that holds them
+(what verl's agent loop writes from ``AgentLoopOutput.extra_fields``), or through
+:mod:`divelab.rl.verl_plugin` (verl) / :mod:`divelab.rl.skyrl` (SkyRL).
 
-:func:`make_verl_estimator` turns any registered divelab estimator into such a function: it sums
-each row's token rewards into a step reward, builds a :class:`~divelab.rl.advantages.StepBatch`
-(next-state keys from the following step of the same trajectory; the last step is terminal unless
-``next_state_keys`` is given), calls the native estimator, and broadcasts each step's advantage
-over the row's response mask. ``returns`` are the same tensor (as GRPO does in verl).
+There is **no silent fallback**: without the step fields the estimator raises a ``ValueError`` that
+names them, instead of treating every row as a one-step trajectory (which would make ``grpo``,
+``gigpo`` and ``g2po`` all row-level GRPO). Declaring ``rows="trajectories"`` opts into "each row is
+a whole trajectory" explicitly.
 
-Registration in verl::
-
-    from verl.trainer.ppo.core_algos import register_adv_est
-    from divelab.rl.verl import make_verl_estimator
-    register_adv_est("g2po")(make_verl_estimator("g2po", gamma=0.95))
-
-In SkyRL: ``AdvantageEstimatorRegistry.register("g2po", make_verl_estimator("g2po"))``.
+The trainer's options are honoured, never swallowed: ``gamma`` (verl ``algorithm.gamma``, SkyRL
+``trainer.algorithm.gamma``) is the discount of ``gigpo``/``g2po`` (a different ``gamma`` given to
+:func:`make_verl_estimator` is an error, not an override); ``norm_adv_by_std_in_grpo`` /
+``grpo_norm_by_std`` = False is Dr.GRPO for ``grpo``/``gigpo`` and rejected for ``g2po`` (its TD
+errors are standardised by construction); ``lam``/``lambd`` != 1 is rejected (no GAE here);
+``grpo`` rejects ``gamma`` != 1 (its episode return is undiscounted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+import inspect
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -32,38 +36,159 @@ import torch
 
 from divelab.rl.advantages import StepBatch, get_advantage
 
+STEP_FIELDS = ("traj_uid", "step_id", "state_key")
+OPTIONAL_STEP_FIELDS = ("next_state_key",)
+_ALIASES = {"traj_uid": ("traj_index",), "step_id": ("step_ids",), "state_key": ("state_keys", "anchor_obs"),
+            "next_state_key": ("next_state_keys",)}
+
+# set by divelab.rl.verl_plugin around verl's compute_advantage: (non_tensor_batch, trainer options)
+CURRENT_BATCH: ContextVar[tuple[Mapping[str, Any], dict[str, Any]] | None] = ContextVar(
+    "divelab_verl_batch", default=None)
+
 
 def _as_list(x: Any) -> list[Any]:
     if x is None:
         return []
-    if isinstance(x, torch.Tensor):
-        return x.tolist()
-    return list(np.asarray(x, dtype=object).tolist())
+    if isinstance(x, torch.Tensor | np.ndarray):
+        return x.tolist() if x.ndim == 1 else list(x)  # 1-D object arrays keep their tuples
+    return list(x)
 
 
-def make_verl_estimator(name: str, **options: Any) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """A verl/SkyRL-signature function wrapping the divelab estimator ``name``."""
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array (np.array would turn a list of equal-length tuples into a 2-D array)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _get(cfg: Any, *names: str) -> Any:
+    for n in names:
+        if cfg is None:
+            return None
+        if isinstance(cfg, Mapping):
+            if n in cfg and cfg[n] is not None:
+                return cfg[n]
+        elif getattr(cfg, n, None) is not None:
+            return getattr(cfg, n)
+    return None
+
+
+def trainer_options(config: Any, kwargs: Mapping[str, Any], extra: Mapping[str, Any] | None = None,
+                    ) -> dict[str, Any]:
+    """``gamma`` / ``norm_by_std`` / ``lam`` as the trainer set them: explicit keyword arguments
+    (SkyRL passes ``gamma``, ``lambd``, ``grpo_norm_by_std``), then the plugin's record of verl's
+    ``compute_advantage`` call, then the algorithm config (verl ``AlgoConfig``, SkyRL ``AlgorithmConfig``)."""
+    out: dict[str, Any] = {}
+    for key, names in (("gamma", ("gamma",)), ("lam", ("lam", "lambd")),
+                       ("norm_by_std", ("norm_adv_by_std_in_grpo", "grpo_norm_by_std"))):
+        v = _get(kwargs, *names)
+        if v is None:
+            v = _get(extra, *names)
+        if v is None:
+            v = _get(config, *names)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+def _resolve_options(name: str, native: Callable[..., np.ndarray], options: dict[str, Any],
+                     trainer: dict[str, Any]) -> dict[str, Any]:
+    accepts = set(inspect.signature(native).parameters)
+    opts = dict(options)
+    if "lam" in trainer and float(trainer["lam"]) != 1.0:
+        raise ValueError(f"divelab estimator {name!r} has no GAE lambda; the trainer set lam/lambd="
+                         f"{trainer['lam']} (allowed: 1.0, the default)")
+    if "gamma" in trainer:
+        g = float(trainer["gamma"])
+        if "gamma" in accepts:
+            if "gamma" in opts and float(opts["gamma"]) != g:
+                raise ValueError(f"gamma={opts['gamma']} was given to make_verl_estimator({name!r}) but the trainer's "
+                                 f"gamma is {g}; set the trainer's gamma (verl: algorithm.gamma, SkyRL: "
+                                 f"trainer.algorithm.gamma) to the value you want and drop the adapter option")
+            opts["gamma"] = g
+        elif g != 1.0:
+            raise ValueError(f"divelab estimator {name!r} does not discount (its episode return is the plain sum); "
+                             f"the trainer set gamma={g} (allowed: 1.0)")
+    if "norm_by_std" in trainer:
+        nb = bool(trainer["norm_by_std"])
+        if "norm_by_std" in accepts:
+            if "norm_by_std" in opts and bool(opts["norm_by_std"]) != nb:
+                raise ValueError(f"norm_by_std={opts['norm_by_std']} was given to make_verl_estimator({name!r}) "
+                                 f"but the trainer's norm_adv_by_std_in_grpo/grpo_norm_by_std is {nb}")
+            opts["norm_by_std"] = nb
+        elif not nb:
+            raise ValueError(f"divelab estimator {name!r} always divides by the standard deviation (g2po standardises "
+                             f"its TD errors by construction); the trainer set norm_adv_by_std_in_grpo/"
+                             f"grpo_norm_by_std=False (allowed: True), or pick 'grpo'/'gigpo' for the unnormalised "
+                             f"(Dr.GRPO) variant")
+    return opts
+
+
+def _step_fields(bs: int, kwargs: Mapping[str, Any], non_tensor_batch: Mapping[str, Any] | None,
+                 name: str) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for field in STEP_FIELDS + OPTIONAL_STEP_FIELDS:
+        for src in (kwargs, non_tensor_batch or {}):
+            for key in (field, *_ALIASES[field]):
+                if key in src and src[key] is not None:
+                    found[field] = _as_list(src[key])
+                    break
+            if field in found:
+                break
+    missing = [f for f in STEP_FIELDS if f not in found]
+    if missing:
+        raise ValueError(
+            f"divelab estimator {name!r} needs the per-row step fields {', '.join(STEP_FIELDS)} (missing: "
+            f"{', '.join(missing)}). Write them into non_tensor_batch from the rollout (verl: AgentLoopOutput."
+            f"extra_fields, and load divelab.rl.verl_plugin in the trainer process) or pass them as keyword "
+            f"arguments. Without them every row would be a one-step trajectory, i.e. row-level GRPO, so this is "
+            f"refused; pass rows='trajectories' to make_verl_estimator if each row really is a whole trajectory.")
+    for f, v in found.items():
+        if len(v) != bs:
+            raise ValueError(f"step field {f} has {len(v)} entries for {bs} rows")
+    return found
+
+
+def make_verl_estimator(name: str, rows: str = "steps", **options: Any) -> Callable[..., tuple[torch.Tensor,
+                                                                                             torch.Tensor]]:
+    """A verl/SkyRL-signature function wrapping the divelab estimator ``name``.
+
+    ``rows="steps"`` (default): each row is one step; the step fields are required. ``rows="trajectories"``:
+    each row is a whole one-step trajectory (state key = the row); only then may the fields be absent.
+    ``options`` go to the native estimator (``episode_weight``, ``edge_weight``, ...); trainer options
+    (``gamma``, std normalisation, lambda) come from the trainer, see the module docstring.
+    """
+    if rows not in ("steps", "trajectories"):
+        raise ValueError(f"rows must be 'steps' or 'trajectories', got {rows!r}")
     native = get_advantage(name)
 
-    def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any,
-                  epsilon: float = 1e-6, config: Any = None, *, traj_index: Any = None, step_ids: Any = None,
-                  state_keys: Sequence[Hashable] | None = None, anchor_obs: Sequence[Hashable] | None = None,
-                  next_state_keys: Sequence[Hashable | None] | None = None,
+    def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                  epsilon: float = 1e-6, config: Any = None, non_tensor_batch: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         bs = token_level_rewards.shape[0]
         if response_mask.shape != token_level_rewards.shape:
             raise ValueError(f"response_mask shape {tuple(response_mask.shape)} != token_level_rewards shape "
                              f"{tuple(token_level_rewards.shape)}")
+        if index is None:
+            raise ValueError(f"divelab estimator {name!r} needs index (the group uid of each row); got None "
+                             f"(verl passes non_tensor_batch['uid'] when the batch has it)")
         groups = _as_list(index)
         if len(groups) != bs:
             raise ValueError(f"index has {len(groups)} entries for {bs} rows")
-        trajs = _as_list(traj_index) or list(range(bs))  # default: every row is a whole trajectory
-        steps = [int(s) for s in _as_list(step_ids)] or [0] * bs
-        keys = list(state_keys if state_keys is not None else anchor_obs if anchor_obs is not None
-                    else [("row", i) for i in range(bs)])
-        for nm, v in (("traj_index", trajs), ("step_ids", steps), ("state_keys", keys)):
-            if len(v) != bs:
-                raise ValueError(f"{nm} has {len(v)} entries for {bs} rows")
+        ctx = CURRENT_BATCH.get()
+        extra: dict[str, Any] = {}
+        if non_tensor_batch is None and ctx is not None:
+            non_tensor_batch, extra = ctx
+        if rows == "trajectories" and not any(k in kwargs or k in (non_tensor_batch or {})
+                                              for f in STEP_FIELDS for k in (f, *_ALIASES[f])):
+            fields = {"traj_uid": list(range(bs)), "step_id": [0] * bs,
+                      "state_key": [("row", i) for i in range(bs)]}
+        else:
+            fields = _step_fields(bs, kwargs, non_tensor_batch, name)
+        trajs, keys = fields["traj_uid"], fields["state_key"]
+        steps = [int(s) for s in fields["step_id"]]
+        opts = _resolve_options(name, native, options, trainer_options(config, kwargs, extra))
         rewards = (token_level_rewards * response_mask).sum(-1).detach().double().cpu().numpy()
         # dense ids for groups and trajectories, whatever their original type (uids are strings)
         gid: dict[Any, int] = {}
@@ -71,22 +196,21 @@ def make_verl_estimator(name: str, **options: Any) -> Callable[..., tuple[torch.
         g_arr = np.array([gid.setdefault(g, len(gid)) for g in groups], dtype=np.int64)
         t_arr = np.array([tid.setdefault((g, t), len(tid)) for g, t in zip(groups, trajs, strict=True)],
                          dtype=np.int64)
-        if next_state_keys is None:
+        if "next_state_key" not in fields:
             nxt: list[Hashable | None] = [None] * bs
             by_traj: dict[int, list[int]] = {}
             for i, t in enumerate(t_arr):
                 by_traj.setdefault(int(t), []).append(i)
             dones = np.zeros(bs, dtype=bool)
-            for rows in by_traj.values():
-                rows.sort(key=lambda i: steps[i])
-                for a, b in zip(rows, rows[1:], strict=False):
+            for rws in by_traj.values():
+                rws.sort(key=lambda i: steps[i])
+                for a, b in zip(rws, rws[1:], strict=False):
                     nxt[a] = keys[b]
-                dones[rows[-1]] = True
+                dones[rws[-1]] = True
         else:
-            nxt = list(next_state_keys)
+            nxt = list(fields["next_state_key"])
             dones = np.array([k is None for k in nxt], dtype=bool)
         batch = StepBatch(t_arr, g_arr, np.array(steps, dtype=np.int64), rewards, dones, keys, nxt)
-        opts = dict(options)
         opts.setdefault("epsilon", epsilon)
         adv = torch.as_tensor(native(batch, **opts), dtype=token_level_rewards.dtype,
                               device=token_level_rewards.device)
@@ -94,13 +218,22 @@ def make_verl_estimator(name: str, **options: Any) -> Callable[..., tuple[torch.
         return scores, scores
 
     estimator.__name__ = f"divelab_{name}"
-    estimator.__doc__ = f"divelab estimator {name!r} ({options}) with verl's signature."
+    estimator.__qualname__ = estimator.__name__
+    estimator.__doc__ = f"divelab estimator {name!r} ({options}) with verl's/SkyRL's signature."
     return estimator
+
+
+def step_fields_for(batch: StepBatch) -> dict[str, np.ndarray]:
+    """The ``non_tensor_batch`` step fields of a StepBatch (what a rollout writes per row)."""
+    return {"traj_uid": np.array([f"traj-{t}" for t in batch.traj_index], dtype=object),
+            "step_id": batch.step_id.copy(),
+            "state_key": _objects(batch.state_keys), "next_state_key": _objects(batch.next_state_keys)}
 
 
 def to_verl_tensors(batch: StepBatch, resp_len: int = 4, seed: int = 0) -> dict[str, Any]:
     """Token-level tensors for a StepBatch (rewards on each row's last valid token, random response
-    lengths), the inverse of the adapter; used by the tests and the docs."""
+    lengths), the inverse of the adapter; used by the tests and the docs. Carries the step fields
+    under both the :data:`STEP_FIELDS` names and the older ``traj_index``/``step_ids``/``state_keys``."""
     rng = np.random.default_rng(seed)
     n = len(batch)
     lengths = rng.integers(1, resp_len + 1, size=n)
@@ -109,8 +242,8 @@ def to_verl_tensors(batch: StepBatch, resp_len: int = 4, seed: int = 0) -> dict[
     for i, L in enumerate(lengths):
         mask[i, :L] = 1
         rewards[i, L - 1] = float(batch.rewards[i])
+    f = step_fields_for(batch)
     return {"token_level_rewards": rewards, "response_mask": mask,
             "index": np.array([f"uid-{g}" for g in batch.group_index], dtype=object),
-            "traj_index": np.array([f"traj-{t}" for t in batch.traj_index], dtype=object),
-            "step_ids": batch.step_id.copy(), "state_keys": list(batch.state_keys),
-            "next_state_keys": list(batch.next_state_keys)}
+            "traj_index": f["traj_uid"], "step_ids": f["step_id"], "state_keys": list(batch.state_keys),
+            "next_state_keys": list(batch.next_state_keys), "non_tensor_batch": f}

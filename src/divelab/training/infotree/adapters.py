@@ -1,4 +1,7 @@
-"""How outside trainers call InfoTree: a TRL ``rollout_func`` and a verl-agent-loop-style driver.
+"""How outside trainers call InfoTree: a TRL ``rollout_func``, a segment layout and a verl-agent-loop-style driver.
+
+``trl_rollout_func`` (re-exported from :mod:`divelab.training.infotree.trl_rollout`) is the one to give
+``trl.GRPOTrainer``: exactly ``num_generations`` completions per prompt, real token ids and log-probs.
 
 Both are thin: they take a *generate step* callable (whatever produces the next action/segment for a
 prefix: a vLLM server, ``model.generate``, an agent's tool call) and a *branchable env*, grow one
@@ -6,10 +9,9 @@ InfoTree per prompt under a token/step budget, and hand back flat samples with t
 of each. The trainer's own advantage estimator then works per group id (verl: ``uid``; TRL: one
 group per prompt, advantages precomputed per sample).
 
-The exact TRL/verl signatures follow training-rl.md §7 (TRL ``rollout_func`` returns a dict of
-``prompt_ids``/``completion_ids``/``logprobs`` plus extra fields forwarded to reward functions; a
+The verl shape follows training-rl.md §7 (a
 verl ``AgentLoopBase.run`` returns one output per trajectory with per-sample ``non_tensor_batch``
-fields such as ``uid``). Neither library is a dependency: the functions below produce those shapes.
+fields such as ``uid``). verl is not a dependency of this module.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from divelab.training.infotree.tree import (
     group_normalized_advantages,
     sample_tree,
 )
+from divelab.training.infotree.trl_rollout import trl_rollout_func
 
 
 @dataclass
@@ -66,26 +69,28 @@ def tree_samples(envs: Sequence[BranchableEnv], policy: Policy, budgets: Sequenc
     return out
 
 
-def trl_rollout_func(make_env: Callable[[str], BranchableEnv], policy: Policy, budget_per_prompt: int,
-                     cfg: SamplerConfig | None = None) -> Callable[..., dict[str, Any]]:
-    """A TRL-style ``rollout_func(prompts, trainer) -> dict``: each tree segment becomes one completion
-    of its prompt (prompt ids = prompt + shared prefix), with ``group_uid`` and ``tree_advantage`` as
-    extra fields a reward function or custom loss can read."""
+def tree_segment_rollout(make_env: Callable[[str], BranchableEnv], policy: Policy, budget_per_prompt: int,
+                         cfg: SamplerConfig | None = None) -> Callable[..., dict[str, Any]]:
+    """The tree-aware *segment* layout: one row per tree segment (a variable number per prompt), with
+    ``prompt_ids`` = the shared action prefix, ``group_uid`` (the sibling group) and ``tree_advantage``.
 
-    def rollout_func(prompts: list[str], trainer: Any = None, seed: int = 0) -> dict[str, Any]:
+    This is **not** a TRL ``rollout_func``: GRPOTrainer needs exactly ``num_generations`` rows per
+    prompt, which :func:`trl_rollout_func` returns. Use this where each segment must be its own
+    sample in its sibling group (a custom loss, or verl with ``uid`` = ``group_uid``)."""
+
+    def rollout(prompts: list[str], trainer: Any = None, seed: int = 0) -> dict[str, Any]:
         envs = [make_env(p) for p in prompts]
         samples = tree_samples(envs, policy, [budget_per_prompt] * len(envs), cfg, seed)
         return {
             "prompt_ids": [s.prefix_actions for s in samples],
             "completion_ids": [s.actions for s in samples],
-            "logprobs": [[0.0] * len(s.actions) for s in samples],  # fill from the generator if available
             "prompt_index": [s.prompt_index for s in samples],
             "group_uid": [s.group_uid for s in samples],
             "tree_score": [s.score for s in samples],
             "tree_advantage": [s.advantage for s in samples],
         }
 
-    return rollout_func
+    return rollout
 
 
 def verl_agent_loop_outputs(envs: Sequence[BranchableEnv], policy: Policy, budgets: Sequence[int],
@@ -100,3 +105,6 @@ def verl_agent_loop_outputs(envs: Sequence[BranchableEnv], policy: Policy, budge
         "reward_score": s.score,
         "non_tensor_batch": {"uid": s.group_uid, "prompt_index": s.prompt_index},
     } for s in tree_samples(envs, policy, budgets, cfg, seed)]
+
+
+__all__ = ["TreeSample", "tree_samples", "tree_segment_rollout", "trl_rollout_func", "verl_agent_loop_outputs"]

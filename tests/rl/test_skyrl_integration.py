@@ -1,0 +1,106 @@
+"""divelab's estimators inside SkyRL's own advantage code (skyrl 0.3.0), as docs/engines/integrations.md shows."""
+
+from __future__ import annotations
+
+import inspect
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from integration_examples import run_examples
+
+from divelab.rl.advantages import StepBatch, g2po_advantage, grpo_advantage
+
+SKYRL_VERSION = "0.3.0"
+# skyrl 0.3.0, skyrl/backends/skyrl_train/utils/ppo_utils.py: the dispatcher every SkyRL trainer calls, and
+# the keyword arguments it hands to a registered estimator (plus **kwargs forwarded unchanged)
+DISPATCH_PARAMS = ["token_level_rewards", "response_mask", "index", "adv_estimator", "config", "values",
+                   "grpo_norm_by_std", "gamma", "lambd", "kwargs"]
+ESTIMATOR_CALL_KWARGS = {"token_level_rewards", "response_mask", "index", "values", "grpo_norm_by_std", "gamma",
+                         "lambd", "config"}
+
+
+def _skyrl():
+    from divelab.rl.skyrl import import_skyrl
+
+    try:
+        ppo = import_skyrl()
+        from importlib.metadata import version
+    except Exception as exc:  # pragma: no cover - depends on the environment
+        pytest.skip(f"skyrl not importable here: {type(exc).__name__}: {exc}")
+    return ppo, version("skyrl")
+
+
+def _native(rows: dict, step_reward: list[float]) -> StepBatch:
+    traj = {t: i for i, t in enumerate(dict.fromkeys(rows["traj_uid"]))}
+    n = len(step_reward)
+    last = [i == n - 1 or rows["traj_uid"][i + 1] != rows["traj_uid"][i] for i in range(n)]
+    nxt = [None if last[i] else rows["state_key"][i + 1] for i in range(n)]
+    return StepBatch(np.array([traj[t] for t in rows["traj_uid"]]), np.zeros(n, dtype=int), np.array(rows["step_id"]),
+                     np.array(step_reward), np.array(last), list(rows["state_key"]), nxt)
+
+
+def test_pinned_skyrl_call_signature() -> None:
+    """Runs without SkyRL: the estimator call copied from skyrl 0.3.0's dispatcher."""
+    from divelab.rl.verl import make_verl_estimator
+
+    fn = make_verl_estimator("g2po")
+    t = torch.zeros(2, 3)
+    t[0, -1] = 1.0
+    call = {"token_level_rewards": t, "response_mask": torch.ones(2, 3), "index": np.array(["u", "u"]),
+            "values": None, "grpo_norm_by_std": True, "gamma": 1.0, "lambd": 1.0, "config": None}
+    assert set(call) == ESTIMATOR_CALL_KWARGS
+    with pytest.raises(ValueError, match="needs the per-row step fields"):
+        fn(**call)
+    with pytest.raises(ValueError, match="no GAE lambda"):
+        fn(**{**call, "lambd": 0.95}, traj_uid=["a", "b"], step_id=[0, 0], state_key=["s", "s"])
+    adv, _ = fn(**call, traj_uid=["a", "b"], step_id=[0, 0], state_key=["s", "s"])
+    assert adv[0, 0] > 0 > adv[1, 0]
+
+
+def test_skyrl_dispatcher_is_the_pinned_one() -> None:
+    ppo, version = _skyrl()
+    assert list(inspect.signature(ppo.compute_advantages_and_returns).parameters) == DISPATCH_PARAMS
+    assert version == SKYRL_VERSION, f"checked against skyrl {SKYRL_VERSION}, found {version}: re-check the call"
+
+
+def test_skyrl_g2po_vs_grpo_as_native() -> None:
+    _skyrl()
+    ns = run_examples("steps", "skyrl")
+    batch = _native(ns["rows"], ns["step_reward"])
+    sky = ns["sky"]
+    want = g2po_advantage(batch, gamma=0.9) - grpo_advantage(batch)
+    np.testing.assert_allclose((sky["g2po"] - sky["grpo_steps"]).numpy(), want, atol=1e-5)
+    assert np.abs(want).max() > 0.1
+    from divelab.rl.skyrl import register
+
+    assert set(register()) <= set(ns["ppo_utils"].AdvantageEstimatorRegistry.list_available())  # idempotent
+
+
+def test_skyrl_trainer_stepwise_mode_cannot_carry_steps() -> None:
+    """SkyRL's own trainer method in step-wise mode: the estimator gets last steps only, no step fields."""
+    _skyrl()
+    from divelab.rl.skyrl import import_skyrl, register
+
+    register()
+    trainer_mod = import_skyrl("skyrl.train.trainer")
+    batch_mod = import_skyrl("skyrl.backends.skyrl_train.training_batch")
+    algo = import_skyrl("skyrl.train.config").AlgorithmConfig(advantage_estimator="g2po", gamma=0.9)
+    rewards = torch.zeros(6, 3)
+    rewards[1, -1] = 1.0
+    data = batch_mod.TrainingInputBatch({"rewards": rewards, "response_mask": torch.ones(6, 3), "values": None})
+    data.metadata = {"uids": ["task-1"] * 6, "is_last_step": [False, True] * 3, "avg_response_length": 3.0}
+    stub = SimpleNamespace(cfg=SimpleNamespace(generator=SimpleNamespace(step_wise_trajectories=True),
+                                               trainer=SimpleNamespace(algorithm=algo)), all_timings={})
+    seen: list[dict] = []
+    reg = import_skyrl().AdvantageEstimatorRegistry
+    spy_name = "divelab_spy"
+    if spy_name not in reg._functions:
+        reg.register(spy_name, lambda **kw: (seen.append(kw), reg.get("g2po")(**kw))[1])
+    algo.advantage_estimator = spy_name
+    with pytest.raises(ValueError, match="needs the per-row step fields traj_uid, step_id, state_key"):
+        trainer_mod.RayPPOTrainer.compute_advantages_and_returns(stub, data)
+    (call,) = seen
+    assert call["token_level_rewards"].shape[0] == 3  # 3 trajectories' last steps out of 6 steps
+    assert not {"traj_uid", "step_id", "state_key", "non_tensor_batch"} & set(call)

@@ -1,0 +1,99 @@
+"""InfoTree's rollout function inside a real ``trl.GRPOTrainer`` (trl 1.16.0), as docs/engines/integrations.md shows."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import pytest
+import torch
+from integration_examples import run_examples
+
+import divelab.training.infotree.adapters as adapters
+from divelab.lm.models import build_model
+
+trl = pytest.importorskip("trl", reason="trl is not installed (pip install trl)")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="module")
+def docs_run():
+    """Run the docs' TRL examples once, recording every rollout_func output."""
+    calls: list[tuple[list, dict]] = []
+    real = adapters.trl_rollout_func
+
+    def wrapped(*args, **kwargs):
+        fn = real(*args, **kwargs)
+
+        def rollout(prompts, trainer):
+            out = fn(prompts, trainer)
+            calls.append((list(prompts), out))
+            return out
+
+        return rollout
+
+    adapters.trl_rollout_func = wrapped
+    try:
+        ns = run_examples("trl")
+        ns["calls_trl"] = list(calls)
+        run_examples("trl-tree", ns=ns)
+        ns["calls_tree"] = calls[len(ns["calls_trl"]):]
+    finally:
+        adapters.trl_rollout_func = real
+    return ns
+
+
+def _teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].double() / temperature
+    lp = torch.log_softmax(logits, -1)
+    n = len(prompt_ids)
+    return [float(lp[n - 1 + i, t]) for i, t in enumerate(completion_ids)]
+
+
+def test_trl_rollout_func_signature_is_trls() -> None:
+    from trl.trainer.grpo_trainer import RolloutFunc
+
+    assert "rollout_func" in inspect.signature(trl.GRPOTrainer.__init__).parameters
+    assert RolloutFunc.__args__[0] == list[str]  # Callable[[list[str], GRPOTrainer], dict[str, Any]]
+
+
+def test_grpo_trainer_trains_with_divelab_rollout(docs_run) -> None:
+    trainer, tok, model = docs_run["trainer"], docs_run["tok"], docs_run["model"]
+    assert trainer.state.global_step == 2
+    fresh = build_model("tiny-100k", vocab_size=len(tok), seed=0)
+    moved = max((p - q).abs().max().item() for p, q in zip(model.parameters(), fresh.parameters(), strict=True))
+    assert moved > 1e-4, "GRPOTrainer did not update the model"
+    assert len(docs_run["calls_trl"]) == 2
+    g = trainer.num_generations
+    for prompts, out in docs_run["calls_trl"]:
+        n = len(prompts)
+        assert n % g == 0 and all(len(out[k]) == n for k in ("prompt_ids", "completion_ids", "logprobs"))
+        for i, p in enumerate(prompts):  # the real prompt ids, num_generations rows per prompt
+            assert out["prompt_ids"][i] == tok(p, add_special_tokens=False)["input_ids"]
+            assert 1 <= len(out["completion_ids"][i]) == len(out["logprobs"][i]) <= 6
+    # the log-probs are the policy's: equal to a teacher-forced pass of the same weights
+    out = trainer.rollout_func(["go north"] * g, trainer)
+    assert len(out["completion_ids"]) == g
+    for pid, cid, lps in zip(out["prompt_ids"], out["completion_ids"], out["logprobs"], strict=True):
+        ref = _teacher_forced_logprobs(model, pid, cid)
+        assert max(abs(a - b) for a, b in zip(lps, ref, strict=True)) < 1e-4
+        assert all(lp < 0 for lp in lps)
+
+
+def test_tree_aware_path_in_grpo_trainer(docs_run) -> None:
+    assert docs_run["tree_trainer"].state.global_step == 1
+    (prompts, out), = docs_run["calls_tree"]
+    g = docs_run["tree_trainer"].num_generations
+    assert len(out["completion_ids"]) == len(prompts) and len(prompts) % g == 0
+    for b in range(len(prompts) // g):
+        rows = range(b * g, (b + 1) * g)
+        ids = [out["completion_ids"][i] for i in rows]
+        lens = [out["tree_branch_len"][i] for i in rows]
+        assert lens[0] == lens[1] == 0  # init_rollouts from the root
+        for j, k in enumerate(lens):  # a branched completion shares exactly its prefix with an earlier sibling
+            if k:
+                assert any(ids[m][:k] == ids[j][:k] for m in range(j))
+    with pytest.raises(ValueError, match="needs leaf_reward"):
+        adapters.trl_rollout_func(selector="uucb")
