@@ -1,169 +1,207 @@
-"""DSpark vs the decoders people use, same target, same held-out prompts, greedy, one run.
+"""DSpark vs the strongest decoders we can run, on real targets, interleaved in one run, T=0 and T=1.
 
-Peers at batch size 1: transformers ``generate`` (plain), transformers assisted generation with an
-AR draft model (``assistant_model=``: a tiny-100k LM trained on the same target-regenerated
-data), divelab plain decoding, EAGLE-style AR drafter, DFlash-style parallel drafter (fixed-γ),
-DSpark (Markov head + Algorithm 1 with the SPS curve profiled at start-up), each at every γ
-asked. Outputs are checked token-identical to plain greedy. Then a load point (continuous
-batching, ``--load`` concurrent requests): divelab plain vs DFlash-style vs DSpark.
+Targets (built and cached by ``benchmarks/dspark_assets.py``):
+* ``smollm2`` — SmolLM2-135M-Instruct on held-out chat prompts (topics no drafter saw);
+* ``tiny`` — the zoo tiny-1m trained 4× longer than the degenerate ``small`` target.
+distinct-2/4 of the target's own outputs is printed beside every τ: a high τ on a repetitive
+target says little about the drafter.
 
-The drafters are the ones ``reproduce(scale="quick")`` trains for the ``small`` target (shared
-cache), so a second run does not train. Torch runs single-threaded by default (``--threads``):
-1-M-parameter models are dispatch-bound and intra-op threads only add synchronisation.
+Peers at batch 1 (each prompt runs every peer before the next prompt: interleaved, so a burst of
+machine load hits all peers alike): transformers ``generate``; prompt-lookup decoding
+(``prompt_lookup_num_tokens``); assisted generation with a tiny same-vocabulary LM trained on the
+target's own responses, ``num_assistant_tokens`` tuned over {2, 4, 8} (constant schedule); divelab
+plain decoding; EAGLE-style AR drafter with a KV cache (fixed γ); DSpark's Markov drafter at fixed γ
+and with Algorithm 1 (SPS profiled at start-up). Greedy outputs are checked token-identical to
+plain greedy. Under load: HF static batched ``generate`` vs divelab plain and DSpark continuous
+batching, aggregate and per-user tokens/s at each load of the sweep.
 
-    python benchmarks/serving_dspark.py --target small --prompts 16 --max-new-tokens 64 \
-        --gammas 4 8 --load 8 --out benchmarks/serving_dspark.json
+    python benchmarks/serving_dspark.py --quick --out benchmarks/serving_dspark.json
+    python benchmarks/serving_dspark.py --targets smollm2 tiny --prompts 8 --max-new-tokens 64
+
+CPU only here (no GPU was lent); ``--device cuda`` runs the same code on a GPU (untested on hardware).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def distinct_n(seqs: list[list[int]], n: int) -> float:
+    grams = [tuple(s[i: i + n]) for s in seqs for i in range(len(s) - n + 1)]
+    return len(set(grams)) / max(1, len(grams))
+
+
+def bench_target(name: str, args, log=print) -> dict:
+    from divelab.serving.dspark import Request, SpecEngine, measure_sps, plain_greedy
+    from dspark_assets import load_assets
+
+    a = load_assets(name, seed=args.seed)
+    dev = torch.device(args.device)
+    target = a["target"].to(dev)
+    mk, ar, assistant = a["markov"].to(dev), a["ar"].to(dev), a["assistant"].to(dev)
+    prompts = a["prompts"][: args.prompts]
+    m, g, eos, pad = args.max_new_tokens, args.gamma, a["eos"], a["pad"]
+    t0 = time.perf_counter()
+    sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=args.sps_repeats)
+    sps_s = time.perf_counter() - t0
+    ref = [plain_greedy(target, p, m, eos_token_id=eos) for p in prompts]
+    out: dict = {"target": name, "parameters": sum(p.numel() for p in target.parameters()),
+                 "drafter_parameters": sum(p.numel() for n_, p in mk.named_parameters()),
+                 "assistant_parameters": sum(p.numel() for p in assistant.parameters()),
+                 "assets": a["meta"], "sps_profile_s": sps_s,
+                 "sps": {"B": sps.batch_sizes.tolist(), "steps_per_s": np.round(sps.steps_per_s, 2).tolist()},
+                 "greedy_distinct_2": distinct_n(ref, 2), "greedy_distinct_4": distinct_n(ref, 4)}
+    log(f"[{name}] target greedy distinct-2 {out['greedy_distinct_2']:.3f} distinct-4 {out['greedy_distinct_4']:.3f}")
+
+    def hf(p, temp, **kw):
+        ids = torch.tensor([p], device=dev)
+        samp = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0} if temp > 0 else {"do_sample": False}
+        o = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=m, eos_token_id=eos,
+                            pad_token_id=pad, **samp, **kw)
+        return o[0, len(p):].tolist()
+
+    def assisted(k):
+        def f(p, temp):
+            assistant.generation_config.num_assistant_tokens = k
+            assistant.generation_config.num_assistant_tokens_schedule = "constant"
+            return hf(p, temp, assistant_model=assistant)
+        return f
+
+    results: dict = {}
+    for temp in args.temps:
+        engines = {"divelab plain": SpecEngine(target, None, sps=sps, temperature=temp, eos_token_id=eos,
+                                               seed=args.seed),
+                   f"EAGLE-style AR drafter + KV cache, fixed γ={g}":
+                       SpecEngine(target, ar, "fixed", sps=sps, gamma=g, temperature=temp, eos_token_id=eos,
+                                  seed=args.seed),
+                   f"DSpark Markov, fixed γ={g}": SpecEngine(target, mk, "fixed", sps=sps, gamma=g, temperature=temp,
+                                                             eos_token_id=eos, seed=args.seed),
+                   f"DSpark Markov + Alg. 1, γ≤{g}": SpecEngine(target, mk, "dspark", sps=sps, gamma=g,
+                                                                temperature=temp, eos_token_id=eos, seed=args.seed)}
+        peers = {"transformers generate": lambda p, t: hf(p, t),
+                 f"prompt lookup ({args.pld} tokens)": lambda p, t: hf(p, t, prompt_lookup_num_tokens=args.pld)}
+        # tune num_assistant_tokens on the first prompt (not timed in the table)
+        tune = {}
+        for k in (2, 4, 8):
+            t1 = time.perf_counter()
+            assisted(k)(prompts[0], temp)
+            tune[k] = time.perf_counter() - t1
+        best_k = min(tune, key=tune.get)
+        peers[f"assisted generation (tiny-1m assistant, k={best_k} tuned)"] = assisted(best_k)
+        for nm, e in engines.items():
+            peers[nm] = (lambda p, t, e=e: e.generate(p, m))
+        rec: dict = {nm: {"seconds": 0.0, "tokens": 0, "outs": [], "steps": []} for nm in peers}
+        for nm, e in engines.items():  # count rounds for τ
+            orig = e.step
+
+            def counting(states, force_ell=None, _o=orig, _r=rec[nm]["steps"]):
+                r = _o(states, force_ell)
+                _r.append(r)
+                return r
+            e.step = counting  # type: ignore[method-assign]
+        for fn in peers.values():  # warm-up
+            fn(prompts[0][:8], temp)
+        for rec_ in rec.values():
+            rec_["steps"].clear()
+        torch.manual_seed(args.seed)
+        for rep in range(args.repeats):
+            for p in prompts:  # interleaved: every peer on this prompt before the next prompt
+                for nm, fn in peers.items():
+                    t1 = time.perf_counter()
+                    o = fn(p, temp)
+                    rec[nm]["seconds"] += time.perf_counter() - t1
+                    rec[nm]["tokens"] += len(o)
+                    if rep == 0:
+                        rec[nm]["outs"].append(o)
+        rows = {}
+        base = rec["transformers generate"]["tokens"] / rec["transformers generate"]["seconds"]
+        for nm, r in rec.items():
+            tps = r["tokens"] / r["seconds"]
+            row = {"tokens_per_s": tps, "speedup_vs_generate": tps / base, "tokens": r["tokens"],
+                   "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
+            if temp == 0:
+                row["identical_to_greedy"] = r["outs"] == ref
+            if r["steps"]:
+                row["tau"] = float(np.mean([s.accepted.sum() + len(s.accepted) for s in r["steps"]]))
+                row["mean_verify_len"] = float(np.mean([s.ell.mean() + 1 for s in r["steps"]]))
+            if nm.startswith("assisted"):
+                row["tuning_s_per_k"] = tune
+            rows[nm] = row
+            log(f"[{name} T={temp}] {nm:52s} {tps:7.1f} tok/s  ×{tps / base:4.2f}  τ={row.get('tau', float('nan')):4.2f}"
+                f"  distinct-4 {row['distinct_4']:.2f}" + (f"  identical={row['identical_to_greedy']}"
+                                                            if temp == 0 else ""))
+        results[f"T={temp:g}"] = rows
+    out["batch_size_1"] = results
+
+    # ---------------------------------------------------------------- under load (greedy)
+    load_rows = {}
+    for load in args.loads:
+        ps = [prompts[i % len(prompts)] for i in range(load)]
+        row = {}
+        # HF static batched generate: left-padded, one batch, everyone waits for the longest
+        p_len = max(len(p) for p in ps)
+        ids = torch.full((load, p_len), pad, dtype=torch.long, device=dev)
+        att = torch.zeros_like(ids)
+        for i, p in enumerate(ps):
+            ids[i, p_len - len(p):] = torch.tensor(p, device=dev)
+            att[i, p_len - len(p):] = 1
+        t1 = time.perf_counter()
+        o = target.generate(ids, attention_mask=att, max_new_tokens=m, do_sample=False, eos_token_id=eos,
+                            pad_token_id=pad)
+        dt = time.perf_counter() - t1
+        ntok = sum(len([t for t in r[p_len:].tolist() if t != pad]) for r in o)
+        row["HF static batched generate"] = {"throughput_tok_s": ntok / dt, "per_user_tok_s": ntok / load / dt}
+        for nm, d, sch in (("divelab plain", None, "fixed-0"), (f"DSpark Alg. 1 γ≤{g}", mk, "dspark"),
+                           (f"EAGLE-style fixed γ={g}", ar, "fixed")):
+            e = SpecEngine(target, d, sch, sps=sps, gamma=g if d is not None else None, eos_token_id=eos)
+            res = e.serve([Request(p, m, 0.0, i) for i, p in enumerate(ps)], max_batch=load)
+            row[nm] = {"throughput_tok_s": res.throughput, "per_user_tok_s": res.per_user_speed,
+                       "tau": res.tau if d is not None else 1.0,
+                       "identical_to_greedy": all(res.outputs[i] == ref[i % len(prompts)] for i in res.outputs)}
+        for nm, r in row.items():
+            log(f"[{name} load {load}] {nm:40s} {r['throughput_tok_s']:7.1f} tok/s total "
+                f"{r['per_user_tok_s']:6.1f} tok/s/user")
+        load_rows[str(load)] = row
+    out["under_load_greedy"] = load_rows
+    return out
+
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--target", default="small", choices=["smoke", "small", "quick"], help="zoo target")
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--prompt-len", type=int, default=16)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--targets", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
+    ap.add_argument("--quick", action="store_true", help="bounded run: 2 prompts, 24 new tokens, 1 repeat")
+    ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--gammas", type=int, nargs="+", default=[4, 8])
-    ap.add_argument("--load", type=int, default=8, help="concurrency for the batched point")
-    ap.add_argument("--repeats", type=int, default=3, help="timed passes over the prompts (median)")
+    ap.add_argument("--gamma", type=int, default=8)
+    ap.add_argument("--pld", type=int, default=4, help="prompt_lookup_num_tokens")
+    ap.add_argument("--temps", type=float, nargs="+", default=[0.0, 1.0])
+    ap.add_argument("--loads", type=int, nargs="+", default=[1, 4, 8])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--sps-repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default="serving_dspark.json")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="serving_dspark.json")
     args = ap.parse_args()
+    if args.quick:
+        args.prompts, args.max_new_tokens, args.repeats, args.loads, args.sps_repeats = 2, 24, 1, [4], 3
     torch.set_num_threads(args.threads)
-
-    from divelab.cache import entry_path, stable_hash
-    from divelab.lm import build_model, encode_split, pretrained
-    from divelab.lm.train import TrainConfig, train
-    from divelab.lm.zoo import recipe, recipe_key
-    from divelab.scale import pick
-    from divelab.serving.dspark import SpecEngine, calibrate, measure_sps, plain_greedy
-    from divelab.serving.dspark.engine import Request
-    from divelab.serving.dspark.reproduce import _prompts, build_drafters
-    from divelab.serving.dspark.training import DrafterTrainConfig, regenerate
-
-    # the reproduction scale whose drafters match this target (so they are shared, cached)
-    scale = {"smoke": "smoke", "small": "quick", "quick": "full"}[args.target]
-    torch.manual_seed(args.seed)
-    target, tok = pretrained(args.target)
-    target.eval()
-    train_tok, test_tok = encode_split(tok, "train"), encode_split(tok, "test")
-    tkey = f"zoo-{recipe_key(recipe(args.target))}"
-    gammas = sorted(set(args.gammas))
-    all_g = sorted(set(pick(scale, smoke=[4], quick=[4, 8, 16], full=[4, 8, 16])) | set(gammas))
-    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=200, full=1500), seed=args.seed, lr=5e-3,
-                              batch_size=pick(scale, smoke=2, quick=8, full=16))
-    dcfg = {"window": 16, "rank": pick(scale, smoke=8, quick=32, full=64)}
-    n_regen = pick(scale, smoke=16, quick=512, full=4096)
-    t_train = time.perf_counter()
-    drafters = build_drafters(target, tkey, train_tok, scale, args.seed, tcfg, dcfg, all_g,
-                              pick(scale, smoke=4, quick=8, full=8), n_regen)
-    ar = drafters[("ar", max(all_g))]
-    prompts = _prompts(test_tok, args.prompts, args.prompt_len, args.seed + 1)
-    cal = {g: calibrate(target, drafters[("markov", g)], _prompts(encode_split(tok, "val"), 8, 16, args.seed + 2),
-                        gamma=g) for g in gammas}
-
-    # an AR assistant for transformers' assisted generation: the tiny-100k config with the target's
-    # vocabulary, trained on the same target-regenerated data as the drafters (cached)
-    akey = stable_hash({"assistant": tkey, "n": n_regen, "seed": args.seed, "steps": 300, "v": 1})
-    apath = entry_path("dspark-assistants", akey)
-    if (apath / "config.json").exists():
-        from transformers import AutoModelForCausalLM
-
-        assistant = AutoModelForCausalLM.from_pretrained(apath, local_files_only=True)
-    else:
-        from divelab.cache import atomic_dir
-
-        data = regenerate(target, train_tok, n_regen, tcfg.seq_len + 16, temperature=1.0, seed=args.seed)
-        assistant = build_model("tiny-100k", target.config.vocab_size, seed=args.seed)
-        train(assistant, data.reshape(-1), config=TrainConfig(steps=300, batch_size=16, seq_len=96, lr=5e-3,
-                                                                warmup=10, eval_every=0, seed=args.seed),
-              description="assistant")
-        with atomic_dir(apath) as tmp:
-            assistant.save_pretrained(tmp)
-    assistant.eval()
-    train_s = time.perf_counter() - t_train
-    sps = measure_sps(target)
-
-    ref = [plain_greedy(target, p, args.max_new_tokens) for p in prompts]
-    n_tok = sum(len(r) for r in ref)
-    results: dict = {}
-
-    def timed(name: str, fn, **extra) -> None:
-        fn(prompts[0])  # warm-up
-        times, outs = [], None
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            outs = [fn(p) for p in prompts]
-            times.append(time.perf_counter() - t0)
-        dt = statistics.median(times)
-        results[name] = {"tokens_per_s": n_tok / dt, "seconds": dt, "identical_to_greedy": outs == ref,
-                         **{k: v() if callable(v) else v for k, v in extra.items()}}
-        print(f"{name:55s} {n_tok / dt:9.1f} tok/s  identical={outs == ref}", flush=True)
-
-    def hf(p, **kw):
-        out = target.generate(torch.tensor([p]), max_new_tokens=args.max_new_tokens, do_sample=False,
-                              min_new_tokens=args.max_new_tokens, pad_token_id=0, **kw)
-        return out[0, len(p):].tolist()
-
-    with torch.no_grad():
-        timed("transformers generate", hf)
-        timed("transformers assisted (assistant_model)", lambda p: hf(p, assistant_model=assistant))
-        plain = SpecEngine(target, None, sps=sps)
-        timed("divelab plain", lambda p: plain.generate(p, args.max_new_tokens))
-        for g in gammas:
-            for name, d, sched, c in (("eagle-style", ar, "fixed", None),
-                                      ("dflash-style", drafters[("parallel", g)], "fixed", None),
-                                      ("dspark markov, fixed-γ", drafters[("markov", g)], "fixed", None),
-                                      ("dspark", drafters[("markov", g)], "dspark", cal[g])):
-                eng = SpecEngine(target, d, sched, sps=sps, calibration=c, gamma=g)
-                steps: list = []
-                orig = eng.step
-
-                def counting(states, force_ell=None, _o=orig, _s=steps):
-                    rec = _o(states, force_ell)
-                    _s.append(rec)
-                    return rec
-
-                eng.step = counting  # type: ignore[method-assign]
-                timed(f"divelab {name} ({sched}) γ={g}", lambda p, e=eng: e.generate(p, args.max_new_tokens),
-                      gamma=g, tau=lambda s=steps: float(np.mean([r.accepted.sum() + len(r.accepted) for r in s])),
-                      mean_verify_len=lambda s=steps: float(np.mean([r.ell.mean() + 1 for r in s])))
-        base = results["transformers generate"]["tokens_per_s"]
-        for r in results.values():
-            r["speedup_vs_generate"] = r["tokens_per_s"] / base
-
-        batched = {}
-        g = max(gammas)
-        reqs = [Request(prompts[i % len(prompts)], args.max_new_tokens, 0.0, i) for i in range(2 * args.load)]
-        for name, d, sched, c in (("divelab plain", None, "fixed-0", None),
-                                  (f"dflash-style fixed-γ γ={g}", drafters[("parallel", g)], "fixed", None),
-                                  (f"dspark γ={g}", drafters[("markov", g)], "dspark", cal[g])):
-            eng = SpecEngine(target, d, sched, sps=sps, calibration=c, gamma=g if d is not None else None)
-            eng.serve(reqs[: args.load], max_batch=args.load)  # warm-up
-            res = eng.serve(reqs, max_batch=args.load)
-            batched[name] = {"throughput_tok_s": res.throughput, "per_user_tok_s": res.per_user_speed,
-                             "tau": res.tau, "identical_to_greedy":
-                             all(res.outputs[i] == ref[i % len(prompts)] for i in res.outputs)}
-            print(f"load {args.load}: {name:35s} {res.throughput:8.1f} tok/s aggregate, "
-                  f"{res.per_user_speed:7.1f} tok/s/user", flush=True)
-    out = {"target": args.target, "target_parameters": sum(p.numel() for p in target.parameters()),
-           "device": "cpu", "threads": torch.get_num_threads(), "gammas": gammas, "prompts": args.prompts,
-           "prompt_len": args.prompt_len, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
-           "drafter_training_s": train_s, "batch_size_1": results, f"batched_load_{args.load}": batched,
-           "sps_profile": {"B": sps.batch_sizes.tolist(), "steps_per_s": np.round(sps.steps_per_s, 2).tolist()}}
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
-    print(json.dumps(out, indent=2))
+    t0 = time.perf_counter()
+    out = {"device": args.device, "threads": torch.get_num_threads(), "args": vars(args), "targets": {}}
+    for name in args.targets:
+        out["targets"][name] = bench_target(name, args)
+        out["wall_s"] = time.perf_counter() - t0
+        Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out} in {time.perf_counter() - t0:.0f}s")
 
 
 if __name__ == "__main__":

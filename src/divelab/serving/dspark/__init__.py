@@ -22,8 +22,15 @@ from divelab.serving.dspark.api import (
 )
 from divelab.serving.dspark.calibration import STSCalibration, ece, fit_sts, roc_auc
 from divelab.serving.dspark.drafter import DRAFTER_KINDS, Drafter, DrafterConfig
-from divelab.serving.dspark.engine import Request, ServeResult, SpecEngine, plain_greedy
-from divelab.serving.dspark.sampling import verify_block
+from divelab.serving.dspark.engine import (
+    Request,
+    RequestState,
+    ServeResult,
+    SpecEngine,
+    StepRecord,
+    plain_greedy,
+)
+from divelab.serving.dspark.sampling import verify_batch, verify_block
 from divelab.serving.dspark.scheduler import (
     ConfidenceScheduler,
     FixedK,
@@ -33,13 +40,14 @@ from divelab.serving.dspark.scheduler import (
     StaticThreshold,
     make_scheduler,
 )
-from divelab.serving.dspark.sps import SPSCurve, measure_sps
+from divelab.serving.dspark.sps import SPSCurve, fit_sps, measure_sps
 from divelab.serving.dspark.training import DrafterTrainConfig, train_drafter, train_drafters
 
 __all__ = [
     "DRAFTER_KINDS", "ConfidenceScheduler", "Drafter", "DrafterConfig", "DrafterTrainConfig", "FixedK",
-    "GlobalArgmaxScheduler", "Request", "SPSCurve", "STSCalibration", "Scheduler", "ServeResult", "SpecEngine",
-    "StaleKScheduler", "StaticThreshold", "calibrate", "collect_rounds", "ece", "encode_texts", "fit_sts",
+    "GlobalArgmaxScheduler", "Request", "RequestState", "SPSCurve", "STSCalibration", "Scheduler", "ServeResult", "SpecEngine",
+    "StaleKScheduler", "StaticThreshold", "StepRecord", "calibrate", "collect_rounds", "ece", "encode_texts",
+    "fit_sps", "fit_sts",
     "load_drafter", "make_scheduler", "measure_sps", "plain_greedy", "roc_auc", "save_drafter", "train_drafter", "train_drafters",
-    "train_drafter_on_text", "verify_block",
+    "train_drafter_on_text", "verify_batch", "verify_block",
 ]

@@ -79,7 +79,11 @@ def _rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 class DraftLayer(nn.Module):
-    """Pre-norm attention (queries from the block; keys/values from [context; block]) + MLP."""
+    """Pre-norm attention (queries from the block; keys/values from [context; block]) + MLP.
+
+    The context keys/values are projected once per committed position (:meth:`project_ctx`,
+    un-rotated) and cached by the engine; RoPE is applied to the window slots at use time, because a
+    slot's content slides as the window moves but its position (0..w−1) does not."""
 
     def __init__(self, d: int, n_heads: int, ffn_mult: int) -> None:
         super().__init__()
@@ -90,21 +94,32 @@ class DraftLayer(nn.Module):
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
         self.mlp = nn.Sequential(nn.Linear(d, ffn_mult * d, bias=False), nn.SiLU(), nn.Linear(ffn_mult * d, d, bias=False))
 
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def project_ctx(self, ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Un-rotated context keys and values (N, W, d) of fused target features (N, W, d)."""
+        hc = self.norm_ctx(ctx)
+        return self.k(hc), self.v(hc)
+
+    def _heads(self, z: torch.Tensor) -> torch.Tensor:
+        return z.view(z.shape[0], z.shape[1], self.h, self.dh).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, ctx_kv: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor,
+                pos: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (N, T, d) block slots at positions ``pos`` (T,); ``past``: rotated keys/values of earlier
+        block slots (the AR drafter's KV cache). Returns the new x and the block's keys/values."""
         n, t, d = x.shape
-        w = ctx.shape[1]
-        hx, hc = self.norm1(x), self.norm_ctx(ctx)
-        kv_in = torch.cat([hc, hx], dim=1)
-
-        def heads(z: torch.Tensor) -> torch.Tensor:
-            return z.view(n, z.shape[1], self.h, self.dh).transpose(1, 2)
-
-        q = _rope(heads(self.q(hx)), pos[w:])
-        k = _rope(heads(self.k(kv_in)), pos)
-        v = heads(self.v(kv_in))
+        ck, cv = ctx_kv
+        w = ck.shape[1]
+        hx = self.norm1(x)
+        q = _rope(self._heads(self.q(hx)), pos)
+        kx, vx = _rope(self._heads(self.k(hx)), pos), self._heads(self.v(hx))
+        if past is not None:
+            kx, vx = torch.cat([past[0], kx], 2), torch.cat([past[1], vx], 2)
+        k = torch.cat([_rope(self._heads(ck), torch.arange(w, device=x.device)), kx], 2)
+        v = torch.cat([self._heads(cv), vx], 2)
         att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
         x = x + self.o(att.transpose(1, 2).reshape(n, t, d))
-        return x + self.mlp(self.norm2(x))
+        return x + self.mlp(self.norm2(x)), (kx, vx)
 
 
 @dataclass
@@ -193,14 +208,23 @@ class Drafter(nn.Module):
             block = torch.tril(block)
         return torch.cat([ctx_mask[:, None, :].expand(n, t, w), block.expand(n, t, t)], dim=2)
 
-    def backbone(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """Hidden states h (N, T, d) of block inputs (N, T, d) given context features (N, W, d)."""
-        w, t = ctx.shape[1], inputs.shape[1]
-        pos = torch.arange(w + t, device=ctx.device)
+    def project_context(self, ctx: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per-layer un-rotated context keys/values of fused features ``ctx`` (N, W, d): what the
+        engine caches per request so each step projects only the newly committed positions."""
+        return [layer.project_ctx(ctx) for layer in self.layers]
+
+    def backbone(self, ctx: torch.Tensor | None, ctx_mask: torch.Tensor, inputs: torch.Tensor,
+                 ctx_kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        """Hidden states h (N, T, d) of block inputs (N, T, d) given context features (N, W, d)
+        (or their cached per-layer projections ``ctx_kv``)."""
+        if ctx_kv is None:
+            ctx_kv = self.project_context(ctx)
+        w, t = ctx_mask.shape[1], inputs.shape[1]
+        pos = torch.arange(w, w + t, device=inputs.device)
         mask = self._mask(ctx_mask, t)
         x = inputs
-        for layer in self.layers:
-            x = layer(x, ctx, mask, pos)
+        for layer, kv in zip(self.layers, ctx_kv, strict=True):
+            x, _ = layer(x, kv, mask, pos)
         return self.out_norm(x)
 
     def _block_inputs(self, anchor: torch.Tensor, prev: torch.Tensor | None, t: int) -> torch.Tensor:
@@ -251,51 +275,90 @@ class Drafter(nn.Module):
         return logits, self._conf(h, None)
 
     @torch.no_grad()
-    def draft(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, anchor: torch.Tensor, temperature: float,
-              generator: torch.Generator | None = None, gamma: int | None = None) -> DraftOutput:
+    def draft(self, ctx: torch.Tensor | None, ctx_mask: torch.Tensor, anchor: torch.Tensor, temperature: float,
+              generator: torch.Generator | None = None, gamma: int | None = None,
+              ctx_kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> DraftOutput:
         """Draft γ tokens for R requests; exact per-token draft distributions are returned for
-        rejection sampling (temperature > 0) — greedy drafts take the argmax."""
+        rejection sampling (temperature > 0) — greedy drafts take the argmax.
+
+        Everything stays on ``anchor``'s device (``generator`` must live there too). Sampling uses
+        the Gumbel-max trick with all noise drawn in one call, so the sequential head's loop is a
+        few tensor ops per slot; the exact softmaxes are computed once, batched, after the loop."""
         import time
 
         g = gamma or self.config.gamma
         n = anchor.shape[0]
+        dev = anchor.device
         greedy = temperature <= 0
         t0 = time.perf_counter()
-        tokens = torch.zeros(n, g, dtype=torch.long, device=anchor.device)
-        probs = None if greedy else torch.zeros(n, g, self.config.vocab_size, dtype=torch.float64)
-        conf = torch.zeros(n, g)
+        if ctx_kv is None:
+            ctx_kv = self.project_context(ctx)
+        gumbel = None
+        if not greedy:
+            u = torch.rand(n, g, self.config.vocab_size, generator=generator, device=dev, dtype=torch.float64)
+            gumbel = -torch.log(-torch.log(u.clamp_min(1e-300)))
 
-        def pick(logits: torch.Tensor, k: int) -> None:
+        def pick(logits: torch.Tensor, k: int) -> torch.Tensor:
             if greedy:
-                tokens[:, k] = logits.argmax(-1)
-            else:
-                p = torch.softmax(logits.double() / temperature, dim=-1)
-                probs[:, k] = p
-                tokens[:, k] = torch.multinomial(p, 1, generator=generator).squeeze(-1)
+                return logits.argmax(-1)
+            return (logits.double() / temperature + gumbel[:, k]).argmax(-1)  # exact sample of softmax(l/T)
+
+        def finish(tokens: torch.Tensor, logits: torch.Tensor, conf: torch.Tensor, timings: dict) -> DraftOutput:
+            probs = None if greedy else torch.softmax(logits.double() / temperature, dim=-1)
+            return DraftOutput(tokens, probs, conf, timings)
 
         if self.config.kind == "ar":
-            for k in range(g):  # γ sequential passes (the AR cost the parallel drafters avoid)
-                h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, tokens, k + 1))[:, -1]
-                conf[:, k] = self._conf(h, None)
-                pick(self.lm_head(h), k)
-            return DraftOutput(tokens, probs, conf, {"backbone_s": time.perf_counter() - t0, "sequential_s": 0.0})
-        h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, None, g))
-        base = self.lm_head(h)
+            # EAGLE-style with a KV cache: one single-slot pass per drafted token over the cached
+            # context projections and the cached keys/values of the earlier drafted slots
+            w = ctx_mask.shape[1]
+            past: list = [None] * len(self.layers)
+            toks, hs, logit_rows = [], [], []
+            prev = anchor
+            for k in range(g):
+                x = self.embed(prev)[:, None]
+                mask = torch.cat([ctx_mask, torch.ones(n, k + 1, dtype=torch.bool, device=dev)], 1)[:, None]
+                pos = torch.tensor([w + k], device=dev)
+                for li, (layer, kv) in enumerate(zip(self.layers, ctx_kv, strict=True)):
+                    x, past[li] = layer(x, kv, mask, pos, past[li])
+                h = self.out_norm(x)[:, -1]
+                lg = self.lm_head(h)
+                prev = pick(lg, k)
+                toks.append(prev)
+                hs.append(h)
+                logit_rows.append(lg)
+            h_all = torch.stack(hs, 1)
+            return finish(torch.stack(toks, 1), torch.stack(logit_rows, 1), self._conf(h_all, None),
+                          {"backbone_s": time.perf_counter() - t0, "sequential_s": 0.0})
+        h = self.backbone(None, ctx_mask, self._block_inputs(anchor, None, g), ctx_kv=ctx_kv)
+        logits = self.lm_head(h)
         t1 = time.perf_counter()
-        prev = anchor
-        state = h.new_zeros(n, self.config.rank) if self.config.kind == "rnn" else None
-        for k in range(g):  # the sequential head: cheap left-to-right loop
-            bias, _, state = self._seq_bias(h[:, k], prev, state)
-            pick(base[:, k] if bias is None else base[:, k] + bias, k)
-            prev = tokens[:, k]
-        # confidences need only the previous tokens, all known now: one batched head call
-        # (c_k depends on x_{k-1} exactly as in the loop, so nothing anticipates x_k)
+        kind = self.config.kind
         feat = None
-        if self.config.kind in ("markov", "rnn"):
+        if kind == "parallel":
+            tokens = logits.argmax(-1) if greedy else (logits.double() / temperature + gumbel).argmax(-1)
+        else:
+            # the sequential head: x_k = pick(base_k + W2·W1[x_{k−1}]), inherently left to right
+            toks = []
+            prev = anchor
+            state = h.new_zeros(n, self.config.rank) if kind == "rnn" else None
+            biases = []
+            w2 = self.w2.weight.t()
+            for k in range(g):
+                if kind == "markov":
+                    b = self.w1(prev) @ w2
+                else:
+                    b, _, state = self._seq_bias(h[:, k], prev, state)
+                biases.append(b)
+                prev = pick(logits[:, k] + b, k)
+                toks.append(prev)
+            tokens = torch.stack(toks, 1)
+            logits = logits + torch.stack(biases, 1)
+            # confidences need only the previous tokens, all known now: one batched head call
+            # (c_k depends on x_{k-1} exactly as in the loop, so nothing anticipates x_k)
             feat = self.w1(torch.cat([anchor[:, None], tokens[:, : g - 1]], dim=1))
-        conf[:] = self._conf(h[:, :g], feat)
+        conf = self._conf(h[:, :g], feat)
         t2 = time.perf_counter()
-        return DraftOutput(tokens, probs, conf, {"backbone_s": t1 - t0, "sequential_s": t2 - t1})
+        return finish(tokens, logits, conf, {"backbone_s": t1 - t0, "sequential_s": t2 - t1})
 
 
 def count_trainable(drafter: Drafter) -> int:

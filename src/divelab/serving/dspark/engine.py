@@ -1,13 +1,15 @@
-"""The speculative decoding engine: per-request KV caches with rollback, batched verification,
-continuous batching.
+"""The speculative decoding engine: a persistent batched KV cache with rollback, batched
+verification, continuous batching. Device-agnostic: every tensor lives on the target's device.
 
-Each engine step: the drafter drafts γ tokens for every active request (one batched pass),
-the scheduler picks per-request verification lengths ℓ_r from the (calibrated) confidences
-and SPS(B), one batched target forward verifies all ``Σ(1 + ℓ_r)`` tokens (ragged rows, right
-padded; per-request caches left padded and masked), and each request keeps the accepted prefix:
-its cache is cut back to the committed tokens (rollback) and the fused target features of the
-committed positions are appended to its drafter context. With no drafter the same engine is
-plain (batched) autoregressive decoding.
+Each engine step: the drafter drafts γ tokens for every active request (one batched pass over
+the per-request cached context keys/values), the scheduler picks per-request verification
+lengths ℓ_r from the (calibrated) confidences and SPS(B), one batched target forward verifies all
+``Σ(1 + ℓ_r)`` tokens (ragged rows right padded) against the persistent batched cache, acceptance
+is computed for all rows at once on the device, and rollback crops the cache to the longest kept
+prefix; rows that kept fewer tokens leave masked holes (no re-padding, no re-stacking). The
+batch is rebuilt only when the set of requests changes by admission (finished rows are dropped by
+index). One host copy per step brings back the accepted counts, next tokens and drafts (plus one
+for the confidences the scheduler reads). With no drafter the engine is plain batched decoding.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from divelab.serving.dspark.drafter import Drafter
-from divelab.serving.dspark.sampling import probs_at, verify_block
+from divelab.serving.dspark.sampling import probs_at, verify_batch
 from divelab.serving.dspark.scheduler import Scheduler, make_scheduler
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
 
@@ -36,8 +38,12 @@ class Request:
 @dataclass
 class RequestState:
     req: Request
-    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (heads, length, head_dim)
-    ctx: torch.Tensor | None  # fused target features of the last `window` committed positions
+    # per layer (heads, length, head_dim) while the request is outside a batch (after prefill);
+    # None while its cache lives in the engine's persistent batched cache (see ``_Batch``)
+    kv: list[tuple[torch.Tensor, torch.Tensor]] | None
+    # drafter context: per drafter layer the cached (un-rotated) keys/values (≤ window, d) of the
+    # last `window` committed positions; None without a drafter or while in a batch
+    ctx: list[tuple[torch.Tensor, torch.Tensor]] | None
     anchor: int  # last committed token, not yet seen by the target
     out: list[int] = field(default_factory=list)
     done: bool = False
@@ -45,10 +51,29 @@ class RequestState:
     committed_in_rounds: int = 0
     admitted_s: float = 0.0
     finished_s: float = 0.0
+    n_cached: int = 0  # committed tokens in the target cache
+    _group: object = field(default=None, repr=False)
+    _row: int = field(default=-1, repr=False)
 
     @property
     def length(self) -> int:
-        return int(self.kv[0][0].shape[1])
+        return self.n_cached
+
+
+@dataclass
+class _Batch:
+    """The persistent batched state of the requests stepped together: a left-padded DynamicCache
+    whose rows may hold masked holes (rejected drafts of rows that kept fewer tokens than the
+    longest), and the drafters' cached context keys/values."""
+
+    states: list[RequestState]
+    cache: DynamicCache
+    mask: torch.Tensor  # (n, L) bool: which cache slots hold committed tokens
+    holes: bool  # any False in mask (padding or rolled-back slots): an attention mask is needed
+    lengths: torch.Tensor  # (n,) committed tokens per row (RoPE positions continue from here)
+    anchor: torch.Tensor  # (n,) last committed token per row
+    ctx_kv: list[tuple[torch.Tensor, torch.Tensor]] | None  # per drafter layer (n, w, d)
+    ctx_mask: torch.Tensor | None  # (n, w) bool
 
 
 @dataclass
@@ -91,6 +116,14 @@ class ServeResult:
         return acc / max(1, sum(len(s.accepted) for s in self.steps))
 
 
+def _crop(cache: DynamicCache, length: int) -> None:
+    """Roll every layer of ``cache`` back to ``length`` slots (views, no copy). Done by hand:
+    ``DynamicCache.crop``'s argument changed meaning across transformers releases."""
+    for layer in cache.layers:
+        if layer.keys is not None and layer.keys.shape[-2] > length:
+            layer.keys, layer.values = layer.keys[..., :length, :], layer.values[..., :length, :]
+
+
 class SpecEngine:
     """Speculative decoding of a HF causal LM with a :class:`Drafter` and a :class:`Scheduler`.
 
@@ -98,17 +131,22 @@ class SpecEngine:
     speculative sampling. ``sps`` is the SPS(B) curve the scheduler optimises: ``"measure"``
     profiles the real target now (start-up), or pass an :class:`SPSCurve` (e.g. the labelled
     synthetic accelerator curve). ``calibration`` maps raw confidence logits to probabilities
-    (STS); without it a plain sigmoid is used.
+    (STS); without it a plain sigmoid is used. The engine runs on the target's device; the random
+    generator lives there too.
     """
 
     def __init__(self, target: torch.nn.Module, drafter: Drafter | None = None,
                  scheduler: str | Scheduler = "dspark", sps: SPSCurve | str | None = "measure",
                  calibration: object | None = None, temperature: float = 0.0, gamma: int | None = None,
-                 eos_token_id: int | None = None, seed: int = 0) -> None:
+                 eos_token_id: int | None = None, seed: int = 0, sps_repeats: int = 7) -> None:
         self.target = target.eval()
         self.drafter = drafter.eval() if drafter is not None else None
         if drafter is not None:
             drafter.attach(target)  # raises on vocab / hidden-size mismatch
+            pdev = next(drafter.parameters()).device
+            if pdev != self._device:
+                raise ValueError(f"the drafter is on {pdev} but the target is on {self._device}: "
+                                 f"move it with drafter.to({str(self._device)!r})")
         if gamma is not None and gamma < 1:
             raise ValueError(f"gamma must be >= 1, got {gamma}")
         self.gamma = gamma or (drafter.config.gamma if drafter is not None else 1)
@@ -118,12 +156,12 @@ class SpecEngine:
         if isinstance(sps, str):
             if sps != "measure":
                 raise ValueError(f"sps must be an SPSCurve, 'measure' or None, got {sps!r}")
-            sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32, 64], repeats=2, seed=seed)
+            sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32, 64], repeats=sps_repeats, seed=seed)
         self.sps = sps
         self.calibration = calibration
         self.temperature = float(temperature)
         self.eos = eos_token_id
-        self.gen = torch.Generator().manual_seed(seed)
+        self.gen = torch.Generator(device=self._device).manual_seed(seed)
         self.record_rounds = False
         self.round_log: list[dict] = []
 
@@ -133,63 +171,58 @@ class SpecEngine:
         return next(self.target.parameters()).device
 
     @torch.no_grad()
-    def _forward(self, states: list[RequestState], rows: list[list[int]]):
-        """One batched cached target forward over ragged rows. Returns logits (R, T, V), the
-        hidden states tuple, and per-request full K/V (past + row) to cut from."""
-        n = len(states)
-        lens = [s.length for s in states]
-        p, t = max(lens), max(len(r) for r in rows)
-        dev = self._device
-        ids = torch.zeros(n, t, dtype=torch.long, device=dev)
-        attn = torch.zeros(n, p + t, dtype=torch.long, device=dev)
-        pos = torch.zeros(n, t, dtype=torch.long, device=dev)
-        for i, (row, ln) in enumerate(zip(rows, lens, strict=True)):
-            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            attn[i, p - ln: p + len(row)] = 1
-            pos[i] = ln + torch.arange(t)
-        cache = DynamicCache(config=self.target.config)
-        if n == 1:  # a single request: its cache as a view, no padding, no stacking copy
-            for li, (k, v) in enumerate(states[0].kv):
-                cache.update(k[None], v[None], li)
-        for li in range(len(states[0].kv) if n > 1 else 0):
-            ks, vs = [], []
-            for s, ln in zip(states, lens, strict=True):
-                k, v = s.kv[li]
-                if ln < p:
-                    pad = k.new_zeros(k.shape[0], p - ln, k.shape[2])
-                    k, v = torch.cat([pad, k], 1), torch.cat([pad, v], 1)
-                ks.append(k)
-                vs.append(v)
-            cache.update(torch.stack(ks), torch.stack(vs), li)
-        uniform = all(ln == p for ln in lens) and all(len(r) == t for r in rows)
-        out = self.target(ids, attention_mask=None if uniform else attn, position_ids=pos, past_key_values=cache,
-                          use_cache=True, output_hidden_states=self.drafter is not None)
-        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        return out.logits, out.hidden_states, kv, p
+    def prefill(self, req: Request, now: float = 0.0) -> RequestState:
+        """Run one request's prompt through the target; returns its state (first token sampled)."""
+        return self.prefill_many([req], now)[0]
 
     @torch.no_grad()
-    def prefill(self, req: Request, now: float = 0.0) -> RequestState:
-        if not req.prompt:
-            raise ValueError("empty prompt: give at least one token")
-        if req.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
-        ids = torch.tensor([req.prompt], dtype=torch.long, device=self._device)
+    def prefill_many(self, reqs: list[Request], now: float = 0.0) -> list[RequestState]:
+        """Batched prefill: one left-padded target forward for all ``reqs``."""
+        if not reqs:
+            return []
+        for req in reqs:
+            if not req.prompt:
+                raise ValueError("empty prompt: give at least one token")
+            if req.max_new_tokens < 1:
+                raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
+        dev = self._device
+        n = len(reqs)
+        lens = [len(r.prompt) for r in reqs]
+        p = max(lens)
+        ids = torch.zeros(n, p, dtype=torch.long)
+        attn = torch.zeros(n, p, dtype=torch.long)
+        for i, r in enumerate(reqs):
+            ids[i, p - lens[i]:] = torch.tensor(r.prompt, dtype=torch.long)
+            attn[i, p - lens[i]:] = 1
+        ids, attn = ids.to(dev), attn.to(dev)
+        padded = min(lens) < p
+        pos = (attn.cumsum(1) - 1).clamp_min(0)
         cache = DynamicCache(config=self.target.config)
-        out = self.target(ids, past_key_values=cache, use_cache=True, output_hidden_states=self.drafter is not None)
-        kv = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
-        ctx = None
+        out = self.target(ids, attention_mask=attn if padded else None, position_ids=pos, past_key_values=cache,
+                          use_cache=True, output_hidden_states=self.drafter is not None)
+        first = self._sample_rows(out.logits[:, -1]).cpu().tolist()  # the one host copy
+        ctx_all = None
         if self.drafter is not None:
             w = self.drafter.config.window
-            ctx = self.drafter.fuse_features(tuple(h[0, -w:] for h in out.hidden_states))
-        first = self._sample(out.logits[0, -1])
-        st = RequestState(req, kv, ctx, first, out=[first], admitted_s=now)
-        st.done = self._finished(st)
-        return st
+            feats = self.drafter.fuse_features(tuple(h[:, -w:] for h in out.hidden_states))
+            ctx_all = self.drafter.project_context(feats)
+        states = []
+        for i, r in enumerate(reqs):
+            ln = lens[i]
+            kv = [(layer.keys[i][:, p - ln:], layer.values[i][:, p - ln:]) for layer in out.past_key_values.layers]
+            ctx = None
+            if ctx_all is not None:
+                c = min(ln, ctx_all[0][0].shape[1])
+                ctx = [(k[i, -c:], v[i, -c:]) for k, v in ctx_all]
+            st = RequestState(r, kv, ctx, int(first[i]), out=[int(first[i])], admitted_s=now, n_cached=ln)
+            st.done = self._finished(st)
+            states.append(st)
+        return states
 
-    def _sample(self, logits: torch.Tensor) -> int:
+    def _sample_rows(self, logits: torch.Tensor) -> torch.Tensor:
         if self.temperature <= 0:
-            return int(logits.argmax())
-        return int(torch.multinomial(probs_at(logits, self.temperature), 1, generator=self.gen))
+            return logits.argmax(-1)
+        return torch.multinomial(probs_at(logits, self.temperature), 1, generator=self.gen).squeeze(-1)
 
     def _finished(self, st: RequestState) -> bool:
         if self.eos is not None and self.eos in st.out:
@@ -200,72 +233,172 @@ class SpecEngine:
             return True
         return False
 
+    # ------------------------------------------------------------------------------------ batch
+    @staticmethod
+    def _detach(s: RequestState) -> None:
+        """Copy a request's committed cache rows out of its batch (drops holes and padding)."""
+        g = s._group
+        if g is None:
+            return
+        r = s._row
+        m = g.mask[r]
+        s.kv = [(layer.keys[r][:, m], layer.values[r][:, m]) for layer in g.cache.layers]
+        if g.ctx_kv is not None:
+            cm = g.ctx_mask[r]
+            s.ctx = [(k[r][cm], v[r][cm]) for k, v in g.ctx_kv]
+        s._group, s._row = None, -1
+
+    def _batch_for(self, states: list[RequestState]) -> _Batch:
+        """The persistent batch for exactly ``states`` (in order): reused as is, narrowed by index
+        when only finished requests left, rebuilt (left-padded) when the set changed otherwise."""
+        b = states[0]._group  # several live batches may exist (a server steps groups of requests)
+        if b is not None and all(s._group is b for s in states):
+            if len(states) == len(b.states) and all(x is y for x, y in zip(states, b.states, strict=True)):
+                return b
+            keep = [s._row for s in states]
+            kept_rows = set(keep)
+            dropped = [s for s in b.states if s._group is b and s._row not in kept_rows]
+            if keep == sorted(keep) and all(s.done for s in dropped):
+                idx = torch.tensor(keep, device=self._device)
+                b.cache.batch_select_indices(idx)
+                b.mask, b.lengths, b.anchor = b.mask[idx], b.lengths[idx], b.anchor[idx]
+                if b.ctx_kv is not None:
+                    b.ctx_kv = [(k[idx], v[idx]) for k, v in b.ctx_kv]
+                    b.ctx_mask = b.ctx_mask[idx]
+                b.holes = b.holes and not bool(b.mask.all())
+                for s in dropped:
+                    s._group, s._row, s.kv, s.ctx = None, -1, None, None
+                for i, s in enumerate(states):
+                    s._row = i
+                b.states = list(states)
+                return b
+        for s in states:
+            self._detach(s)
+        return self._build(states)
+
+    def _build(self, states: list[RequestState]) -> _Batch:
+        dev = self._device
+        n = len(states)
+        lens = [s.n_cached for s in states]
+        p = max(lens)
+        cache = DynamicCache(config=self.target.config)
+        for li in range(len(states[0].kv)):
+            k0 = states[0].kv[li][0]
+            shape = (n, k0.shape[0], p, k0.shape[2])
+            ks, vs = k0.new_zeros(shape), k0.new_zeros(shape)
+            for i, s in enumerate(states):
+                k, v = s.kv[li]
+                ks[i, :, p - lens[i]:] = k
+                vs[i, :, p - lens[i]:] = v
+            cache.update(ks, vs, li)
+        mask = torch.arange(p, device=dev)[None] >= torch.tensor([p - ln for ln in lens], device=dev)[:, None]
+        ctx_kv = ctx_mask = None
+        if self.drafter is not None:
+            w = self.drafter.config.window
+            d = self.drafter.config.hidden_size
+            dt = states[0].ctx[0][0].dtype
+            ctx_kv = []
+            for li in range(len(states[0].ctx)):
+                ck = torch.zeros(n, w, d, dtype=dt, device=dev)
+                cv = torch.zeros(n, w, d, dtype=dt, device=dev)
+                for i, s in enumerate(states):
+                    k, v = s.ctx[li]
+                    c = min(w, k.shape[0])
+                    ck[i, w - c:], cv[i, w - c:] = k[-c:], v[-c:]
+                ctx_kv.append((ck, cv))
+            have = torch.tensor([min(w, s.ctx[0][0].shape[0]) for s in states], device=dev)
+            ctx_mask = torch.arange(w, device=dev)[None] >= (w - have)[:, None]
+        b = _Batch(list(states), cache, mask, min(lens) < p, torch.tensor(lens, device=dev),
+                   torch.tensor([s.anchor for s in states], dtype=torch.long, device=dev), ctx_kv, ctx_mask)
+        for i, s in enumerate(states):
+            s._group, s._row, s.kv, s.ctx = b, i, None, None
+        return b
+
     # ------------------------------------------------------------------------------------ a step
     def confidences(self, conf_logits: torch.Tensor) -> np.ndarray:
-        z = conf_logits.double().numpy()
+        z = conf_logits.double().cpu().numpy()
         if self.calibration is not None:
             return self.calibration.apply(z)
         return 1.0 / (1.0 + np.exp(-z))
 
     @torch.no_grad()
     def step(self, states: list[RequestState], force_ell: np.ndarray | None = None) -> StepRecord:
+        if not states:
+            raise ValueError("step needs at least one active request state")
+        if any(s.done for s in states):
+            raise ValueError("step got a finished request state; pass only states with done == False")
         n = len(states)
+        dev = self._device
         t_start = time.perf_counter()
+        b = self._batch_for(states)
         drafts = None
         conf_logits = None
         avail = np.array([min(self.gamma, s.req.max_new_tokens - len(s.out) - 1) for s in states]).clip(0)
         seq_s = 0.0
         if self.drafter is not None and avail.max() > 0:
-            w = self.drafter.config.window
-            d = self.drafter.config.hidden_size
-            ctx = torch.zeros(n, w, d, dtype=states[0].ctx.dtype)
-            mask = torch.zeros(n, w, dtype=torch.bool)
-            for i, s in enumerate(states):
-                c = s.ctx[-w:]
-                ctx[i, w - len(c):] = c
-                mask[i, w - len(c):] = True
-            anchors = torch.tensor([s.anchor for s in states], dtype=torch.long)
-            drafts = self.drafter.draft(ctx, mask, anchors, self.temperature, self.gen, gamma=self.gamma)
+            drafts = self.drafter.draft(None, b.ctx_mask, b.anchor, self.temperature, self.gen, gamma=self.gamma,
+                                        ctx_kv=b.ctx_kv)
             seq_s = drafts.timings.get("sequential_s", 0.0)
             conf_logits = drafts.conf_logits
-            conf = self.confidences(conf_logits)
+            conf = self.confidences(conf_logits)  # host copy 1: the scheduler reads confidences
             conf[np.arange(self.gamma)[None, :] >= avail[:, None]] = 0.0
             ell = self.scheduler(conf, self.sps) if force_ell is None else np.minimum(force_ell, avail)
         else:
             ell = np.zeros(n, dtype=np.int64)
+        ell = np.asarray(ell, dtype=np.int64)
         t_draft = time.perf_counter()
-        rows = [[s.anchor] + (drafts.tokens[i, : int(ell[i])].tolist() if drafts is not None else [])
-                for i, s in enumerate(states)]
-        logits, hidden, kv, p = self._forward(states, rows)
-        accepted = np.zeros(n, dtype=np.int64)
+        t = 1 + int(ell.max())
+        ids = b.anchor[:, None] if t == 1 else torch.cat([b.anchor[:, None], drafts.tokens[:, : t - 1]], 1)
+        ar = torch.arange(t, device=dev)
+        ell_d = torch.as_tensor(ell, device=dev)
+        ragged = bool((ell != ell[0]).any())
+        attn = torch.cat([b.mask, ar[None] <= ell_d[:, None]], 1).long() if (b.holes or ragged) else None
+        out = self.target(ids, attention_mask=attn, position_ids=b.lengths[:, None] + ar[None],
+                          past_key_values=b.cache, use_cache=True, output_hidden_states=self.drafter is not None)
+        logits = out.logits
+        dtok = drafts.tokens[:, : t - 1] if drafts is not None else ids[:, :0]
+        dprob = drafts.probs[:, : t - 1] if (drafts is not None and drafts.probs is not None) else None
+        acc, nxt = verify_batch(dtok, dprob, logits, ell_d, self.temperature, self.gen)
+        keep = acc + 1  # anchor + accepted drafts now sit in the cache: roll back the rest
+        packed = torch.cat([acc[:, None], nxt[:, None], dtok], 1).cpu().numpy()  # host copy 2
+        accepted, nxt_h = packed[:, 0].astype(np.int64), packed[:, 1]
+        maxkeep = int(accepted.max()) + 1
+        kept = ar[None] < keep[:, None]
+        length0 = b.mask.shape[1]
+        _crop(b.cache, length0 + maxkeep)
+        b.mask = torch.cat([b.mask, kept[:, :maxkeep]], 1)
+        b.holes = b.holes or bool((accepted + 1 != maxkeep).any())
+        b.lengths = b.lengths + keep
+        b.anchor = nxt
+        if self.drafter is not None:
+            w = self.drafter.config.window
+            new = self.drafter.project_context(self.drafter.fuse_features(out.hidden_states))
+            idx = keep[:, None] + torch.arange(w, device=dev)[None]  # the last w valid of [old window; kept]
+            b.ctx_kv = [(torch.cat([ck, nk], 1).gather(1, idx[..., None].expand(-1, -1, ck.shape[2])),
+                         torch.cat([cv, nv], 1).gather(1, idx[..., None].expand(-1, -1, cv.shape[2])))
+                        for (ck, cv), (nk, nv) in zip(b.ctx_kv, new, strict=True)]
+            b.ctx_mask = torch.cat([b.ctx_mask, kept], 1).gather(1, idx)
+        if self.record_rounds and drafts is not None:
+            z = conf_logits.double().cpu().numpy()
+            ap = None
+            if dprob is not None:  # analytic acceptance Σ_v min(p_d, p_t) at the drafted prefix (an oracle)
+                ap = torch.minimum(probs_at(logits[:, : t - 1], self.temperature), dprob.double()).sum(-1).cpu().numpy()
         for i, s in enumerate(states):
-            li = int(ell[i])
-            dt = drafts.tokens[i, :li] if drafts is not None else torch.zeros(0, dtype=torch.long)
-            dp = drafts.probs[i, :li] if (drafts is not None and drafts.probs is not None) else None
-            n_acc, nxt = verify_block(dt, dp, logits[i, : li + 1], self.temperature, self.gen)
-            accepted[i] = n_acc
-            keep = 1 + n_acc  # anchor + accepted drafts now sit in the cache: roll back the rest
-            ln = s.length
-            s.kv = [(k[i, :, p - ln: p + keep], v[i, :, p - ln: p + keep]) for k, v in kv]
-            if self.drafter is not None:
-                w = self.drafter.config.window
-                new = self.drafter.fuse_features(tuple(h[i, :keep] for h in hidden))
-                s.ctx = torch.cat([s.ctx, new], 0)[-w:]
-            s.out.extend(dt[:n_acc].tolist() + [nxt])
-            s.anchor = nxt
+            n_acc, li = int(accepted[i]), int(ell[i])
+            s.out.extend([int(x) for x in packed[i, 2: 2 + n_acc]] + [int(nxt_h[i])])
+            s.anchor = int(nxt_h[i])
+            s.n_cached += n_acc + 1
             s.rounds += 1
             s.committed_in_rounds += n_acc + 1
             if self.record_rounds and drafts is not None:
-                entry = {"ell": li, "accepted": n_acc, "conf_logits": conf_logits[i].double().numpy().copy(),
-                         "avail": int(avail[i])}
-                if dp is not None:  # analytic acceptance Σ_v min(p_d, p_t) at the drafted prefix (an oracle)
-                    pt = probs_at(logits[i, :li], self.temperature)
-                    entry["accept_prob"] = torch.minimum(pt, dp).sum(-1).numpy()
+                entry = {"ell": li, "accepted": n_acc, "conf_logits": z[i].copy(), "avail": int(avail[i])}
+                if ap is not None:
+                    entry["accept_prob"] = ap[i, :li]
                 self.round_log.append(entry)
             s.done = self._finished(s)
         t_end = time.perf_counter()
-        return StepRecord(ell=np.asarray(ell), accepted=accepted, verify_tokens=int(sum(len(r) for r in rows)),
-                          conf_logits=None if conf_logits is None else conf_logits.numpy().copy(),
+        return StepRecord(ell=ell, accepted=accepted, verify_tokens=int(n + ell.sum()),
+                          conf_logits=None if conf_logits is None else conf_logits.double().cpu().numpy(),
                           gamma_avail=avail, draft_s=t_draft - t_start, sequential_s=seq_s,
                           verify_s=t_end - t_draft, step_s=t_end - t_start)
 
@@ -307,16 +440,20 @@ class SpecEngine:
             return now + clock.step_time(b) + extra
 
         while pending or active:
-            while pending and pending[0].arrival_s <= now and len(active) < max_batch:
-                req = pending.pop(0)
+            admit = []
+            while pending and pending[0].arrival_s <= now and len(active) + len(admit) < max_batch:
+                admit.append(pending.pop(0))
+            if admit:  # batched prefill: one target forward for every request admitted now
                 t0 = time.perf_counter()
-                st = self.prefill(req, now)
-                now = tick(time.perf_counter() - t0, len(req.prompt), 1)
-                if st.done:
-                    st.finished_s = now
-                    finished[req.rid] = st
-                else:
-                    active.append(st)
+                sts = self.prefill_many(admit, now)
+                now = tick(time.perf_counter() - t0, sum(len(r.prompt) for r in admit), len(admit))
+                for st in sts:
+                    if st.done:
+                        st.finished_s = now
+                        finished[st.req.rid] = st
+                    else:
+                        active.append(st)
+                continue  # requests may have arrived meanwhile (and slots freed by instant finishes)
             if not active:
                 if pending:
                     now = max(now, pending[0].arrival_s)
@@ -339,16 +476,18 @@ class SpecEngine:
 
 def plain_greedy(target: torch.nn.Module, prompt: list[int], max_new_tokens: int,
                  eos_token_id: int | None = None) -> list[int]:
-    """Reference: plain cached greedy decoding, one token per target forward."""
-    ids = torch.tensor([prompt], dtype=torch.long)
+    """Reference: plain cached greedy decoding, one token per target forward (on the target's device)."""
+    dev = next(target.parameters()).device
+    ids = torch.tensor([prompt], dtype=torch.long, device=dev)
     cache = DynamicCache(config=target.config)
     out: list[int] = []
     with torch.no_grad():
         logits = target(ids, past_key_values=cache, use_cache=True).logits
         for _ in range(max_new_tokens):
-            tok = int(logits[0, -1].argmax())
+            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            tok = int(nxt)  # the one host copy per token
             out.append(tok)
             if eos_token_id is not None and tok == eos_token_id:
                 break
-            logits = target(torch.tensor([[tok]]), past_key_values=cache, use_cache=True).logits
+            logits = target(nxt, past_key_values=cache, use_cache=True).logits
     return out

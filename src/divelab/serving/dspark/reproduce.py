@@ -397,7 +397,7 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     phases["calibration_s"] = time.perf_counter() - t0 - sum(phases.values())
     # --- E4/E5: scheduling under load (measured CPU and SYNTHETIC accelerator) ------------------------
     measured = measure_sps(target, batch_sizes=pick(scale, smoke=[1, 4, 16], quick=[1, 2, 4, 8, 16, 32, 64],
-                                                     full=[1, 2, 4, 8, 16, 32, 64, 128]), repeats=pick(scale, smoke=1, quick=3, full=5))
+                                                     full=[1, 2, 4, 8, 16, 32, 64, 128]), repeats=pick(scale, smoke=1, quick=5, full=7))
     synthetic = SPSCurve.synthetic_accelerator(step_s=0.02, flat_until=pick(scale, smoke=8, quick=32, full=64))
     loads = pick(scale, smoke=[2], quick=[1, 2, 4, 8], full=[1, 2, 4, 8, 16, 32])
     sweep = _sweep(target, dm, cal, test_prompts, loads, pick(scale, smoke=6, quick=24, full=64),

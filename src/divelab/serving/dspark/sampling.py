@@ -47,3 +47,46 @@ def verify_block(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, t
             tok = int(torch.multinomial(res / res.sum(), 1, generator=generator))
             return k, tok
     return n, int(torch.multinomial(p_t[n], 1, generator=generator))
+
+
+def verify_batch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, target_logits: torch.Tensor,
+                 ell: torch.Tensor, temperature: float, generator: torch.Generator | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Vectorised :func:`verify_block` for R requests at once, on the tensors' device.
+
+    ``draft_tokens`` (R, T−1), ``draft_probs`` (R, T−1, V) or None when greedy, ``target_logits``
+    (R, T, V), ``ell`` (R,) drafts actually sent per row (≤ T−1; slots beyond are ignored).
+    Returns (accepted (R,), next token (R,)) as device tensors: the same rule as ``verify_block``
+    (accept x_k with prob min(1, p_t/p_d), resample the first rejection from the residual, else a
+    bonus token from p_t), with the uniforms of all rows drawn in one call."""
+    r, t = target_logits.shape[0], target_logits.shape[1]
+    dev = target_logits.device
+    rows = torch.arange(r, device=dev)
+    live = torch.arange(t - 1, device=dev)[None] < ell[:, None]
+    if temperature <= 0:
+        tgt = target_logits.argmax(dim=-1)
+        ok = (draft_tokens == tgt[:, : t - 1]) & live
+        acc = ok.long().cumprod(1).sum(1)
+        return acc, tgt[rows, acc]
+    p_t = probs_at(target_logits, temperature)
+    if t > 1:
+        if draft_probs is None:
+            raise ValueError("sampling verification needs the draft distributions")
+        idx = draft_tokens.long()[..., None]
+        pt_x = p_t[:, : t - 1].gather(-1, idx).squeeze(-1)
+        pd = draft_probs.double()
+        pd_x = pd.gather(-1, idx).squeeze(-1)
+        u = torch.rand(r, t - 1, generator=generator, device=dev, dtype=torch.float64)
+        ok = (u * pd_x < pt_x) & live  # u < p_t/p_d without dividing by a possibly tiny p_d
+        acc = ok.long().cumprod(1).sum(1)
+    else:
+        acc = torch.zeros(r, dtype=torch.long, device=dev)
+    ptk = p_t[rows, acc]
+    dist = ptk
+    if t > 1:
+        rejected = (acc < ell)[:, None]
+        res = torch.clamp(ptk - pd[rows, acc.clamp(max=t - 2)], min=0.0)
+        res = torch.where(res.sum(-1, keepdim=True) > 0, res, ptk)  # numerically p_t == p_d: resample from p_t
+        dist = torch.where(rejected, res, ptk)
+    nxt = torch.multinomial(dist / dist.sum(-1, keepdim=True), 1, generator=generator).squeeze(-1)
+    return acc, nxt

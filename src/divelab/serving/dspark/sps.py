@@ -72,21 +72,58 @@ class SPSCurve:
                    meta={"step_s": step_s, "flat_until": flat_until, "tile": tile})
 
 
+def fit_sps(batch_sizes: list[int] | np.ndarray, times: np.ndarray, label: str = "measured",
+            meta: dict | None = None, outlier: float = 1.5) -> SPSCurve:
+    """Robust SPS(B) from raw timings ``times`` (len(B) × repeats, seconds per verify step).
+
+    1. the median of each B's repeats (one slow sample cannot set a point);
+    2. noise on a shared machine only ever *adds* time, and a bigger verify batch is never faster,
+       so a point slower than ``outlier`` × some larger B's median is a burst, not the model: it is
+       clipped to that larger B's median;
+    3. an isotonic (non-decreasing in B) least-squares fit of the remaining mild wiggles, weighted
+       by the inverse relative spread of the repeats.
+
+    The old rule (fastest repeat, then a running minimum of *rates*) let one slow small-B point
+    cap every larger B, which once collapsed Algorithm 1's τ from 8.69 to 1.97."""
+    from sklearn.isotonic import IsotonicRegression
+
+    bs = np.asarray(batch_sizes, dtype=np.float64)
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim == 1:
+        t = t[:, None]
+    if t.shape[0] != len(bs) or t.shape[1] < 1 or np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"fit_sps needs positive finite times of shape (len(batch_sizes)={len(bs)}, repeats), "
+                         f"got shape {t.shape}")
+    med = np.median(t, axis=1)
+    later_min = np.append(np.minimum.accumulate(med[::-1])[::-1][1:], np.inf)  # min over larger B
+    clipped = np.where(med > outlier * later_min, later_min, med)
+    mad = np.median(np.abs(t - med[:, None]), axis=1) / med
+    w = 1.0 / (mad + 0.02)
+    fit = IsotonicRegression(increasing=True).fit(bs, clipped, sample_weight=w).predict(bs)
+    return SPSCurve(bs, 1.0 / fit, label=label,
+                    meta={**(meta or {}), "median_step_s": med.tolist(), "repeats": int(t.shape[1]),
+                          "clipped": np.nonzero(clipped != med)[0].tolist()})
+
+
 @torch.no_grad()
 def measure_sps(target: torch.nn.Module, batch_sizes: list[int] | None = None, context: int = 64,
-                tokens_per_request: int = 5, repeats: int = 3, vocab_size: int | None = None,
+                tokens_per_request: int = 5, repeats: int = 7, vocab_size: int | None = None,
                 seed: int = 0) -> SPSCurve:
     """Profile the real target: one cached verify forward carrying B tokens in total, split into
     rows of ``tokens_per_request`` (as batched verification does) over a ``context``-token cache.
-    Fastest of ``repeats`` after one warm-up; made non-increasing in B."""
+    ``repeats`` timed forwards per B after one warm-up, interleaved across B (a burst of load hits
+    every B alike), then :func:`fit_sps` (median + monotone fit)."""
     from transformers import DynamicCache
 
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     batch_sizes = batch_sizes or [1, 2, 4, 8, 16, 32, 64]
     cfg = target.config
     vocab_size = vocab_size or cfg.vocab_size
     g = torch.Generator().manual_seed(seed)
     dev = next(target.parameters()).device
-    rates = []
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    setups = []
     for b in batch_sizes:
         rows = max(1, math.ceil(b / tokens_per_request))
         cols = max(1, math.ceil(b / rows))
@@ -95,21 +132,20 @@ def measure_sps(target: torch.nn.Module, batch_sizes: list[int] | None = None, c
         cache = DynamicCache(config=cfg)
         target(ctx, past_key_values=cache, use_cache=True)
         base = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
-        times = []
-        for i in range(repeats + 1):
+        pos = torch.arange(context, context + cols, device=dev).expand(rows, -1)
+        setups.append((new, base, pos))
+    times = np.zeros((len(batch_sizes), repeats))
+    for i in range(repeats + 1):
+        for j, (new, base, pos) in enumerate(setups):
             c = DynamicCache(config=cfg)
             for li, (k, v) in enumerate(base):
                 c.update(k.clone(), v.clone(), li)
-            pos = torch.arange(context, context + cols, device=dev).expand(rows, -1)
+            sync()
             t0 = time.perf_counter()
             target(new, past_key_values=c, use_cache=True, position_ids=pos, output_hidden_states=True)
-            if i:  # first call is warm-up
-                times.append(time.perf_counter() - t0)
-        # the fastest repeat: on a shared machine the slow ones measure other processes, not the model
-        rates.append(1.0 / float(np.min(times)))
-    # a bigger verify batch is never faster: enforce a non-increasing curve (noise would otherwise
-    # make the scheduler chase spurious bumps)
-    rates = np.minimum.accumulate(np.array(rates)).tolist()
-    return SPSCurve(np.array(batch_sizes, dtype=np.float64), np.array(rates),
-                    label=f"measured on this machine (context {context}, {torch.get_num_threads()} threads)",
-                    meta={"context": context, "tokens_per_request": tokens_per_request})
+            sync()
+            if i:  # the first round is warm-up
+                times[j, i - 1] = time.perf_counter() - t0
+    return fit_sps(batch_sizes, times,
+                   label=f"measured on this machine ({dev.type}, context {context}, {torch.get_num_threads()} threads)",
+                   meta={"context": context, "tokens_per_request": tokens_per_request})

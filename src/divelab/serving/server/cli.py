@@ -1,0 +1,38 @@
+"""``divelab serve`` (torch, uvicorn and the server modules are imported inside the command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve_cmd(
+        model: str = typer.Option("smollm2-135m-instruct", help="zoo name or a local HF checkpoint directory"),
+        drafter: Path = typer.Option(None, help="a drafter directory from `divelab train-drafter` (none = plain)"),
+        scheduler: str = typer.Option("dspark", help="fixed-K | threshold-T | dspark | stale-k | global-argmax"),
+        host: str = typer.Option("127.0.0.1"),
+        port: int = typer.Option(8000),
+        device: str = typer.Option("cpu", help="cpu | cuda"),
+        max_batch: int = typer.Option(8, help="requests decoded together in the engine loop"),
+        max_queue: int = typer.Option(64, help="waiting requests before new ones get HTTP 429"),
+        name: str = typer.Option(None, help="the model id clients send (default: the model name)"),
+        seed: int = typer.Option(0),
+    ) -> None:
+        """Serve a causal LM behind an OpenAI-compatible API, decoded by DSpark (lossless)."""
+        import uvicorn
+
+        from divelab.serving.server.runner import build_app
+
+        try:
+            application = build_app(model, drafter, scheduler=scheduler, device=device, max_batch=max_batch,
+                                    max_queue=max_queue, seed=seed, name=name)
+        except (ValueError, FileNotFoundError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"serving {application.state.model_name!r} on http://{host}:{port}/v1 "
+                   f"({'DSpark speculative' if application.state.engine.speculative else 'plain'} decoding)",
+                   err=True)
+        uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
