@@ -14,6 +14,10 @@ from divelab.cache import atomic_write_bytes
 Edit = Callable[[torch.Tensor], torch.Tensor]
 
 
+class _StopForward(Exception):
+    """Raised by a capture hook to skip the layers above the one read (only the activation is needed)."""
+
+
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The list of decoder blocks of a HF causal LM (Llama/Qwen/Mistral ``model.layers``, GPT-2 ``transformer.h``,
     GPT-NeoX ``gpt_neox.layers``)."""
@@ -38,15 +42,18 @@ def check_layer(model: torch.nn.Module, layer: int) -> int:
 
 @contextlib.contextmanager
 def layer_hook(model: torch.nn.Module, layer: int, *, capture: list | None = None,
-               edit: Edit | None = None, start: int = 0) -> Iterator[None]:
+               edit: Edit | None = None, start: int = 0, stop: bool = False) -> Iterator[None]:
     """Read (``capture`` gets the output hidden states) and/or rewrite (``edit(h[:, start:])``) the residual stream
-    after decoder layer ``layer``."""
+    after decoder layer ``layer``. ``stop=True`` aborts the forward pass right after the capture (use
+    :func:`capture_acts`, which catches it)."""
     block = decoder_layers(model)[check_layer(model, layer)]
 
     def hook(_module, _inputs, output):
         h = output[0] if isinstance(output, tuple) else output
         if capture is not None:
             capture.append(h.detach())
+        if stop:
+            raise _StopForward
         if edit is None:
             return None
         h = h.clone()
@@ -76,12 +83,22 @@ def forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> to
 
 
 @torch.no_grad()
+def capture_acts(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, layer: int) -> torch.Tensor:
+    """Residual stream after ``layer`` at every position of a left-padded batch ([b, n, d]); the layers above
+    ``layer`` are not run."""
+    cap: list[torch.Tensor] = []
+    with layer_hook(model, layer, capture=cap, stop=True):
+        try:
+            forward(model, ids, mask)
+        except _StopForward:
+            pass
+    return cap[0]
+
+
+@torch.no_grad()
 def last_token_acts(model: torch.nn.Module, tok, texts: Sequence[str], layer: int) -> torch.Tensor:
     ids, mask = left_pad(tok, texts)
-    cap: list[torch.Tensor] = []
-    with layer_hook(model, layer, capture=cap):
-        forward(model, ids, mask)
-    return cap[0][:, -1].float()
+    return capture_acts(model, ids, mask, layer)[:, -1].float()
 
 
 def check_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, tok_a=None, tok_b=None) -> None:

@@ -68,6 +68,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                        scale=scale, seed=seed)
     with torch_threads(1), torch.no_grad():
         _run(rep, plan, seed)
+    # SmolLM2-135M-Instruct vs a LoRA tool sibling, at full scale only
+    from divelab.interp.crosscoder import real_llm
+
+    real_llm.add_to(rep, scale, seed)
     rep.runtime_s = time.perf_counter() - t0
     return rep
 
@@ -296,9 +300,6 @@ def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
                   "detectors (<tool_call>, dialogue tags)", measured=f"AUROC {best['top_auroc']:.2f}, eta² {eta2:.2f}",
                   kind=Kind.EMPIRICAL, source="§3.5",
                   ruling=verdicts.outcome(template, test="AUROC tool-vs-generic >= 0.95 and eta² over right tool < 0.2")))
-    rep.add(not_checkable("single-feature steering and recon patch on SmolLM2-135M-Instruct vs a LoRA tool sibling",
-                          "(issue: beside the tiny models)", "not run in this session's timebox; the API accepts "
-                          "the pair (divelab diff-models) but no LoRA tool sibling was trained"))
 
     # --- diagnostics and details --------------------------------------------------------------------------------
     ls = latent_scaling(cc, acts_a, acts_b, best["top"])

@@ -1,0 +1,304 @@
+"""E175 on a real LLM: SmolLM2-135M-Instruct (model B) against a tool-calling sibling (model A) fine-tuned with
+LoRA (``peft``) toward the reproduction's strict reward (``task.score``'s ``correct``: the whole reply is
+``<call RIGHT>``), merged back into a plain HF model so harvest / DFC / interventions run on the pair unchanged.
+
+Training is **supervised (LoRA SFT on the reward-1 reply), not RL**: on this shared 2-core CPU the base never
+produced a reward-1 sample from an instruction-only prompt in a probe (0/32 sampled replies) and sampling 64 six-token
+completions took ~160 s, so GRPO (``trl.GRPOTrainer``) gets no learning signal within minutes. The one reply
+with strict reward 1 is the exact string ``<call RIGHT>``, so the SFT target equals what rejection sampling
+with an oracle filter would keep. Stated in the claims and the docs.
+
+Tool correctness is scored by teacher forcing: greedy decoding emits exactly ``<call RIGHT>`` + end-of-turn iff
+at every position of that target the argmax is the target token (one forward pass instead of a generation
+loop). Edits act at the last prompt token and every target position, as in generation.
+
+Runs only at ``full`` scale (``add_to``), through :func:`divelab.lm.real.add_claims_at_full`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+
+from divelab import stats, verdicts
+from divelab.cache import atomic_dir, entry_path, stable_hash
+from divelab.claims import Claim, Kind
+from divelab.interp.crosscoder import task
+from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
+from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_pairs, layer_hook
+from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
+from divelab.interp.crosscoder.ranking import rank_features
+
+SYSTEM = "Reply with only <call NAME>, NAME = the right tool."
+SOURCE = "oversight-interp-science.md §3; issue #15 (real LLM)"
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RealPlan:
+    layer: int = 15  # of SmolLM2's 30 decoder layers (the middle)
+    harvest: int = 160  # prompts (50/50 tool / generic) for the crosscoder's activations
+    select: int = 16  # tool prompts to pick α (disjoint from eval)
+    eval: int = 40  # tool prompts for every reported correctness
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lr: float = 2e-3
+    sft_steps: int = 40
+    sft_batch: int = 8
+    target: float = 0.5  # stop fine-tuning once held-out strict correctness reaches this (headroom, as the tiny RL)
+    check_every: int = 4
+    check: int = 16
+    cells: tuple[CrosscoderConfig, ...] = field(default_factory=lambda: (
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=1e-3, steps=600, lr=3e-3),
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=0.2, steps=600, lr=3e-3),
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.0, steps=600, lr=3e-3)))
+    alphas: tuple[float, ...] = (4.0, 16.0)
+    seed: int = 0
+
+
+# --- prompts and strict scoring ---------------------------------------------------------------------------------
+def chat_text(tok, p: task.Prompt) -> str:
+    """The prompt as the model sees it: its chat template with a one-line system instruction (raw text for a
+    tokenizer without a template, e.g. the tiny char-level one)."""
+    if getattr(tok, "chat_template", None):
+        return tok.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": p.text}],
+                                       tokenize=False, add_generation_prompt=True)
+    return p.text
+
+
+def _target(tok, p: task.Prompt, reply: str | None = None) -> list[int]:
+    text = f"<call {p.tool}>" if reply is None else reply
+    return tok(text, add_special_tokens=False)["input_ids"] + ([tok.eos_token_id] if reply is None else [])
+
+
+@dataclass
+class Batch:
+    ids: torch.Tensor
+    mask: torch.Tensor
+    tlen: torch.Tensor  # target length per row (targets end each row; left padding)
+
+    @property
+    def start(self) -> int:
+        return self.ids.shape[1] - int(self.tlen.max()) - 1
+
+    def edit_mask(self) -> torch.Tensor:
+        """[b, n - start] True at the last prompt token and every target position of each row."""
+        n = self.ids.shape[1]
+        pos = torch.arange(self.start, n)[None]
+        return pos >= (n - self.tlen - 1)[:, None]
+
+
+def make_batch(tok, prompts: list[task.Prompt], replies: list[str] | None = None) -> Batch:
+    """Prompt + target rows, left-padded. The target is ``<call RIGHT>`` + end-of-turn, or the given ``replies``
+    (as is, no end-of-turn: for checking the scorer against a generation)."""
+    rows, tl = [], []
+    for i, p in enumerate(prompts):
+        t = _target(tok, p, None if replies is None else replies[i])
+        rows.append(tok(chat_text(tok, p), add_special_tokens=False)["input_ids"] + t)
+        tl.append(len(t))
+    n = max(len(r) for r in rows)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    ids = torch.tensor([[pad] * (n - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (n - len(r)) + [1] * len(r) for r in rows])
+    return Batch(ids, mask, torch.tensor(tl))
+
+
+def _masked(edit: PairEdit, keep: torch.Tensor, other: torch.Tensor | None):
+    return lambda x: torch.where(keep[..., None], edit(x, other), x)
+
+
+@torch.no_grad()
+def strict_correct(model, batch: Batch, *, layer: int | None = None, edit: PairEdit | None = None,
+                   other_acts: torch.Tensor | None = None) -> np.ndarray:
+    """1.0 per row where greedy decoding would emit exactly ``<call RIGHT>`` + end-of-turn (teacher-forced argmax
+    check), optionally with ``edit`` on the residual after ``layer`` (``other_acts``: the other model's residual
+    on the same batch, [b, n, d], for crosscoder edits)."""
+    start = batch.start
+    if edit is None:
+        logits = forward(model, batch.ids, batch.mask)
+    else:
+        o = other_acts[:, start:] if other_acts is not None else None
+        with layer_hook(model, layer, edit=_masked(edit, batch.edit_mask(), o), start=start):
+            logits = forward(model, batch.ids, batch.mask)
+    pred = logits[:, :-1].argmax(-1)
+    gold = batch.ids[:, 1:]
+    n = batch.ids.shape[1]
+    out = []
+    for i, t in enumerate(batch.tlen.tolist()):
+        out.append(float(bool((pred[i, n - 1 - t:] == gold[i, n - 1 - t:]).all())))
+    return np.array(out)
+
+
+# --- the sibling: LoRA fine-tune, merged ----------------------------------------------------------------------------
+def train_sibling(base, tok, plan: RealPlan) -> tuple[torch.nn.Module, dict]:
+    """A LoRA (peft) copy of ``base`` fine-tuned on ``<call RIGHT>`` replies until held-out strict correctness
+    reaches ``plan.target`` (or ``plan.sft_steps``), merged into a plain model."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(plan.seed)
+    names = {n.rsplit(".", 1)[-1] for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)}
+    targets = sorted(names & {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
+    model = get_peft_model(copy.deepcopy(base), LoraConfig(r=plan.lora_r, lora_alpha=plan.lora_alpha,
+                                                           lora_dropout=0.0, target_modules=targets))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=plan.lr)
+    rng = random.Random(plan.seed + 11)
+    check = make_batch(tok, _tool_prompts(plan.check, 9100 + plan.seed))
+    history: list[tuple[int, float, float]] = []
+    step = 0
+    for step in range(1, plan.sft_steps + 1):
+        b = make_batch(tok, [task.tool_prompt(rng) for _ in range(plan.sft_batch)])
+        model.train()
+        with torch.enable_grad():
+            logits = forward(model, b.ids, b.mask)[:, :-1].float()
+            n = b.ids.shape[1]
+            lm = torch.arange(1, n)[None] >= (n - b.tlen)[:, None]
+            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), b.ids[:, 1:], reduction="none")
+            loss = (nll * lm).sum() / lm.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if step % plan.check_every == 0:
+            model.eval()
+            acc = float(strict_correct(model, check).mean())
+            history.append((step, float(loss.detach()), acc))
+            if acc >= plan.target:
+                break
+    merged = model.merge_and_unload()
+    merged.eval()
+    return merged, {"steps": step, "history": history, "lora_targets": targets}
+
+
+def sibling_path(plan: RealPlan, base_name: str):
+    key = stable_hash({"v": CACHE_VERSION, "base": base_name, "r": plan.lora_r, "a": plan.lora_alpha,
+                       "lr": plan.lr, "steps": plan.sft_steps, "batch": plan.sft_batch, "target": plan.target,
+                       "check": plan.check, "every": plan.check_every, "seed": plan.seed, "system": SYSTEM})
+    return entry_path("crosscoder", f"sibling-{base_name}-{key}")
+
+
+def load_or_train_sibling(base, tok, plan: RealPlan, base_name: str) -> tuple[torch.nn.Module, dict]:
+    from divelab.lm import load_model
+
+    root = sibling_path(plan, base_name)
+    if (root / "meta.json").exists():
+        sib, _ = load_model(root / "model")
+        return sib, json.loads((root / "meta.json").read_text())
+    sib, meta = train_sibling(base, tok, plan)
+    with atomic_dir(root) as tmp:
+        sib.save_pretrained(tmp / "model")
+        tok.save_pretrained(tmp / "model")
+        (tmp / "meta.json").write_text(json.dumps(meta))
+    return sib, meta
+
+
+def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
+    rng = random.Random(seed)
+    return [task.tool_prompt(rng) for _ in range(n)]
+
+
+# --- the measurement -----------------------------------------------------------------------------------------------
+def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "smollm2-135m-instruct",
+                 label: str = "SmolLM2-135M-Instruct") -> tuple[list[Claim], dict]:
+    """Train (or load) the LoRA sibling of ``base``, then: strict correctness of both, a DFC/CC sweep at
+    ``plan.layer``, single-feature steering and the reconstruction patch on the sibling. ``(claims, details)``."""
+    t0 = time.perf_counter()
+    seed = plan.seed
+    sib, meta = load_or_train_sibling(base, tok, plan, base_name)
+    t_train = time.perf_counter() - t0
+    layer = plan.layer
+    ev = make_batch(tok, _tool_prompts(plan.eval, 9300 + seed))
+    sel = make_batch(tok, _tool_prompts(plan.select, 9200 + seed))
+    ca, cb, ca_sel = strict_correct(sib, ev), strict_correct(base, ev), strict_correct(sib, sel)
+    d, lo, hi = stats.diff_ci(ca, cb, seed=seed)
+    claims = [Claim(
+        statement=f"{label}: the LoRA tool sibling emits the strict call to the right tool more often than the base",
+        paper_value="ToolRL 19–22.5% vs base 0%", measured=d, ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+        ruling=verdicts.direction(d, (lo, hi), why="a precondition; SFT fallback, not RL"),
+        note=f"sibling {ca.mean():.2f}, base {cb.mean():.2f} on {plan.eval} held-out tool prompts (greedy, "
+             f"teacher-forced check); LoRA r={plan.lora_r} SFT on the reward-1 reply for {meta['steps']} steps x "
+             f"{plan.sft_batch} prompts, stopped at held-out correctness >= {plan.target} — RL (GRPO) had no reward "
+             "signal within the CPU budget")]
+
+    # harvest: last prompt token, tool vs generic prompts
+    prompts = task.prompts(plan.harvest, seed=9400 + seed)
+    labels = np.array([p.is_tool for p in prompts], dtype=int)
+    acts_a, acts_b = harvest_pairs(sib, base, tok, [chat_text(tok, p) for p in prompts], layer, shard_size=32,
+                                   progress=True)
+    tool = torch.tensor(labels == 1)
+    dom = acts_a[tool].mean(0) - acts_b[tool].mean(0)
+    other_ev, other_sel = capture_acts(base, ev.ids, ev.mask, layer), capture_acts(base, sel.ids, sel.mask, layer)
+    dom_g = float(strict_correct(sib, ev, layer=layer, edit=add_direction(dom)).mean() - ca.mean())
+
+    rows = []
+    for cfg in plan.cells:
+        cfg = replace(cfg, seed=seed)
+        with torch.enable_grad():
+            cc = train_crosscoder(acts_a, acts_b, cfg)
+        recon = strict_correct(sib, ev, layer=layer, edit=recon_patch(cc, A), other_acts=other_ev)
+        ranked = rank_features(cc, acts_a, acts_b, labels, partition="A" if cc.n_a else None, top=3)
+        top = ranked[0].index
+        gains = {a: float(strict_correct(sib, sel, layer=layer, edit=steer_features(cc, A, [top], a),
+                                         other_acts=other_sel).mean() - ca_sel.mean()) for a in plan.alphas}
+        alpha = max(gains, key=gains.get)
+        steer = strict_correct(sib, ev, layer=layer, edit=steer_features(cc, A, [top], alpha), other_acts=other_ev)
+        rows.append({"cell": cfg.label() + f" lsh{cfg.lambda_shared:g}", "arch": cfg.arch,
+                     "forbidden_max": cc.forbidden_max(), "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]),
+                     "top": top, "top_d": ranked[0].cohens_d, "top_auroc": ranked[0].auroc, "alpha": alpha,
+                     "sel_gain": gains[alpha], "recon": recon, "steer": steer})
+    dfc = [r for r in rows if r["arch"] == "DFC"]
+    ccs = [r for r in rows if r["arch"] == "CC"]
+    best = max(dfc, key=lambda r: r["sel_gain"])
+    g, lo, hi = stats.paired_diff_ci(best["steer"], ca, method="bootstrap", seed=seed)
+    cc_g = float(max(ccs, key=lambda r: r["sel_gain"])["steer"].mean() - ca.mean()) if ccs else float("nan")
+    claims.append(Claim(
+        statement=f"{label}: steering one A-exclusive feature raises the LoRA sibling's tool correctness (best cell)",
+        paper_value="+65 pp (one best cell, 40 prompts)", measured=g, ci=(lo, hi), unit="share",
+        kind=Kind.EMPIRICAL, source=SOURCE,
+        baseline=f"difference-of-means steering {dom_g:+.2f}; plain-CC top-1 feature {cc_g:+.2f}",
+        ruling=verdicts.direction(g, (lo, hi), paper=0.65, tol=0.2, tol_kind="abs"),
+        note=f"layer {layer}; cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
+             f"{best['top_auroc']:.2f}), α = {best['alpha']:g} picked on {plan.select} other prompts; "
+             f"{len(dfc)} DFC cells"))
+    rg = np.array([r["recon"].mean() - ca.mean() for r in rows])
+    pooled = np.concatenate([r["recon"] - ca for r in rows])
+    m, (lo, hi) = float(rg.mean()), stats.mean_ci(pooled)
+    claims.append(Claim(
+        statement=f"{label}: the reconstruction patch alone raises the LoRA sibling's tool correctness (mean over "
+                  "cells)", paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=m, ci=(lo, hi),
+        kind=Kind.EMPIRICAL, source=SOURCE,
+        ruling=verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
+        note=f"{int((rg > 0).sum())}/{rg.size} cells positive; per cell " + ", ".join(
+            f"{r['cell']} {x:+.2f}" for r, x in zip(rows, rg, strict=True)) + "; CI over pooled prompt×cell "
+        "differences"))
+    details = {"model": label, "plan": {k: v for k, v in asdict(plan).items() if k != "cells"},
+               "cells": [{k: (float(v.mean()) if isinstance(v, np.ndarray) else v) for k, v in r.items()}
+                         for r in rows],
+               "base_correct": float(cb.mean()), "sibling_correct": float(ca.mean()), "sibling_training": meta,
+               "difference_of_means_gain": dom_g, "train_s": round(t_train, 1),
+               "total_s": round(time.perf_counter() - t0, 1)}
+    return claims, details
+
+
+def measure(seed: int = 0, plan: RealPlan | None = None) -> tuple[list[Claim], dict]:
+    """The SmolLM2-135M-Instruct measurement (minutes of CPU; the sibling is cached)."""
+    from divelab.lm import load_model
+    from divelab.threads import torch_threads
+
+    plan = replace(plan or RealPlan(), seed=seed)
+    base, tok = load_model("smollm2-135m-instruct")
+    with torch_threads(2), torch.no_grad():
+        return measure_pair(base, tok, plan)
+
+
+def add_to(rep, scale: str, seed: int = 0) -> None:
+    """Add the real-LLM claims at ``full`` scale only (a "not checkable" claim when the model is missing)."""
+    from divelab.lm.real import add_claims_at_full
+
+    add_claims_at_full(rep, scale, lambda: measure(seed), statement="single-feature steering and recon patch on "
+                       "SmolLM2-135M-Instruct vs a LoRA tool sibling", paper_value="(issue: beside the tiny models)",
+                       source=SOURCE)
