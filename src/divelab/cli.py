@@ -240,7 +240,7 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
 
 
 # Shared engines that also offer commands (e.g. `divelab train-lm`), beside the systems' own.
-ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat")
+ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat", "divelab.serving.server")
 CORE_COMMANDS = ("list", "reproduce", "report")
 
 

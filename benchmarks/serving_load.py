@@ -1,0 +1,207 @@
+"""Open-loop load test of ``divelab serve``: DSpark vs the same server without speculation.
+
+For each server mode (``dspark``: target + drafter; ``plain``: the same target, no drafter) and
+each arrival rate, ``--requests`` streamed requests arrive as a Poisson process (open loop: a
+request is sent at its arrival time whether or not earlier ones finished), bounded by
+``--time-limit`` seconds per rate. Measured on the client side over loopback HTTP:
+
+* per-user tokens/s  = completion tokens / (last chunk − first chunk) of each request (decode speed);
+* TTFT               = first content chunk − send time;
+* ITL p50 / p99      = gaps between chunks, each gap split evenly over the tokens it carried;
+* total throughput   = all completion tokens / (last response end − first send).
+
+Greedy decoding (temperature 0), so both modes must return identical texts; the run checks it.
+τ (committed tokens per verification round) is read from the server's ``/metrics``.
+
+    python benchmarks/serving_load.py --model small --drafter auto --rates 1,2,4 --requests 8
+    python benchmarks/serving_load.py --model smollm2-135m-instruct --drafter none --chat --rates 0.5 --requests 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+CHAT_TOPICS = ["penguins", "clocks", "jazz", "glaciers", "honey", "lighthouses", "origami", "thunderstorms"]
+
+
+def auto_drafter(target) -> Path | None:
+    """A cached DSpark drafter (Markov head, largest γ ≤ 8) whose sizes fit ``target``, from the
+    DSpark reproduction's cache; None when there is none."""
+    from divelab.cache import cache_root
+
+    best = None
+    for cfg_file in sorted((cache_root() / "dspark-drafters").glob("*/drafter_config.json")):
+        c = json.loads(cfg_file.read_text())
+        if (c["kind"] == "markov" and c["vocab_size"] == target.config.vocab_size and c["gamma"] <= 8
+                and c.get("target_hidden", target.config.hidden_size) == target.config.hidden_size):
+            if best is None or c["gamma"] > best[0]:
+                best = (c["gamma"], cfg_file.parent)
+    return None if best is None else best[1]
+
+
+def prompts_for(tok, chat: bool, n: int, seed: int) -> list:
+    if chat:
+        tpl = ["Explain {t} in two sentences.", "Write a short poem about {t}.", "Give me a tip about {t}."]
+        return [[{"role": "user", "content": tpl[i % len(tpl)].format(t=CHAT_TOPICS[i % len(CHAT_TOPICS)])}]
+                for i in range(n)]
+    from divelab.lm import encode_split
+
+    val = encode_split(tok, "val")
+    rng = np.random.default_rng(seed)
+    return [val[s: s + 24].astype(int).tolist() for s in rng.integers(0, len(val) - 30, size=n)]
+
+
+async def one_request(client: httpx.AsyncClient, url: str, body: dict, delay: float, chat: bool) -> dict:
+    await asyncio.sleep(delay)
+    sent = time.perf_counter()
+    chunks: list[tuple[float, int]] = []
+    text, tokens = [], 0
+    async with client.stream("POST", url, json=body) as r:
+        if r.status_code != 200:
+            return {"status": r.status_code, "sent": sent, "end": time.perf_counter()}
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            d = json.loads(line[6:])
+            if d.get("usage"):
+                tokens = d["usage"]["completion_tokens"]
+            for c in d.get("choices", []):
+                piece = c.get("delta", {}).get("content") if chat else c.get("text")
+                if piece:
+                    chunks.append((time.perf_counter(), int(d.get("x_divelab_tokens", 1))))
+                    text.append(piece)
+    return {"status": 200, "sent": sent, "end": time.perf_counter(), "chunks": chunks, "text": "".join(text),
+            "tokens": tokens}
+
+
+def summarise(results: list[dict], wall: float) -> dict:
+    ok = [r for r in results if r["status"] == 200 and r["chunks"]]
+    ttft = [r["chunks"][0][0] - r["sent"] for r in ok]
+    speed, itl = [], []
+    for r in ok:
+        ts = [t for t, _ in r["chunks"]]
+        if r["tokens"] > 1 and ts[-1] > ts[0]:
+            speed.append((r["tokens"] - r["chunks"][0][1]) / (ts[-1] - ts[0]))
+        for (t0, _), (t1, k) in zip(r["chunks"], r["chunks"][1:], strict=False):
+            itl += [(t1 - t0) / k] * k
+    toks = sum(r["tokens"] for r in ok)
+
+    def q(xs: list[float], p: float) -> float:
+        return float(np.percentile(xs, p)) if xs else float("nan")
+
+    return {"requests": len(results), "ok": len(ok), "rejected_429": sum(r["status"] == 429 for r in results),
+            "completion_tokens": toks, "total_throughput_tok_s": toks / wall if wall > 0 else float("nan"),
+            "per_user_tok_s_mean": float(np.mean(speed)) if speed else float("nan"),
+            "per_user_tok_s_p50": q(speed, 50), "ttft_s_p50": q(ttft, 50), "ttft_s_p99": q(ttft, 99),
+            "itl_s_p50": q(itl, 50), "itl_s_p99": q(itl, 99), "wall_s": wall}
+
+
+async def run_rate(base: str, model: str, prompts: list, rate: float, max_tokens: int, chat: bool, seed: int,
+                   time_limit: float) -> tuple[dict, list[str]]:
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, size=len(prompts)))
+    arrivals = arrivals[arrivals <= time_limit]
+    url = base + ("/chat/completions" if chat else "/completions")
+    key = "messages" if chat else "prompt"
+    async with httpx.AsyncClient(timeout=httpx.Timeout(time_limit * 4 + 60)) as client:
+        t0 = time.perf_counter()
+        tasks = [one_request(client, url, {"model": model, key: p, "max_tokens": max_tokens, "temperature": 0,
+                                           "stream": True, "stream_options": {"include_usage": True}},
+                             float(a), chat) for p, a in zip(prompts, arrivals, strict=False)]
+        res = await asyncio.gather(*tasks)
+        wall = max(r["end"] for r in res) - t0 if res else 0.0
+    return summarise(res, wall), [r.get("text", "") for r in res]
+
+
+def scrape(base: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for fam in text_string_to_metric_families(httpx.get(base.replace("/v1", "/metrics")).text):
+        for s in fam.samples:
+            if s.name == name:
+                return float(s.value)
+    return float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="small", help="zoo name or HF checkpoint dir")
+    ap.add_argument("--drafter", default="auto", help="drafter dir, 'auto' (cached DSpark drafter) or 'none'")
+    ap.add_argument("--scheduler", default="dspark")
+    ap.add_argument("--rates", default="1,2,4", help="arrival rates, requests/s, comma separated")
+    ap.add_argument("--requests", type=int, default=8, help="requests per rate (upper bound)")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="arrival window per rate, seconds")
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--chat", action="store_true", help="use /v1/chat/completions with chat prompts")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/serving_load.json"))
+    a = ap.parse_args()
+
+    import torch
+
+    from divelab.lm import load_model
+    from divelab.serving.dspark import load_drafter
+    from divelab.serving.server import BackgroundServer, create_app
+
+    torch.manual_seed(a.seed)
+    target, tok = load_model(a.model)
+    target = target.to(a.device).eval()
+    dpath = auto_drafter(target) if a.drafter == "auto" else (None if a.drafter == "none" else Path(a.drafter))
+    modes = {"plain": (None, None)}
+    if dpath is not None:
+        d, cal = load_drafter(dpath, target)
+        modes = {"dspark": (d.to(a.device), cal), "plain": (None, None)}
+    rates = [float(r) for r in a.rates.split(",")]
+    prompts = prompts_for(tok, a.chat, a.requests, a.seed)
+    out: dict = {"model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
+                 "device": a.device, "host": platform.node(), "max_tokens": a.max_tokens, "max_batch": a.max_batch,
+                 "requests_per_rate": a.requests, "rates": rates, "endpoint": "chat" if a.chat else "completions",
+                 "results": {}}
+    texts: dict[str, dict] = {}
+    servers = {}
+    for mode, (d, cal) in modes.items():  # both servers up at once; the idle one only waits on an event
+        app = create_app(target, tok, "m", d, cal, scheduler=a.scheduler, max_batch=a.max_batch, seed=a.seed)
+        servers[mode] = BackgroundServer(app).start()
+        asyncio.run(run_rate(servers[mode].base_url, "m", prompts[:1], 100.0, 4, a.chat, a.seed, 1.0))  # warm-up
+    try:
+        for rate in rates:  # modes interleaved per rate, so machine-load drift hits both alike
+            for mode, srv in servers.items():
+                r0 = scrape(srv.base_url, "divelab_verify_rounds_total")
+                c0 = scrape(srv.base_url, "divelab_committed_tokens_total")
+                summary, tx = asyncio.run(run_rate(srv.base_url, "m", prompts, rate, a.max_tokens, a.chat, a.seed,
+                                                   a.time_limit))
+                r1 = scrape(srv.base_url, "divelab_verify_rounds_total")
+                c1 = scrape(srv.base_url, "divelab_committed_tokens_total")
+                summary["tau"] = (c1 - c0) / (r1 - r0) if r1 > r0 else float("nan")
+                out["results"].setdefault(str(rate), {})[mode] = summary
+                texts.setdefault(str(rate), {})[mode] = tx
+                print(f"{mode:6s} rate {rate:5.2f}/s: per-user {summary['per_user_tok_s_mean']:7.1f} tok/s, "
+                      f"TTFT p50 {summary['ttft_s_p50']:.3f}s, ITL p50/p99 {summary['itl_s_p50'] * 1e3:.1f}/"
+                      f"{summary['itl_s_p99'] * 1e3:.1f} ms, total {summary['total_throughput_tok_s']:.1f} tok/s, "
+                      f"τ {summary['tau']:.2f}", flush=True)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    for rate, res in out["results"].items():
+        if "dspark" in res:
+            res["per_user_speedup"] = res["dspark"]["per_user_tok_s_mean"] / res["plain"]["per_user_tok_s_mean"]
+            res["throughput_ratio"] = (res["dspark"]["total_throughput_tok_s"]
+                                       / res["plain"]["total_throughput_tok_s"])
+            res["identical_outputs"] = texts[rate]["dspark"] == texts[rate]["plain"]
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=2))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
