@@ -9,7 +9,13 @@ log-ratio is compared with ``Q* - V*`` from value iteration.
 The "reward recovery" reading (DPO-style) says ``r(s,a) = beta log pi/pi_ref + V(s) - gamma V(s')``
 for the observed next state ``s'``. That holds only when ``s'`` is a deterministic function of
 ``(s, a)``; with slip it is off by ``gamma (E[V(s')] - V(s'))``. :func:`reward_recovery_gap`
-measures it.
+measures it on average over the occupancy, :func:`reward_recovery_max_gap` in the worst reachable case.
+
+Log space: at RLHF-typical settings (beta 0.01 or less, gamma 0.99 or more) the optimal policy has
+probabilities far below float64's range (log pi* around -1,000 and smaller), so every function that
+takes a policy also takes log-probabilities (``log=True``), the solvers work in log space
+throughout, and nothing returns NaN silently: a result that cannot be computed or represented
+raises an error that says why (:class:`PolicyUnderflowError` when probabilities underflow).
 """
 
 from __future__ import annotations
@@ -85,91 +91,238 @@ def random_mdp(rng: np.random.Generator, n_states: int, n_actions: int, gamma: f
     return TabularMDP(P, R, gamma, np.full(n_states, 1.0 / n_states))
 
 
+class PolicyUnderflowError(ValueError):
+    """A policy given (or asked for) as probabilities cannot represent the answer: some action the
+    reference allows has a probability below float64's range (it underflowed to exactly 0), so its
+    log-ratio is -inf. Carry log-policies instead (``log=True``)."""
+
+
+def _log_policy(pi: np.ndarray, log: bool, name: str) -> np.ndarray:
+    """Log-probabilities of a policy given as probabilities (``log=False``) or log-probabilities."""
+    a = np.asarray(pi, dtype=float)
+    if np.isnan(a).any():
+        raise ValueError(f"{name} contains NaN at (state, action) {tuple(np.argwhere(np.isnan(a))[0])}")
+    if log:
+        if np.any(a > 1e-12) or np.any(np.isposinf(a)):
+            raise ValueError(f"{name} was given as log-probabilities (log=True) but has entries > 0 (max "
+                             f"{a.max():.3g}); pass probabilities with log=False")
+        lp = a
+    else:
+        if np.any(a < 0) or np.any(a > 1 + 1e-12):
+            raise ValueError(f"{name} was given as probabilities (log=False) but has entries outside [0, 1] "
+                             f"(min {a.min():.3g}, max {a.max():.3g}); pass log-probabilities with log=True")
+        with np.errstate(divide="ignore"):
+            lp = np.log(a)
+    total = logsumexp(lp, axis=-1)
+    if np.any(np.abs(total) > 1e-6):
+        s = int(np.argmax(np.abs(total)))
+        raise ValueError(f"{name} is not a distribution over actions in state {s} (its probabilities sum to "
+                         f"{np.exp(total[s]):.6g})")
+    return lp
+
+
+def _finite(x: np.ndarray, what: str, why: str) -> np.ndarray:
+    if not np.all(np.isfinite(x)):
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+        raise FloatingPointError(f"{what} is not finite at {bad}: {why}")
+    return x
+
+
 def soft_value_iteration(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, tol: float = 1e-13,
-                         max_iter: int = 100_000) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q*, V*)`` of the KL-regularised problem by iterating the soft Bellman operator (a gamma-contraction)."""
-    _check_ref(mdp, pi_ref, beta)
-    log_ref = np.log(pi_ref)
-    V = np.zeros(mdp.n_states)
-    for _ in range(max_iter):
-        Q = mdp.R + mdp.gamma * mdp.P @ V
-        V_new = beta * logsumexp(log_ref + Q / beta, axis=1)
-        if np.max(np.abs(V_new - V)) < tol:
-            V = V_new
-            break
+                         max_iter: int = 200_000, *, log: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q*, V*)`` of the KL-regularised problem by iterating the soft Bellman operator (a gamma-contraction).
+
+    Stops when the largest change is below ``tol`` times the value scale ``max(1, |V|)`` (an absolute
+    ``tol`` is below float64's resolution once values reach ``1/(1-gamma)`` ~ 1000). ``pi_ref`` is a
+    probability table, or log-probabilities with ``log=True``. Raises if it does not converge."""
+    log_ref = _check_ref(mdp, pi_ref, beta, log)
+    S, A = mdp.n_states, mdp.n_actions
+    P2 = mdp.P.reshape(S * A, S)
+    base = (log_ref + mdp.R / beta).reshape(S * A)  # log pi_ref + R / beta, flattened once
+    gb = mdp.gamma / beta
+    V = np.zeros(S)
+    for _ in range(max_iter):  # the plain contraction, written out for speed (gamma 0.999 takes ~30k steps)
+        x = (base + gb * (P2 @ V)).reshape(S, A)
+        m = x.max(axis=1)
+        V_new = beta * (m + np.log(np.exp(x - m[:, None]).sum(axis=1)))
+        change = np.abs(V_new - V).max()
         V = V_new
+        if change <= tol * max(1.0, np.abs(V).max()):
+            break
+    else:
+        raise RuntimeError(f"soft value iteration did not converge in {max_iter} iterations (gamma "
+                           f"{mdp.gamma}, last change {change:.3g}); raise max_iter or tol")
     Q = mdp.R + mdp.gamma * mdp.P @ V
+    _finite(Q, "Q*", f"beta={beta}, gamma={mdp.gamma}: rewards or beta out of float64's range")
     return Q, V
 
 
-def soft_policy_evaluation(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact ``(Q^pi, V^pi)`` of the regularised objective by one linear solve."""
-    kl = np.sum(pi * (np.log(pi) - np.log(pi_ref)), axis=1)
-    r_pi = np.sum(pi * mdp.R, axis=1) - beta * kl
-    P_pi = np.einsum("sa,sat->st", pi, mdp.P)
+def soft_policy_evaluation(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, *,
+                           log: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ``(Q^pi, V^pi)`` of the regularised objective by one linear solve.
+
+    ``pi`` and ``pi_ref`` are probability tables, or log-probabilities with ``log=True``. The KL term
+    uses ``0 log 0 = 0`` (an action the policy never takes costs nothing), so a policy with underflowed
+    entries is evaluated correctly."""
+    log_ref = _check_ref(mdp, pi_ref, beta, log)
+    lp = _log_policy(pi, log, "pi")
+    p = np.exp(lp)
+    kl = np.sum(p * np.where(p > 0, lp - log_ref, 0.0), axis=1)  # 0 log 0 = 0, as xlogy
+    r_pi = np.sum(p * mdp.R, axis=1) - beta * kl
+    P_pi = np.einsum("sa,sat->st", p, mdp.P)
     V = np.linalg.solve(np.eye(mdp.n_states) - mdp.gamma * P_pi, r_pi)
+    _finite(V, "V^pi", "the policy-evaluation solve failed")
     return mdp.R + mdp.gamma * mdp.P @ V, V
 
 
-def kl_objective(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float) -> float:
+def kl_objective(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, *, log: bool = False) -> float:
     """``J(pi)`` from the start distribution."""
-    return float(mdp.mu0 @ soft_policy_evaluation(mdp, pi, pi_ref, beta)[1])
+    return float(mdp.mu0 @ soft_policy_evaluation(mdp, pi, pi_ref, beta, log=log)[1])
 
 
 def soft_policy_iteration(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, iters: int = 200,
-                          tol: float = 1e-14) -> np.ndarray:
+                          tol: float = 1e-14, *, log: bool = False) -> np.ndarray:
     """The optimal policy by soft policy iteration: evaluate exactly, then improve
-    ``pi(a|s) proportional to pi_ref(a|s) exp(Q^pi(s,a)/beta)``. Monotone in ``J``; converges to the optimum."""
-    _check_ref(mdp, pi_ref, beta)
-    pi = pi_ref.copy()
+    ``log pi(a|s) = log pi_ref(a|s) + Q^pi(s,a)/beta - logsumexp``. Monotone in ``J``; converges to the optimum.
+
+    The iteration runs in log space throughout, so small ``beta`` with long horizons (beta 0.001,
+    gamma 0.999), where optimal probabilities fall far below float64's range, is exact. With
+    ``log=True`` ``pi_ref`` is given, and the policy returned, as log-probabilities. With
+    ``log=False`` (probabilities in and out, the convenience form) a policy that cannot be represented
+    as probabilities raises :class:`PolicyUnderflowError` instead of returning zeros.
+
+    Converged when ``beta * log pi`` changes by less than ``tol`` times the value scale, or when it
+    stops improving at float64's floor (1e-9 of the scale); otherwise raises ``RuntimeError``."""
+    log_ref = _check_ref(mdp, pi_ref, beta, log)
+    lp = log_ref.copy()
+    best = np.inf
+    stalled = 0
     for _ in range(iters):
-        Q, _ = soft_policy_evaluation(mdp, pi, pi_ref, beta)
-        logits = np.log(pi_ref) + Q / beta
-        new = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
-        if np.max(np.abs(new - pi)) < tol:
-            return new
-        pi = new
-    return pi
+        Q, _ = soft_policy_evaluation(mdp, lp, log_ref, beta, log=True)
+        logits = log_ref + Q / beta
+        new = logits - logsumexp(logits, axis=1, keepdims=True)
+        _finite(new, "log pi", f"beta={beta} too small for Q/beta in float64")
+        change = beta * float(np.max(np.abs(new - lp)))
+        lp = new
+        scale = max(1.0, float(np.max(np.abs(Q))))
+        if change <= tol * scale:
+            break
+        stalled = stalled + 1 if change >= best else 0
+        best = min(best, change)
+        if stalled >= 3 and best <= 1e-9 * scale:
+            break  # at float64's floor: further iterations only reshuffle rounding
+    else:
+        raise RuntimeError(f"soft policy iteration did not converge in {iters} iterations (beta {beta}, gamma "
+                           f"{mdp.gamma}, last change {change:.3g} in beta*log pi)")
+    return lp if log else _to_probs(lp, log_ref)
 
 
-def log_ratio_advantage(pi: np.ndarray, pi_ref: np.ndarray, beta: float) -> np.ndarray:
-    """The progress advantage of a tabular policy: ``beta * log pi/pi_ref``."""
-    return beta * (np.log(pi) - np.log(pi_ref))
+def _to_probs(lp: np.ndarray, log_ref: np.ndarray) -> np.ndarray:
+    p = np.exp(lp)
+    under = (p == 0) & np.isfinite(log_ref)
+    if under.any():
+        s, a = (int(i) for i in np.argwhere(under)[0])
+        raise PolicyUnderflowError(
+            f"the policy's probability of action {a} in state {s} is exp({lp[s, a]:.4g}), below float64's "
+            "range, so it cannot be returned as probabilities (its log-ratio would be -inf); call with "
+            "log=True to get log-probabilities")
+    return p
 
 
-def identity_error(pi: np.ndarray, pi_ref: np.ndarray, beta: float, Q: np.ndarray, V: np.ndarray) -> float:
-    """``max_{s,a} |beta log pi/pi_ref - (Q* - V*)|``."""
-    return float(np.max(np.abs(log_ratio_advantage(pi, pi_ref, beta) - (Q - V[:, None]))))
+def log_ratio_advantage(pi: np.ndarray, pi_ref: np.ndarray, beta: float, *, log: bool = False) -> np.ndarray:
+    """The progress advantage of a tabular policy: ``beta * log pi/pi_ref``.
+
+    Probabilities by default, log-probabilities with ``log=True``. A probability of exactly 0 where the
+    reference is positive (an underflowed policy) raises :class:`PolicyUnderflowError` rather than
+    returning -inf or NaN."""
+    lp = _log_policy(pi, log, "pi")
+    lr = _log_policy(pi_ref, log, "pi_ref")
+    if lp.shape != lr.shape:
+        raise ValueError(f"pi and pi_ref must have the same shape, got {lp.shape} and {lr.shape}")
+    if np.any(~np.isfinite(lr)):
+        s, a = (int(i) for i in np.argwhere(~np.isfinite(lr))[0])
+        raise ValueError(f"pi_ref gives action {a} in state {s} probability 0: the log-ratio is undefined there "
+                         "(a KL-regularised policy needs a reference with full support)")
+    if np.any(~np.isfinite(lp)):
+        s, a = (int(i) for i in np.argwhere(~np.isfinite(lp))[0])
+        raise PolicyUnderflowError(
+            f"pi gives action {a} in state {s} probability 0 where pi_ref does not, so beta*log pi/pi_ref is "
+            "-inf. If pi is an optimal policy at small beta its probabilities underflowed float64: carry "
+            "log-policies (soft_policy_iteration(..., log=True), then log=True here)")
+    return beta * (lp - lr)
 
 
-def occupancy(mdp: TabularMDP, pi: np.ndarray) -> np.ndarray:
+def identity_error(pi: np.ndarray, pi_ref: np.ndarray, beta: float, Q: np.ndarray, V: np.ndarray, *,
+                   log: bool = False) -> float:
+    """``max_{s,a} |beta log pi/pi_ref - (Q* - V*)|`` (log-probabilities with ``log=True``)."""
+    _finite(np.asarray(Q), "Q", "pass finite Q*, V*")
+    _finite(np.asarray(V), "V", "pass finite Q*, V*")
+    return float(np.max(np.abs(log_ratio_advantage(pi, pi_ref, beta, log=log) - (Q - V[:, None]))))
+
+
+def bellman_residual(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, *,
+                     log: bool = False) -> float:
+    """A certificate of optimality that needs no value iteration: evaluate ``pi`` exactly and return
+    ``max_s |V^pi(s) - beta log sum_a pi_ref exp(Q^pi(s,a)/beta)|``. Zero only at the soft optimum;
+    ``|V^pi - V*| <= residual / (1 - gamma)``."""
+    log_ref = _check_ref(mdp, pi_ref, beta, log)
+    Q, V = soft_policy_evaluation(mdp, pi, pi_ref, beta, log=log)
+    return float(np.max(np.abs(V - beta * logsumexp(log_ref + Q / beta, axis=1))))
+
+
+def occupancy(mdp: TabularMDP, pi: np.ndarray, *, log: bool = False) -> np.ndarray:
     """Normalised discounted state-action occupancy ``d(s, a)`` of ``pi`` from ``mu0``."""
-    P_pi = np.einsum("sa,sat->st", pi, mdp.P)
+    p = np.exp(_log_policy(pi, log, "pi"))
+    P_pi = np.einsum("sa,sat->st", p, mdp.P)
     d_s = (1 - mdp.gamma) * np.linalg.solve((np.eye(mdp.n_states) - mdp.gamma * P_pi).T, mdp.mu0)
-    return d_s[:, None] * pi
+    return d_s[:, None] * p
 
 
-def reward_recovery_gap(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, V: np.ndarray) -> float:
+def reachable_states(mdp: TabularMDP, pi: np.ndarray, *, log: bool = False) -> np.ndarray:
+    """Boolean mask of the states reachable from ``mu0`` with positive probability under ``pi``
+    (graph search on the support, so states whose occupancy underflows still count)."""
+    lp = _log_policy(pi, log, "pi")
+    step = np.any((mdp.P > 0) & np.isfinite(lp)[:, :, None], axis=1)  # step[s, s']
+    seen = mdp.mu0 > 0
+    frontier = seen.copy()
+    while frontier.any():
+        nxt = step[frontier].any(0) & ~seen
+        seen |= nxt
+        frontier = nxt
+    return seen
+
+
+def _recovery_errors(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, V: np.ndarray,
+                     log: bool) -> np.ndarray:
+    adv = log_ratio_advantage(pi, pi_ref, beta, log=log)
+    r_hat = adv[:, :, None] + V[:, None, None] - mdp.gamma * V[None, None, :]
+    return np.abs(r_hat - mdp.R[:, :, None])
+
+
+def reward_recovery_gap(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float, V: np.ndarray, *,
+                        log: bool = False) -> float:
     """Expected ``|r_hat - r|`` over the policy's occupancy and sampled next states, where
     ``r_hat(s, a, s') = beta log pi/pi_ref + V(s) - gamma V(s')`` is the deterministic-MDP reading.
 
     Zero (to precision) when transitions are deterministic; ``gamma |E V(s') - V(s')|`` on average otherwise.
+    The mean can be tiny where values are flat near the start (short horizons), so report
+    :func:`reward_recovery_max_gap` beside it.
     """
-    adv = log_ratio_advantage(pi, pi_ref, beta)
-    r_hat = adv[:, :, None] + V[:, None, None] - mdp.gamma * V[None, None, :]
-    err = np.abs(r_hat - mdp.R[:, :, None])
-    d = occupancy(mdp, pi)
+    err = _recovery_errors(mdp, pi, pi_ref, beta, V, log)
+    d = occupancy(mdp, pi, log=log)
     return float(np.sum(d[:, :, None] * mdp.P * err))
 
 
 def reward_recovery_max_gap(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float,
-                            V: np.ndarray) -> float:
-    """The worst ``|r_hat - r|`` over reachable ``(s, a, s')`` triples."""
-    adv = log_ratio_advantage(pi, pi_ref, beta)
-    r_hat = adv[:, :, None] + V[:, None, None] - mdp.gamma * V[None, None, :]
-    err = np.abs(r_hat - mdp.R[:, :, None])
-    return float(np.max(np.where(mdp.P > 1e-12, err, 0.0)))
+                            V: np.ndarray, *, log: bool = False, reachable: bool = True) -> float:
+    """The worst ``|r_hat - r|`` over ``(s, a, s')`` triples that can occur: ``s`` reachable from ``mu0``
+    under ``pi`` (all states with ``reachable=False``), ``a`` in the policy's support, ``P(s'|s,a) > 0``."""
+    err = _recovery_errors(mdp, pi, pi_ref, beta, V, log)
+    lp = _log_policy(pi, log, "pi")
+    mask = (mdp.P > 0) & np.isfinite(lp)[:, :, None]
+    if reachable:
+        mask &= reachable_states(mdp, pi, log=log)[:, None, None]
+    return float(np.max(np.where(mask, err, 0.0)))
 
 
 @dataclass
@@ -191,39 +344,37 @@ def kl_policy_gradient(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, Q_star:
     regularised reward ``r - beta log pi/pi_ref`` and a per-state value baseline, as an RL run would.
     """
     rng = np.random.default_rng(seed)
-    theta = np.log(pi_ref).copy()
+    theta = np.log(np.asarray(pi_ref, dtype=float)).copy()
     hist = PGHistory([], [], [], [])
     adv_star = Q_star - V_star[:, None]
 
-    def policy() -> np.ndarray:
-        z = theta - theta.max(1, keepdims=True)
-        e = np.exp(z)
-        return e / e.sum(1, keepdims=True)
+    log_ref = _check_ref(mdp, pi_ref, beta)
 
     for it in range(steps + 1):
-        pi = policy()
+        log_pi = theta - logsumexp(theta, axis=1, keepdims=True)  # log space: no underflow at small beta
+        pi = np.exp(log_pi)
         if it % log_every == 0 or it == steps:
-            d = occupancy(mdp, pi)
-            err = np.abs(log_ratio_advantage(pi, pi_ref, beta) - adv_star)
+            d = occupancy(mdp, log_pi, log=True)
+            err = np.abs(beta * (log_pi - log_ref) - adv_star)
             hist.steps.append(it)
             hist.identity_error.append(float(err.max()))
             hist.mean_error.append(float(np.sum(d * err)))
-            hist.objective.append(kl_objective(mdp, pi, pi_ref, beta))
+            hist.objective.append(kl_objective(mdp, log_pi, log_ref, beta, log=True))
         if it == steps:
             break
         if not sampled:
-            Q, V = soft_policy_evaluation(mdp, pi, pi_ref, beta)
-            d_s = occupancy(mdp, pi).sum(1) / (1 - mdp.gamma)
+            Q, V = soft_policy_evaluation(mdp, log_pi, log_ref, beta, log=True)
+            d_s = occupancy(mdp, log_pi, log=True).sum(1) / (1 - mdp.gamma)
             # soft advantage of each action including its own KL cost; softmax policy-gradient theorem
-            A_soft = Q - beta * (np.log(pi) - np.log(pi_ref)) - V[:, None]
+            A_soft = Q - beta * (log_pi - log_ref) - V[:, None]
             grad = d_s[:, None] * pi * A_soft
         else:
-            grad = _reinforce_grad(mdp, pi, pi_ref, beta, rng, batch, horizon)
+            grad = _reinforce_grad(mdp, pi, log_pi - log_ref, beta, rng, batch, horizon)
         theta += lr * grad
     return hist
 
 
-def _reinforce_grad(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: float,
+def _reinforce_grad(mdp: TabularMDP, pi: np.ndarray, log_ratio: np.ndarray, beta: float,
                     rng: np.random.Generator, batch: int, horizon: int) -> np.ndarray:
     S, A = mdp.n_states, mdp.n_actions
     s = rng.choice(S, size=batch, p=mdp.mu0)
@@ -235,7 +386,7 @@ def _reinforce_grad(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: f
     for t in range(horizon):
         a = (rng.random(batch)[:, None] > cum_pi[s]).sum(1).clip(max=A - 1)
         states[t], actions[t] = s, a
-        rewards[t] = mdp.R[s, a] - beta * (np.log(pi[s, a]) - np.log(pi_ref[s, a]))
+        rewards[t] = mdp.R[s, a] - beta * log_ratio[s, a]
         s = (rng.random(batch)[:, None] > cum_P[s, a]).sum(1).clip(max=S - 1)
     G = np.zeros((horizon, batch))
     acc = np.zeros(batch)
@@ -259,10 +410,14 @@ def _reinforce_grad(mdp: TabularMDP, pi: np.ndarray, pi_ref: np.ndarray, beta: f
     return grad / batch
 
 
-def _check_ref(mdp: TabularMDP, pi_ref: np.ndarray, beta: float) -> None:
+def _check_ref(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, log: bool = False) -> np.ndarray:
+    """Validate the reference and return its log-probabilities."""
+    pi_ref = np.asarray(pi_ref, dtype=float)
     if pi_ref.shape != (mdp.n_states, mdp.n_actions):
         raise ValueError(f"pi_ref must have shape {(mdp.n_states, mdp.n_actions)}, got {pi_ref.shape}")
-    if np.any(pi_ref <= 0) or not np.allclose(pi_ref.sum(1), 1):
+    if not np.isfinite(beta) or beta <= 0:
+        raise ValueError(f"beta must be positive and finite, got {beta}")
+    log_ref = _log_policy(pi_ref, log, "pi_ref")
+    if not np.all(np.isfinite(log_ref)):
         raise ValueError("pi_ref must be a strictly positive distribution over actions in every state")
-    if beta <= 0:
-        raise ValueError(f"beta must be positive, got {beta}")
+    return log_ref
