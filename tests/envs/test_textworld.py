@@ -144,3 +144,28 @@ def test_replay_cache_explore_export_load_roundtrip() -> None:
     for a in ["go east", "look", "go east", "take key"]:
         obs, r, done, info = dst.step(a)
     assert done and r == 1.0 and info["won"] and dst.real_steps == 0
+
+
+def test_explore_with_state_snapshots_builds_the_same_graph_as_replaying() -> None:
+    """ReplayCache.explore jumps between states with TextWorldEnv.save_state/load_state; the graph
+    must be exactly the one that resetting and replaying each prefix builds, in fewer real steps."""
+    from divelab.envs.textworld import TextWorldEnv
+
+    class NoSnapshots(TextWorldEnv):  # hides save_state, so the cache replays prefixes
+        def __getattribute__(self, name):
+            if name == "save_state":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    spec = TextWorldGameSpec(seed=0, nb_rooms=2, nb_objects=2, quest_length=2)
+    graphs, steps = [], []
+    for cls in (TextWorldEnv, NoSnapshots):
+        env = cls(generate_game(spec), spec.game_id, max_steps=1_000_000)
+        cache = ReplayCache(env)
+        assert cache.explore(None, max_states=200)
+        graphs.append(cache.export_graph())
+        steps.append(cache.real_steps)
+        assert not cache._shared.snapped  # snapshots are dropped after exploring
+        env.close()
+    assert graphs[0] == graphs[1] and len(graphs[0]["nodes"]) > 3
+    assert steps[0] < steps[1]

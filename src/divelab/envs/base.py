@@ -134,6 +134,7 @@ class _Node:
     prefix: list[str]  # a shortest known action prefix that reaches this node (for repositioning)
     done: bool = False
     children: dict[str, _Edge] = field(default_factory=dict)
+    snap: Any = field(default=None, repr=False, compare=False)  # env.save_state() at ``prefix`` (explore only)
 
 
 @dataclass
@@ -142,6 +143,8 @@ class _Shared:
     by_state: dict[tuple[int | None, Hashable], _Node] = field(default_factory=dict)
     inner: tuple[int | None, list[str]] | None = None  # (seed, prefix) the wrapped env is really at
     real_steps: int = 0
+    snapshots: bool = False  # while exploring: jump to a node by env.load_state instead of replaying
+    snapped: list[_Node] = field(default_factory=list)  # nodes holding a snapshot (cleared after exploring)
 
 
 class ReplayCache:
@@ -192,6 +195,7 @@ class ReplayCache:
             canon = self._canonical()
             if canon is not None:
                 sh.by_state[(seed, canon)] = root
+            self._snapshot(root)
         self._node = root
         return root.obs
 
@@ -204,10 +208,14 @@ class ReplayCache:
             check_action(action, node.admissible)
             sh = self._shared
             if sh.inner != (self._seed, node.prefix):
-                self.env.reset(self._seed)
-                for a in node.prefix:
-                    self.env.step(a)
-                    sh.real_steps += 1
+                if node.snap is not None:
+                    self.env.load_state(node.snap)  # type: ignore[attr-defined]
+                else:
+                    self.env.reset(self._seed)
+                    for a in node.prefix:
+                        self.env.step(a)
+                        sh.real_steps += 1
+                    self._snapshot(node)
             obs, reward, done, info = self.env.step(action)
             sh.real_steps += 1
             prefix = node.prefix + [action]
@@ -218,6 +226,8 @@ class ReplayCache:
                 child = _Node(obs, [] if done else list(self.env.admissible_actions()), prefix, bool(done))
                 if canon is not None:
                     sh.by_state[(self._seed, canon)] = child
+                if not done:
+                    self._snapshot(child)
             edge = _Edge(obs, float(reward), bool(done), dict(info), child)
             node.children[action] = edge
         self._path.append(action)
@@ -226,6 +236,15 @@ class ReplayCache:
 
     def admissible_actions(self) -> list[str]:
         return list(self._require().admissible)
+
+    def _snapshot(self, node: _Node) -> None:
+        """While exploring, remember the wrapped env's full state at ``node`` (the env must be
+        exactly at ``node.prefix``), if the env offers ``save_state()``/``load_state()``: later
+        transitions out of ``node`` then start from it instead of a reset and a replay of the
+        prefix. The same transitions come out either way (the env is deterministic)."""
+        if self._shared.snapshots and node.snap is None and hasattr(self.env, "save_state"):
+            node.snap = self.env.save_state()  # type: ignore[attr-defined]
+            self._shared.snapped.append(node)
 
     def state_key(self, observation: str) -> Hashable:
         return self.env.state_key(observation)
@@ -251,24 +270,32 @@ class ReplayCache:
         non-terminal states), so later play is all cache hits. Returns True when the whole
         reachable graph was expanded. Only useful with ``canonical_state`` (else the prefix tree
         is infinite)."""
-        self.reset(seed)
-        root = self._require()
-        seen = {id(root)}
-        queue = [root]
-        while queue:
-            node = queue.pop(0)
-            for a in node.admissible:
-                self._node, self._path = node, list(node.prefix)
-                self.step(a)
-                child = node.children[a].node
-                if id(child) not in seen and not child.done:
-                    if len(seen) >= max_states:
-                        self.reset(seed)
-                        return False
-                    seen.add(id(child))
-                    queue.append(child)
-        self.reset(seed)
-        return True
+        sh = self._shared
+        sh.snapshots = hasattr(self.env, "save_state")
+        try:
+            self.reset(seed)
+            root = self._require()
+            seen = {id(root)}
+            queue = [root]
+            while queue:
+                node = queue.pop(0)
+                for a in node.admissible:
+                    self._node, self._path = node, list(node.prefix)
+                    self.step(a)
+                    child = node.children[a].node
+                    if id(child) not in seen and not child.done:
+                        if len(seen) >= max_states:
+                            self.reset(seed)
+                            return False
+                        seen.add(id(child))
+                        queue.append(child)
+            self.reset(seed)
+            return True
+        finally:  # snapshots are for exploring only (they hold the env's memory per state)
+            sh.snapshots = False
+            for n in sh.snapped:
+                n.snap = None
+            sh.snapped.clear()
 
     def export_graph(self) -> dict[str, Any]:
         """The cached transition graph as JSON-able data (for :meth:`load_graph`); canonical

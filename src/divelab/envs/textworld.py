@@ -68,6 +68,7 @@ def generate_game(spec: TextWorldGameSpec) -> Path:
     """The compiled ``.z8`` file of a game, generating it once (cached, atomic)."""
     import textworld
     from textworld.generator import compile_game, make_game
+    from textworld.generator.data import KnowledgeBase
 
     key = stable_hash({"spec": asdict(spec), "textworld": textworld.__version__})
     final = entry_path("textworld", f"{spec.game_id}-{key}")
@@ -76,6 +77,9 @@ def generate_game(spec: TextWorldGameSpec) -> Path:
         return game_file
     with atomic_dir(final) as tmp:
         opts = textworld.GameOptions()
+        # TextWorld's default knowledge base, parsed once at import (GameOptions would parse the
+        # same logic files again for every game, ~2 s each); same files, so the same games
+        opts.kb = KnowledgeBase.default()
         opts.seeds = spec.seed
         opts.nb_rooms = spec.nb_rooms
         opts.nb_objects = spec.nb_objects
@@ -175,6 +179,26 @@ class TextWorldEnv(ReplayRestore):
         Safe for single-quest games, where winning ends the episode."""
         return frozenset(str(f) for f in self._state["facts"])
 
+    def save_state(self) -> tuple[Any, ...]:
+        """The game's full state (the Z-machine's memory and TextWorld's state tracking), for
+        :meth:`load_state`; :class:`ReplayCache` uses it to explore a graph without replays."""
+        if self._env is None:
+            raise RuntimeError("call reset() first")
+        layers, e = [], self._env
+        while isinstance(e, _tw_wrapper()):
+            layers.append((e, _copy_layer(vars(e), skip="_wrapped_env")))
+            e = e._wrapped_env
+        layers.append((e, _copy_layer(vars(e), skip="_jericho")))
+        return (e._jericho.get_state(), layers, self._state, list(self._actions), self._done, self._seed)
+
+    def load_state(self, snap: tuple[Any, ...]) -> None:
+        """Put the game back into a state from :meth:`save_state` (of this env's game process)."""
+        jericho_state, layers, self._state, actions, self._done, self._seed = snap
+        self._actions = list(actions)
+        for layer, attrs in layers:
+            layer.__dict__.update(_copy_layer(attrs))
+        layers[-1][0]._jericho.set_state(jericho_state)
+
     def clone(self) -> TextWorldEnv:
         twin = TextWorldEnv(self.game_file, self.game_id, self.max_steps)
         twin._seed = self._seed
@@ -189,6 +213,39 @@ class TextWorldEnv(ReplayRestore):
         if self._env is not None:
             self._env.close()
             self._env = None
+
+
+def _tw_wrapper() -> type:
+    import textworld.core
+
+    return textworld.core.Wrapper
+
+
+def _copy_progression(gp: Any) -> Any:
+    """A copy of TextWorld's ``GameProgression`` that shares nothing mutable with ``gp`` (its own
+    ``copy()`` recomputes the initial state's actions and drops quest tracking)."""
+    import copy
+
+    twin = copy.copy(gp)
+    twin.state = gp.state.copy()
+    twin._valid_actions = list(gp._valid_actions)
+    twin.quest_progressions = [q.copy() for q in gp.quest_progressions]
+    return twin
+
+
+def _copy_layer(attrs: dict[str, Any], skip: str = "") -> dict[str, Any]:
+    """One TextWorld env layer's attributes, copied so that later steps cannot change them: the
+    game progression (updated in place) is copied, game states and lists shallow-copied."""
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if k == skip:
+            continue
+        if k == "_game_progression" and v is not None:
+            v = _copy_progression(v)
+        elif isinstance(v, (dict, list)):
+            v = type(v)(v)
+        out[k] = v
+    return out
 
 
 class StepCap(EnvWrapper):

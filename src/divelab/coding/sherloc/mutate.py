@@ -81,11 +81,15 @@ _OWNER: dict[int, dict[int, FunctionInfo]] = {}
 
 
 def _eq(a: object, b: object) -> bool:
-    if isinstance(a, ast.AST) and isinstance(b, ast.AST):
-        return ast.dump(a) == ast.dump(b)
+    """``ast.dump(a) == ast.dump(b)`` for AST values (lists of nodes too), walked field by field
+    with an early exit instead of dumping whole subtrees (leaves compare by ``repr``, as dump does)."""
+    if isinstance(a, ast.AST) or isinstance(b, ast.AST):
+        if type(a) is not type(b):
+            return False
+        return all(_eq(getattr(a, f, None), getattr(b, f, None)) for f in a._fields)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+    return a is b or repr(a) == repr(b)
 
 
 def _diff(a: ast.AST, b: ast.AST) -> tuple[str, ast.AST, ast.AST | None] | None:
@@ -175,12 +179,34 @@ def mutants_of(source: str, file: str, fn: FunctionInfo, *, lines: set[int] | No
 
     ``lines``: keep only mutants whose changed line is in this set (e.g. lines the tests execute).
     """
+    out, seen = [], set()
+    for res, name in _spliced(source, fn):
+        if res[0] in seen:
+            continue
+        mutated, span = res
+        if lines is not None and name != "drop-statement" and span[0] not in lines:
+            continue
+        seen.add(mutated)
+        out.append(Mutant(file, fn.qualname, name, span, source, mutated))
+    return out
+
+
+_SPLICED: dict[tuple[str, str, int, int], list[tuple[tuple[str, tuple[int, int]], str]]] = {}
+
+
+def _spliced(source: str, fn: FunctionInfo) -> list[tuple[tuple[str, tuple[int, int]], str]]:
+    """((mutated file, span), operator) of every mutation site of ``fn`` that splices, in site
+    order, memoised by (source, function): the repair agent asks for the same function's mutants
+    under every condition, and splicing (parse, diff, re-parse) is the costly part."""
+    key = (source, fn.qualname, fn.start, fn.end)
+    if key in _SPLICED:
+        return _SPLICED[key]
     fn_src, indent = _cut(source, fn)
     try:
         sites = mutation_sites(fn_src, fn.qualname.split(".")[-1])
     except (SyntaxError, ValueError):
-        return []
-    out, seen = [], set()
+        sites = []
+    out = []
     for idx, m, name in sites:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)  # e.g. a constant made subscripted by a mutant
@@ -188,11 +214,9 @@ def mutants_of(source: str, file: str, fn: FunctionInfo, *, lines: set[int] | No
         if mut_fn is None:
             continue
         res = _splice(source, fn, fn_src, indent, mut_fn)
-        if res is None or res[0] in seen:
-            continue
-        mutated, span = res
-        if lines is not None and name != "drop-statement" and span[0] not in lines:
-            continue
-        seen.add(mutated)
-        out.append(Mutant(file, fn.qualname, name, span, source, mutated))
+        if res is not None:
+            out.append((res, name))
+    if len(_SPLICED) >= 32:  # each entry holds whole mutated files; repair reuses the recent ones
+        _SPLICED.clear()
+    _SPLICED[key] = out
     return out
