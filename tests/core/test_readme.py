@@ -30,8 +30,9 @@ def test_papers_table_lists_all_systems_with_true_status():
 
 
 def test_readme_first_python_example_runs(capsys):
-    """The usage example is real: run the README's first Python block as written."""
-    block = README.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    """The usage example is real: run the first Python block of "Using divelab" as written."""
+    usage = README.read_text().split("## Using divelab", 1)[1]
+    block = usage.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(block, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.count("| ours ") >= 4

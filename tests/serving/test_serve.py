@@ -182,8 +182,18 @@ def test_drafter_for_another_model_is_refused(tmp_path):
         build_app("smoke", tmp_path / "d")
 
 
-def test_disconnect_frees_the_slot_and_metrics_parse(server):
+def test_disconnect_frees_the_slot_and_metrics_parse(server, model):
     base = server.base_url
+    # Slow every target forward down, so that whether the server notices a client leaving (it checks
+    # every 0.25 s) does not depend on how fast this machine happens to decode the smoke model.
+    slow = model[0].register_forward_pre_hook(lambda *_: time.sleep(0.02))
+    try:
+        _disconnects(base)
+    finally:
+        slow.remove()
+
+
+def _disconnects(base: str) -> None:
     before = _metric(base, "divelab_generation_tokens_total")
     with httpx.stream("POST", base + "/completions", json={"model": "smoke", "prompt": "x", "max_tokens": 400,
                                                            "temperature": 0, "stream": True}) as r:
