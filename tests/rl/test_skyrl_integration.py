@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from integration_examples import native_batch as _native
 from integration_examples import run_examples
 
-from divelab.rl.advantages import StepBatch, g2po_advantage, grpo_advantage
+from divelab.rl.advantages import g2po_advantage, grpo_advantage
 
 SKYRL_VERSION = "0.3.0"
 # skyrl 0.3.0, skyrl/backends/skyrl_train/utils/ppo_utils.py: the dispatcher every SkyRL trainer calls, and
@@ -30,15 +31,6 @@ def _skyrl():
     except Exception as exc:  # pragma: no cover - depends on the environment
         pytest.skip(f"skyrl not importable here: {type(exc).__name__}: {exc}")
     return ppo, version("skyrl")
-
-
-def _native(rows: dict, step_reward: list[float]) -> StepBatch:
-    traj = {t: i for i, t in enumerate(dict.fromkeys(rows["traj_uid"]))}
-    n = len(step_reward)
-    last = [i == n - 1 or rows["traj_uid"][i + 1] != rows["traj_uid"][i] for i in range(n)]
-    nxt = [None if last[i] else rows["state_key"][i + 1] for i in range(n)]
-    return StepBatch(np.array([traj[t] for t in rows["traj_uid"]]), np.zeros(n, dtype=int), np.array(rows["step_id"]),
-                     np.array(step_reward), np.array(last), list(rows["state_key"]), nxt)
 
 
 def test_pinned_skyrl_call_signature() -> None:

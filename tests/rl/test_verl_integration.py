@@ -7,9 +7,10 @@ import inspect
 import numpy as np
 import pytest
 import torch
+from integration_examples import native_batch as _native
 from integration_examples import run_examples
 
-from divelab.rl.advantages import StepBatch, g2po_advantage, grpo_advantage
+from divelab.rl.advantages import g2po_advantage, grpo_advantage
 
 VERL_VERSION = "0.9.1"
 # verl 0.9.1, verl/trainer/ppo/ray_trainer.py: the signature of compute_advantage, and the call it makes to a
@@ -26,15 +27,6 @@ def _verl():
     except Exception as exc:  # pragma: no cover - depends on the environment
         pytest.skip(f"verl not importable here: {type(exc).__name__}: {exc}")
     return ray_trainer, __version__
-
-
-def _native(rows: dict, step_reward: list[float]) -> StepBatch:
-    traj = {t: i for i, t in enumerate(dict.fromkeys(rows["traj_uid"]))}
-    n = len(step_reward)
-    last = [i == n - 1 or rows["traj_uid"][i + 1] != rows["traj_uid"][i] for i in range(n)]
-    nxt = [None if last[i] else rows["state_key"][i + 1] for i in range(n)]
-    return StepBatch(np.array([traj[t] for t in rows["traj_uid"]]), np.zeros(n, dtype=int), np.array(rows["step_id"]),
-                     np.array(step_reward), np.array(last), list(rows["state_key"]), nxt)
 
 
 def test_pinned_verl_call_signature() -> None:

@@ -13,15 +13,6 @@ from divelab.serving.dspark.scheduler import ConfidenceScheduler
 from divelab.serving.dspark.sps import SPSCurve
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are dispatch-bound: intra-op threads on a loaded machine cost up to 40x."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def target():
     return build_model("tiny-100k", 37, seed=3).double()

@@ -24,15 +24,6 @@ from divelab.serving.dspark import (
 from divelab.serving.dspark.calibration import calibration_report, ece, roc_auc, survival_labels
 from divelab.serving.dspark.sps import SPSCurve
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are dispatch-bound: intra-op threads on a loaded machine cost up to 40x."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 SPS = SPSCurve.synthetic_accelerator(0.01, 8)
 
 

@@ -21,15 +21,6 @@ from divelab.serving.dspark.scheduler import (
 )
 from divelab.serving.dspark.sps import SPSCurve
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models are dispatch-bound: intra-op threads on a loaded machine cost up to 40x."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 CURVES = {
     "smooth": SPSCurve(np.arange(1, 8), 1.0 / (1 + 0.35 * np.arange(7))),
     "staircase": SPSCurve.synthetic_accelerator(1.0, 2, tile=2, max_b=16),
