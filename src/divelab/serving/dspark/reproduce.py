@@ -253,7 +253,7 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     target, train_tok, val_tok, test_tok, tkey, tdesc = _setup(scale, seed)
     gammas = pick(scale, smoke=[4], quick=[4, 8, 16], full=[4, 8, 16])
     g_main = pick(scale, smoke=4, quick=8, full=8)
-    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=140, full=1500), seed=seed, lr=5e-3,
+    tcfg = DrafterTrainConfig(steps=pick(scale, smoke=3, quick=110, full=1500), seed=seed, lr=5e-3,
                               batch_size=pick(scale, smoke=2, quick=8, full=16))
     dcfg = {"window": 16, "rank": pick(scale, smoke=8, quick=32, full=64)}
     n_prompts = pick(scale, smoke=2, quick=12, full=64)
