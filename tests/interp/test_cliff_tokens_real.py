@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from types import SimpleNamespace
-
 import pytest
-import torch
 
 from divelab.interp.cliff_tokens import Problem
 from divelab.interp.cliff_tokens.real_llm import RealConfig, add_to, measure, word_problems
 from divelab.interp.cliff_tokens.task import chain_tokenizer, last_number
-
-
-class KnownModel(torch.nn.Module):
-    """After ':' it writes '1' with probability 0.3 and '0' with 0.7; after a digit it ends (eos)."""
-
-    def __init__(self, tok, p_one: float = 0.3):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-        self.config = SimpleNamespace(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        v = len(tok)
-        self.table = torch.full((v, v), -1e9)
-        colon, zero, one, eos = (tok.convert_tokens_to_ids(t) for t in (":", "0", "1", "<eos>"))
-        self.table[colon, one], self.table[colon, zero] = math.log(p_one), math.log(1 - p_one)
-        for d in "0123456789":
-            self.table[tok.convert_tokens_to_ids(d), eos] = 0.0
-        self.table[eos, eos] = 0.0
-        self.table[tok.pad_token_id, eos] = 0.0
-
-    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
-        return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, past_key_values=None)
+from doubles import KnownModel
 
 
 def test_real_llm_path_on_a_known_model() -> None:

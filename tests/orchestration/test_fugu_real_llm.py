@@ -7,16 +7,7 @@ import pytest
 from divelab.chat import user
 from divelab.orchestration.fugu import real_llm
 from divelab.orchestration.fugu.tasks import solve
-
-
-class CharTokenizer:
-    pad_token_id = 0
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) % 60 + 2 for c in text]
-
-    def apply_chat_template(self, msgs, add_generation_prompt=True, tokenize=True):
-        return self.encode("".join(f"{m['role']}:{m['content']}\n" for m in msgs) + "assistant:")
+from doubles import CharTokenizer
 
 
 def test_candidates_hold_the_answer_once_and_are_seeded():

@@ -17,18 +17,7 @@ from divelab.selfimprove.red_queen.real_llm import (
     run_round,
 )
 from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
-
-
-class CharTokenizer:
-    """A minimal tokenizer with a chat template (one token per character)."""
-
-    pad_token_id = 0
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) % 60 + 2 for c in text]
-
-    def apply_chat_template(self, msgs, add_generation_prompt=True, tokenize=True):
-        return self.encode("".join(f"{m['role']}:{m['content']}\n" for m in msgs) + "assistant:")
+from doubles import CharTokenizer
 
 
 class ScriptedScorer:
