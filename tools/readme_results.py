@@ -49,6 +49,20 @@ def _reps() -> dict[str, object]:
     return reps
 
 
+def headline(reps: list) -> str:
+    """The first-screen sentence: what the empirical claims came to, the other kinds apart."""
+    tally = tallies_by_kind(reps)
+    e = tally["empirical"]
+    others = ", ".join(f"{sum(tally[k].values())} {k}" for k in tally if k != "empirical")
+    scales = sorted({r.scale for r in reps})
+    return (f"Of **{sum(e.values())} empirical claims** in the saved {'/'.join(scales)} runs: "
+            f"**{e['reproduced']} reproduced** (direction and size), {e['direction holds']} in direction "
+            f"where the paper gives no size, {e['direction only']} in direction with a different size, "
+            f"{e['not separated from noise']} not separated from noise, {e['not reproduced']} not reproduced, "
+            f"{e['uninformative']} uninformative, {e['not checkable here']} not checkable here. "
+            f"Listed apart, never counted: {others}.\n")
+
+
 def render_block(key: str, reps: dict) -> str:
     if key == "tally":
         tally = tallies_by_kind(list(reps.values()))
@@ -58,6 +72,8 @@ def render_block(key: str, reps: dict) -> str:
             lines.append(f"| {kind} | " + " | ".join(str(n) for n in counts.values()) + " |")
         systems = ", ".join(sorted(reps))
         return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
+    if key == "headline":
+        return headline(list(reps.values()))
     if key == "runtime":
         total = sum(r.runtime_s for r in reps.values())
         return f"{total:.0f} s ({total / 60:.0f} minutes) for the {len(reps)} saved systems\n"

@@ -30,9 +30,12 @@ class Claim:
 
     The verdict comes from a rule in :mod:`divelab.verdicts`: pass ``ruling=`` and the claim
     records the verdict, the direction, the size and the rule itself (so it can be re-checked).
-    ``kind`` says what the evidence is (check / by construction / empirical) and is required.
-    ``baseline`` names the strongest simple alternative measured in the same run, with its value,
-    for a comparative claim.
+    ``kind`` says what the evidence is (check / by construction / planted / empirical) and is
+    required. ``baseline`` is free text about the alternatives. A comparative claim records every
+    baseline measured in the same run in ``baselines`` (``{"name", "value", "ci"}``), which way is
+    ``better`` ("higher" or "lower"), and ``compared_with``: the strongest of them, the one its
+    verdict was taken against (:func:`divelab.comparisons.against_strongest` builds all three).
+    ``reason`` says why a verdict is uninformative or capped (copied from the ruling).
     """
 
     statement: str
@@ -48,14 +51,18 @@ class Claim:
     direction: str = ""
     size: str = ""
     rule: dict[str, Any] | None = None
+    reason: str = ""
+    baselines: list[dict[str, Any]] = field(default_factory=list)
+    better: str = ""
+    compared_with: str = ""
     ruling: InitVar[Ruling | None] = None
 
     def __post_init__(self, ruling: Ruling | None) -> None:
         if ruling is not None:
             if self.verdict is not None and Verdict(self.verdict) is not ruling.verdict:
                 raise ValueError(f"claim {self.statement!r}: verdict given by hand disagrees with its ruling")
-            self.verdict, self.direction, self.size, self.rule = (
-                ruling.verdict, ruling.direction, ruling.size, ruling.rule)
+            self.verdict, self.direction, self.size, self.rule, self.reason = (
+                ruling.verdict, ruling.direction, ruling.size, ruling.rule, ruling.reason)
         if self.verdict is None:
             raise ValueError(f"claim {self.statement!r} has no verdict: pass ruling=divelab.verdicts.<rule>(...)")
         if isinstance(self.verdict, str) and not isinstance(self.verdict, Verdict):
@@ -81,12 +88,29 @@ class Claim:
             raise ValueError(f"claim {self.statement!r}: measured value is NaN")
         if self.ci is not None:
             self.ci = (float(self.ci[0]), float(self.ci[1]))
+        self._check_baselines()
+
+    def _check_baselines(self) -> None:
+        """A comparative claim is judged against the strongest baseline it measured."""
+        if not self.baselines:
+            if self.compared_with:
+                raise ValueError(f"claim {self.statement!r} names compared_with but records no baselines")
+            return
+        if self.better not in ("higher", "lower"):
+            raise ValueError(f"claim {self.statement!r}: better must be 'higher' or 'lower', got {self.better!r}")
+        for b in self.baselines:
+            if not isinstance(b, dict) or "name" not in b or not isinstance(b.get("value"), int | float):
+                raise ValueError(f"claim {self.statement!r}: each baseline needs a name and a numeric value, got {b!r}")
+        best = strongest(self.baselines, self.better)
+        if self.compared_with != best["name"]:
+            raise ValueError(f"claim {self.statement!r} is judged against {self.compared_with!r}, but the strongest "
+                             f"baseline measured is {best['name']!r} ({best['value']:.4g})")
 
     def rule_text(self) -> str:
         """What the verdict rule saw: direction and size, in words."""
         if self.rule is None:
             return ""
-        return Ruling(self.verdict, self.direction, self.size, self.rule).text()
+        return Ruling(self.verdict, self.direction, self.size, self.rule, self.reason).text()
 
     def measured_text(self) -> str:
         if self.measured is None:
@@ -114,6 +138,12 @@ class Claim:
         if d.get("ci") is not None:
             d["ci"] = tuple(d["ci"])
         return cls(**d)
+
+
+def strongest(baselines: list[dict[str, Any]], better: str) -> dict[str, Any]:
+    """The strongest of a claim's baselines: the highest value if higher is better, else the lowest."""
+    pick = max if better == "higher" else min
+    return pick(baselines, key=lambda b: float(b["value"]))
 
 
 def format_number(x: float) -> str:
@@ -184,6 +214,7 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     setup: str = ""  # what was run, in a paragraph: models, data, what stands in for what
+    planted: str = ""  # what our own simulator or harness writes into the data (required with planted claims)
     details: dict[str, Any] = field(default_factory=dict)  # raw measured tables (JSON-serialisable)
     environment: dict[str, str] = field(default_factory=environment_facts)
     runtime_s: float = 0.0
@@ -214,6 +245,7 @@ class Reproduction:
             "scale": self.scale,
             "seed": self.seed,
             "setup": self.setup,
+            "planted": self.planted,
             "claims": [c.to_dict() for c in self.claims],
             "figures": [asdict(f) for f in self.figures],
             "details": self.details,
@@ -230,6 +262,7 @@ class Reproduction:
             scale=d["scale"],
             seed=d["seed"],
             setup=d.get("setup", ""),
+            planted=d.get("planted", ""),
             claims=[Claim.from_dict(c) for c in d["claims"]],
             figures=[Figure(**f) for f in d.get("figures", [])],
             details=d.get("details", {}),

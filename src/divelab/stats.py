@@ -136,3 +136,44 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     from statsmodels.stats.multitest import multipletests
 
     return multipletests(_arr(pvalues, "p-values"), method="holm")[1]
+
+
+def cluster_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                    clusters: Sequence[object], *, confidence: float = 0.95,
+                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of paired ``a - b`` with a cluster bootstrap interval: whole clusters (tasks, problems)
+    are resampled, so runs within one task do not count as independent evidence."""
+    x, y = _arr(a, "a"), _arr(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples differ in size: {x.size} vs {y.size}")
+    labels = np.asarray(list(clusters), dtype=object)
+    if labels.size != x.size:
+        raise ValueError(f"clusters has {labels.size} labels for {x.size} pairs")
+    d = x - y
+    keys = list(dict.fromkeys(labels.tolist()))
+    sums = np.array([d[labels == k].sum() for k in keys])
+    sizes = np.array([(labels == k).sum() for k in keys], dtype=float)
+    point = float(d.mean())
+    if len(keys) < 2:
+        return point, point, point
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(keys), size=(n_resamples, len(keys)))
+    means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return point, float(lo), float(hi)
+
+
+def mde_two_sample(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8, paired: bool = True) -> float:
+    """Smallest effect (in the data's unit) a design of ``n`` units detects with ``power``
+    (statsmodels' t-test power solver, two-sided): what an under-powered null can rule out."""
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    if n < 2 or sd <= 0:
+        return float("inf") if sd > 0 else 0.0
+    if paired:
+        d = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
+    else:
+        d = TTestIndPower().solve_power(effect_size=None, nobs1=n, alpha=alpha, power=power, ratio=1.0,
+                                        alternative="two-sided")
+    return float(d) * sd

@@ -15,6 +15,23 @@ The rules, and when to use which:
 - :func:`found` — "a search finds an instance" (a counterexample): finding nothing is not partly.
 - :func:`outcome` — a pre-stated yes/no test whose outcome could have gone either way (a model
   comparison, a monotonicity check); ``test`` says what was tested.
+- :func:`uninformative` — the experiment could not speak: a failed set-up, a positive control that
+  did not fire, a floor or a ceiling on every arm; ``reason`` says which.
+
+What every rule enforces, so that a verdict means the same thing in every row:
+
+- **The interval decides, not the point.** A threshold or a chance level is passed only when the far
+  end of the interval is past it (:func:`bound` and :func:`value` with ``chance``).
+- **A zero-width interval is not noise.** An interval of exactly one point from a resampling method
+  means every unit gave the same value or the same difference (an exact tie, a floor, a ceiling):
+  :func:`direction` and :func:`value` then rule *uninformative*, with that reason, unless the effect
+  is computed exactly (``exact=True``, e.g. by enumeration).
+- **Size is tested when the paper gives one.** *Reproduced* means direction and size agree; when the
+  paper gives no size the verdict is *direction holds*. A relative tolerance wider than ±50 % must say
+  why (``tol_why``).
+- **A method claim replicates the training run.** ``training_runs`` (for :func:`direction`) names how
+  many independent training runs stand behind each arm; with fewer than two, the interval is over
+  evaluation samples of one run and cannot separate the method from the run: *not separated*.
 
 Sizes: ``paper`` is a number or a ``(lo, hi)`` range; ``tol`` widens it, relative to the paper's
 value (``tol_kind="rel"``, the default) or in the claim's own unit (``"abs"``). Without a paper
@@ -31,10 +48,12 @@ from typing import Any
 
 
 class Verdict(StrEnum):
-    REPRODUCED = "reproduced"  # direction holds and the size agrees (or the paper gives no size)
+    REPRODUCED = "reproduced"  # direction holds and the size agrees with the paper's
+    DIRECTION_HOLDS = "direction holds"  # direction holds; the paper gives no size to compare
     PARTLY = "direction only"  # direction holds, the size is outside the declared tolerance
     NOT_SEPARATED = "not separated from noise"  # the interval covers "no effect"
     NOT_REPRODUCED = "not reproduced"  # the direction fails, or the value/bound/search fails
+    UNINFORMATIVE = "uninformative"  # tie, floor, ceiling, failed set-up, silent control: the reason says which
     NOT_CHECKABLE = "not checkable here"  # measured is None; the note says why
 
 
@@ -46,7 +65,8 @@ class Kind(StrEnum):
 
     CHECK = "check"  # mathematics or implementation correctness: can only fail through a bug
     BY_CONSTRUCTION = "by construction"  # true because of how the set-up is built
-    EMPIRICAL = "empirical"  # could have come out otherwise
+    PLANTED = "planted"  # our simulator or harness writes the phenomenon (its direction or size)
+    EMPIRICAL = "empirical"  # could have failed for a reason outside our code and our constants
 
 
 KIND_VALUES = [k.value for k in Kind]
@@ -58,10 +78,13 @@ class Ruling:
     direction: str  # "holds" | "fails" | "not separated" | "n/a"
     size: str  # "agrees" | "differs" | "not comparable: <why>" | "n/a"
     rule: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""  # why the verdict is uninformative or capped (empty otherwise)
 
     def text(self) -> str:
         """One line a reader can check: what the rule saw."""
         args = self.rule.get("args", {})
+        if self.verdict is Verdict.UNINFORMATIVE:
+            return f"uninformative: {self.reason}"
         parts = [f"direction {self.direction}" if self.direction != "n/a" else ""]
         if self.size.startswith("not comparable"):
             parts.append(f"size {self.size}")
@@ -71,6 +94,8 @@ class Ruling:
                 parts.append(f"size {self.size} (paper band {_fmt(band[0])}…{_fmt(band[1])})")
             else:
                 parts.append(f"size {self.size}")
+        if self.reason:
+            parts.append(self.reason)
         return "; ".join(p for p in parts if p)
 
 
@@ -143,44 +168,76 @@ def _side(lo: float, hi: float, ref: float, sign: int) -> str:
     return "not separated"
 
 
+ZERO_WIDTH = ("zero-width interval: every unit gave the same {what} (an exact tie, a floor or a "
+              "ceiling), so the data cannot speak to the claim")
+
+
+def _check_tol(paper: Any, tol: float, tol_kind: str, tol_why: str) -> None:
+    if paper is not None and tol_kind == "rel" and tol > 0.5 and not tol_why:
+        raise ValueError(f"a relative tolerance of ±{tol:.0%} is wider than ±50%: say why (tol_why=...)")
+
+
 def direction(effect: float, ci: Any = None, *, expected_sign: int = 1, paper: Any = None,
-              tol: float = 0.5, tol_kind: str = "rel", why: str = "", exact: bool = False) -> Ruling:
+              tol: float = 0.5, tol_kind: str = "rel", why: str = "", exact: bool = False,
+              tol_why: str = "", training_runs: int | None = None) -> Ruling:
     """An effect (difference, gain, log-ratio) whose sign is the claim.
 
     ``ci`` is required unless ``exact`` (the effect is computed exactly, e.g. by enumeration).
     Direction: CI wholly on the expected side → holds; wholly on the other → fails; else not
     separated. Size: the point estimate inside the paper's band widened by ``tol``.
+    A zero-width ``ci`` (not ``exact``) is *uninformative*. ``training_runs`` < 2 on a method
+    comparison makes the direction "not separated" (the interval is over one run's samples).
     """
     e = _num(effect, "effect")
     s = 1 if expected_sign >= 0 else -1
     c = _ci(ci)
     if c is None and not exact:
         raise ValueError("direction() needs a confidence interval (ci=...) unless exact=True")
+    _check_tol(paper, tol, tol_kind, tol_why)
+    if training_runs is not None and int(training_runs) < 1:
+        raise ValueError(f"training_runs must be >= 1, got {training_runs}")
     lo, hi = c if c is not None else (e, e)
     d = _side(lo, hi, 0.0, s)
     size = _size(e, paper, tol, tol_kind, why)
-    verdict = _combine(d, size)
     args = {"effect": e, "ci": list(c) if c else None, "expected_sign": s, "paper": _jsonable(paper),
-            "tol": tol, "tol_kind": tol_kind, "why": why, "exact": exact}
-    return Ruling(verdict, d, size, {"name": "direction", "args": args})
+            "tol": tol, "tol_kind": tol_kind, "why": why, "exact": exact, "tol_why": tol_why,
+            "training_runs": None if training_runs is None else int(training_runs)}
+    rule = {"name": "direction", "args": args}
+    if c is not None and lo == hi and not exact:
+        return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", rule, ZERO_WIDTH.format(what="difference"))
+    reason = ""
+    if training_runs is not None and int(training_runs) < 2 and d != "not separated":
+        d = "not separated"
+        reason = ("one training run per arm: the interval is over evaluation samples of that run, "
+                  "so it cannot separate the method from the run")
+    return Ruling(_combine(d, size), d, size, rule, reason)
 
 
 def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: str = "rel",
-          ci: Any = None, chance: float | None = None, expected_sign: int = 1, why: str = "") -> Ruling:
+          ci: Any = None, chance: float | None = None, expected_sign: int = 1, why: str = "",
+          tol_why: str = "") -> Ruling:
     """A measured value compared with the paper's; with ``chance``, also "better than chance".
 
-    With ``chance``: direction holds when the CI (or the value, without a CI) is wholly beyond
-    ``chance`` on the expected side, fails when wholly on the other, else not separated.
-    Without ``chance`` the direction is n/a and the verdict is the size alone.
+    With ``chance``: direction holds when the CI is wholly beyond ``chance`` on the expected side
+    (a CI is then required), fails when wholly on the other, else not separated. Without ``chance``
+    the direction is n/a and the verdict is the size alone. A zero-width ``ci`` is *uninformative*.
     """
     m = _num(measured, "measured")
     c = _ci(ci)
     s = 1 if expected_sign >= 0 else -1
+    _check_tol(paper, tol, tol_kind, tol_why)
+    args = {"measured": m, "paper": _jsonable(paper), "tol": tol, "tol_kind": tol_kind,
+            "ci": list(c) if c else None, "chance": chance, "expected_sign": s, "why": why, "tol_why": tol_why}
+    rule = {"name": "value", "args": args}
+    if c is not None and c[0] == c[1]:
+        return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", rule, ZERO_WIDTH.format(what="value"))
     if chance is None:
         d = "n/a"
     else:
-        lo, hi = c if c is not None else (m, m)
-        d = _side(lo, hi, _num(chance, "chance"), s)
+        if c is None:
+            raise ValueError("value() against chance needs a confidence interval (ci=...): "
+                             "the far end of the interval decides")
+        d = _side(c[0], c[1], _num(chance, "chance"), s)
     size = _size(m, paper, tol, tol_kind, why)
     if d == "n/a":
         if size.startswith("not comparable"):
@@ -188,19 +245,32 @@ def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: st
         verdict = Verdict.REPRODUCED if size == "agrees" else Verdict.NOT_REPRODUCED
     else:
         verdict = _combine(d, size)
-    args = {"measured": m, "paper": _jsonable(paper), "tol": tol, "tol_kind": tol_kind,
-            "ci": list(c) if c else None, "chance": chance, "expected_sign": s, "why": why}
-    return Ruling(verdict, d, size, {"name": "value", "args": args})
+    return Ruling(verdict, d, size, rule)
 
 
-def bound(measured: float, limit: float, *, sense: str = "<=") -> Ruling:
-    """``measured <= limit`` (or ``>=``): an overhead cap, a numerical error, a floor."""
+def bound(measured: float, limit: float, *, sense: str = "<=", ci: Any = None, exact: bool = False) -> Ruling:
+    """``measured <= limit`` (or ``>=``): an overhead cap, a rate ceiling, a numerical error.
+
+    The far end of the interval decides: with ``ci``, the bound holds when the whole interval is
+    within the limit, fails when the whole interval is past it, and is not separated otherwise. A
+    value without an interval is judged only when it is exact (``exact=True``: a deterministic
+    numerical check, not a sample): a rate or a timing needs its interval.
+    """
     m, lim = _num(measured, "measured"), _num(limit, "limit")
     if sense not in ("<=", ">="):
         raise ValueError(f"sense must be '<=' or '>=', got {sense!r}")
-    ok = m <= lim if sense == "<=" else m >= lim
-    return Ruling(Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, "holds" if ok else "fails", "n/a",
-                  {"name": "bound", "args": {"measured": m, "limit": lim, "sense": sense}})
+    c = _ci(ci)
+    if c is None and not exact:
+        raise ValueError("bound() needs the measurement's interval (ci=...) unless the value is exact "
+                         "(exact=True): a sampled rate or a timing is judged by the far end of its interval")
+    lo, hi = c if c is not None else (m, m)
+    sign = 1 if sense == ">=" else -1
+    # "holds" means the whole interval is on the allowed side of the limit (equality allowed).
+    a, b = (lo - lim) * sign, (hi - lim) * sign
+    d = "holds" if min(a, b) >= 0 else "fails" if max(a, b) < 0 else "not separated"
+    verdict = {"holds": Verdict.REPRODUCED, "fails": Verdict.NOT_REPRODUCED, "not separated": Verdict.NOT_SEPARATED}[d]
+    return Ruling(verdict, d, "n/a", {"name": "bound", "args": {"measured": m, "limit": lim, "sense": sense,
+                                                               "ci": list(c) if c else None, "exact": exact}})
 
 
 def found(count: int, trials: int) -> Ruling:
@@ -221,6 +291,15 @@ def outcome(passed: bool, *, test: str) -> Ruling:
                   {"name": "outcome", "args": {"passed": p, "test": test}})
 
 
+def uninformative(reason: str) -> Ruling:
+    """The experiment could not speak: a failed set-up, a positive control that did not fire, a
+    floor or a ceiling on every arm. ``reason`` is shown beside the verdict."""
+    if not reason or not reason.strip():
+        raise ValueError("uninformative() needs reason=... saying why the data cannot speak to the claim")
+    return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", {"name": "uninformative", "args": {"reason": reason}},
+                  reason)
+
+
 def _combine(d: str, size: str) -> Verdict:
     if d == "fails":
         return Verdict.NOT_REPRODUCED
@@ -228,6 +307,8 @@ def _combine(d: str, size: str) -> Verdict:
         return Verdict.NOT_SEPARATED
     if size == "differs":
         return Verdict.PARTLY
+    if size.startswith("not comparable"):
+        return Verdict.DIRECTION_HOLDS
     return Verdict.REPRODUCED
 
 
@@ -243,6 +324,7 @@ def _jsonable(x: Any) -> Any:
 
 RULES: dict[str, Callable[..., Ruling]] = {
     "direction": direction, "value": value, "bound": bound, "found": found, "outcome": outcome,
+    "uninformative": uninformative,
 }
 
 
@@ -253,13 +335,13 @@ def reapply(rule: dict[str, Any]) -> Ruling:
         raise ValueError(f"unknown verdict rule {name!r}; allowed: {', '.join(RULES)}")
     args = dict(rule.get("args", {}))
     if name == "direction":
-        effect = args.pop("effect")
-        ci = args.pop("ci")
-        return direction(effect, ci, **args)
+        return direction(args.pop("effect"), args.pop("ci"), **args)
     if name == "value":
         return value(args.pop("measured"), **args)
     if name == "bound":
         return bound(args.pop("measured"), args.pop("limit"), **args)
     if name == "found":
         return found(args["count"], args["trials"])
+    if name == "uninformative":
+        return uninformative(args["reason"])
     return outcome(args["passed"], test=args["test"])

@@ -24,7 +24,7 @@ def test_claim_rejects_hand_verdicts_unknown_kinds_and_disagreement():
         Claim("x", "1", 1.0, Verdict.REPRODUCED, kind=Kind.EMPIRICAL)
     with pytest.raises(ValueError, match="has no kind"):
         Claim("x", "1", 1.0, ruling=verdicts.value(1.0, paper=1.0))
-    with pytest.raises(ValueError, match="allowed: check, by construction, empirical"):
+    with pytest.raises(ValueError, match="allowed: check, by construction, planted, empirical"):
         _claim(kind="obvious")
     with pytest.raises(ValueError, match="disagrees with its ruling"):
         _claim(verdict=Verdict.NOT_REPRODUCED)
@@ -54,12 +54,13 @@ def test_measured_text_formats_unit_and_ci():
 def test_reproduction_round_trips_through_json_and_tallies_empirical_only():
     rep = Reproduction(system="backtrack", title="t", scale="smoke", seed=3)
     rep.add(_claim(measured=2.0, ci=(1.0, 3.0), source="§2", ruling=verdicts.value(2.0, paper=1.0)))
-    rep.add(_claim(kind=Kind.CHECK, ruling=verdicts.bound(1e-12, 1e-9)))
+    rep.add(_claim(kind=Kind.CHECK, ruling=verdicts.bound(1e-12, 1e-9, exact=True)))
     rep.add(not_checkable("b", "2", "why"))
     rep.details["table"] = {"k": [1, 2]}
     back = Reproduction.from_dict(json.loads(rep.to_json()))
     assert back.to_dict() == rep.to_dict()
-    assert back.verdict_counts() == {"reproduced": 0, "direction only": 0, "not separated from noise": 0,
-                                     "not reproduced": 1, "not checkable here": 1}
+    assert back.verdict_counts() == {"reproduced": 0, "direction holds": 0, "direction only": 0,
+                                     "not separated from noise": 0, "not reproduced": 1, "uninformative": 0,
+                                     "not checkable here": 1}
     assert back.verdict_counts(None)["reproduced"] == 1
-    assert back.kind_counts() == {"check": 1, "by construction": 0, "empirical": 2}
+    assert back.kind_counts() == {"check": 1, "by construction": 0, "planted": 0, "empirical": 2}

@@ -20,7 +20,7 @@ def test_direction_holds_but_size_far_from_paper_is_direction_only():
 
 def test_direction_fails_and_expected_sign():
     assert V.direction(-0.2, (-0.3, -0.1), why="paper gives no number").verdict is Verdict.NOT_REPRODUCED
-    assert V.direction(-0.2, (-0.3, -0.1), expected_sign=-1, why="n").verdict is Verdict.REPRODUCED
+    assert V.direction(-0.2, (-0.3, -0.1), expected_sign=-1, why="n").verdict is Verdict.DIRECTION_HOLDS
 
 
 def test_direction_requires_ci_or_exact_and_size_requires_paper_or_reason():
@@ -43,9 +43,9 @@ def test_value_with_chance_and_tolerances():
 
 
 def test_bound_found_outcome():
-    assert V.bound(0.004, 0.005).verdict is Verdict.REPRODUCED
-    assert V.bound(0.1, 0.005).verdict is Verdict.NOT_REPRODUCED
-    assert V.bound(3.0, 2.0, sense=">=").verdict is Verdict.REPRODUCED
+    assert V.bound(0.004, 0.005, exact=True).verdict is Verdict.REPRODUCED
+    assert V.bound(0.1, 0.005, exact=True).verdict is Verdict.NOT_REPRODUCED
+    assert V.bound(3.0, 2.0, sense=">=", exact=True).verdict is Verdict.REPRODUCED
     # a search that finds nothing is not "partly" reproduced
     assert V.found(0, 200).verdict is Verdict.NOT_REPRODUCED
     assert V.found(3, 200).verdict is Verdict.REPRODUCED
@@ -57,12 +57,65 @@ def test_bound_found_outcome():
 
 @pytest.mark.parametrize("ruling", [
     V.direction(0.2, (0.1, 0.3), paper=(0.1, 0.2)), V.value(0.9, paper=0.8, chance=0.5, ci=(0.85, 0.95)),
-    V.bound(1e-9, 1e-6), V.found(0, 10), V.outcome(False, test="fit prefers linear"),
+    V.bound(1e-9, 1e-6, exact=True), V.found(0, 10), V.outcome(False, test="fit prefers linear"),
+    V.bound(0.02, 0.05, ci=(0.0, 0.18)), V.direction(0.0, (0.0, 0.0), paper=0.3),
+    V.uninformative("the positive control did not fire"), V.direction(0.2, (0.1, 0.3), why="n", training_runs=1),
 ])
 def test_reapply_reproduces_every_rule(ruling):
     assert V.reapply(ruling.rule) == ruling
 
 
 def test_reapply_rejects_unknown_rules():
-    with pytest.raises(ValueError, match="allowed: direction, value, bound, found, outcome"):
+    with pytest.raises(ValueError, match="allowed: direction, value, bound, found, outcome, uninformative"):
         V.reapply({"name": "vibes", "args": {}})
+
+
+def test_reproduced_needs_the_size_direction_holds_when_the_paper_gives_none():
+    assert V.direction(0.2, (0.1, 0.3), paper=0.2).verdict is Verdict.REPRODUCED
+    r = V.direction(0.2, (0.1, 0.3), why="the paper reports no effect size")
+    assert r.verdict is Verdict.DIRECTION_HOLDS and r.direction == "holds"
+    assert V.value(0.8, ci=(0.7, 0.9), chance=0.5, why="no number").verdict is Verdict.DIRECTION_HOLDS
+
+
+def test_zero_width_intervals_are_uninformative_not_noise():
+    # an exact tie at a floor: [0, 0] is not an under-powered null
+    r = V.direction(0.0, (0.0, 0.0), paper=0.1)
+    assert r.verdict is Verdict.UNINFORMATIVE and "zero-width" in r.reason
+    assert V.direction(1.0, (1.0, 1.0), why="n").verdict is Verdict.UNINFORMATIVE  # ceiling vs floor
+    assert V.value(1.0, paper=0.9, ci=(1.0, 1.0)).verdict is Verdict.UNINFORMATIVE
+    # an effect computed exactly (by enumeration) is not a sample: it is judged
+    assert V.direction(0.5, exact=True, paper=0.5).verdict is Verdict.REPRODUCED
+
+
+def test_bound_reads_the_far_end_of_the_interval():
+    # 0 false alarms in 17 is not "<= 5%": Wilson's upper end is 18%
+    assert V.bound(0.0, 0.05, ci=(0.0, 0.18)).verdict is Verdict.NOT_SEPARATED
+    assert V.bound(0.01, 0.05, ci=(0.0, 0.04)).verdict is Verdict.REPRODUCED
+    assert V.bound(0.3, 0.05, ci=(0.2, 0.4)).verdict is Verdict.NOT_REPRODUCED
+    assert V.bound(2.5, 2.0, sense=">=", ci=(1.9, 3.1)).verdict is Verdict.NOT_SEPARATED
+    with pytest.raises(ValueError, match="needs the measurement's interval"):
+        V.bound(0.01, 0.05)
+
+
+def test_value_against_chance_needs_an_interval():
+    with pytest.raises(ValueError, match="far end of the interval"):
+        V.value(0.9, chance=0.5, why="n")
+
+
+def test_wide_tolerances_must_say_why():
+    with pytest.raises(ValueError, match="wider than ±50%"):
+        V.direction(0.2, (0.1, 0.3), paper=0.2, tol=1.0)
+    r = V.direction(0.2, (0.1, 0.3), paper=0.2, tol=1.0, tol_why="the paper's own runs vary by 2x")
+    assert r.verdict is Verdict.REPRODUCED
+
+
+def test_one_training_run_cannot_make_a_method_claim():
+    r = V.direction(0.2, (0.1, 0.3), paper=0.2, training_runs=1)
+    assert r.verdict is Verdict.NOT_SEPARATED and "one training run" in r.reason
+    assert V.direction(0.2, (0.1, 0.3), paper=0.2, training_runs=3).verdict is Verdict.REPRODUCED
+
+
+def test_uninformative_needs_a_reason():
+    with pytest.raises(ValueError, match="needs reason"):
+        V.uninformative("  ")
+    assert V.uninformative("set-up failed: no exclusive feature is alive").text().startswith("uninformative")

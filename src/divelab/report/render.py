@@ -16,15 +16,19 @@ from divelab.claims import KIND_VALUES, VERDICT_VALUES, Claim, Kind, Reproductio
 
 VERDICT_CLASS = {
     "reproduced": "v-ok",
+    "direction holds": "v-dir",
     "direction only": "v-partly",
     "not separated from noise": "v-noise",
     "not reproduced": "v-no",
+    "uninformative": "v-un",
     "not checkable here": "v-nc",
 }
-RESULTS_VERSION = 2  # 2: claims carry a kind, the verdict rule, direction and size
+RESULTS_VERSION = 3  # 3: planted kind, uninformative verdict, baselines judged on the strongest
+READABLE_VERSIONS = (2, 3)  # 2 lacks only the fields 3 added; TRANSITION: drop once docs/results is re-saved
 
 KIND_NOTE = {
-    "empirical": "could have come out otherwise; only these count in the headline tally",
+    "empirical": "could have failed for a reason outside our code and our constants; only these count in the headline",
+    "planted": "our simulator or harness writes the phenomenon; a test of the machinery, not evidence",
     "check": "mathematics or implementation correctness; fails only through a bug",
     "by construction": "true because of how the set-up is built",
 }
@@ -39,7 +43,8 @@ th{background:#f3f4f6}
 .verdict{font-weight:600;white-space:nowrap;border-radius:4px;padding:.1rem .4rem}
 .v-ok{background:#d8f5dd;color:#11632a}.v-partly{background:#fff1c2;color:#7a5a00}
 .v-no{background:#fbd9d9;color:#8a1414}.v-nc{background:#e5e7eb;color:#374151}
-.v-noise{background:#e8e2f8;color:#4b2f91} .kind{font-size:.8rem;color:#444;white-space:nowrap}
+.v-noise{background:#e8e2f8;color:#4b2f91} .v-dir{background:#e3f3e6;color:#2f6b3c}
+.v-un{background:#f1ece4;color:#6b5a3a} .kind{font-size:.8rem;color:#444;white-space:nowrap}
 td.n{text-align:right} tr.planned td{color:#777} nav h2{margin-top:1.2rem}
 #summary{font-size:.85rem} #summary td,#summary th{padding:.25rem .4rem} #summary td:nth-child(2){min-width:24rem}
 #summary .rule{display:inline;margin-left:.4rem}
@@ -210,7 +215,7 @@ def load_results(path: str | Path) -> list[Reproduction]:
     if not isinstance(data, dict) or not isinstance(data.get("reproductions"), list):
         raise ValueError(f"{p} is not a divelab results.json: no 'reproductions' list")
     version = data.get("divelab_results_version")
-    if version is not None and version != RESULTS_VERSION:
+    if version is not None and version not in READABLE_VERSIONS:
         raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
                          f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
     reps = []

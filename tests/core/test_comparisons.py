@@ -1,0 +1,53 @@
+"""Comparative claims: every baseline recorded, the verdict taken against the strongest."""
+
+import numpy as np
+import pytest
+
+from divelab import stats, verdicts
+from divelab.claims import Claim, Kind
+from divelab.comparisons import against_strongest
+
+
+def test_the_strongest_baseline_decides_not_the_weakest():
+    rng = np.random.default_rng(0)
+    method = 0.6 + 0.05 * rng.standard_normal(40)
+    weak, strong = 0.1 + 0.05 * rng.standard_normal(40), method + 0.03 + 0.01 * rng.standard_normal(40)
+    cmp = against_strongest(method, {"random": weak, "kNN": strong})
+    assert cmp.strongest == "kNN" and cmp.effect < 0 and cmp.ci[1] < 0
+    claim = Claim("router beats every alternative", "+5 points", cmp.effect, kind=Kind.EMPIRICAL, ci=cmp.ci,
+                  ruling=verdicts.direction(cmp.effect, cmp.ci, why="n"), **cmp.claim_fields())
+    assert claim.verdict is verdicts.Verdict.NOT_REPRODUCED
+    assert {b["name"] for b in claim.baselines} == {"random", "kNN"}
+
+
+def test_lower_is_better_picks_the_lowest_and_flips_the_sign():
+    cmp = against_strongest([1.0, 1.1, 0.9], {"eager": [3.0, 3.1, 2.9], "O3": [1.5, 1.6, 1.4]}, better="lower")
+    assert cmp.strongest == "O3" and cmp.expected_sign == -1 and cmp.effect < 0
+
+
+def test_a_claim_judged_against_a_weaker_baseline_is_refused():
+    base = [{"name": "random", "value": 0.1, "ci": None}, {"name": "kNN", "value": 0.8, "ci": None}]
+    with pytest.raises(ValueError, match="strongest baseline measured is 'kNN'"):
+        Claim("x", "y", 0.5, kind=Kind.EMPIRICAL, ruling=verdicts.direction(0.4, (0.3, 0.5), why="n"),
+              baselines=base, better="higher", compared_with="random")
+    with pytest.raises(ValueError, match="better must be"):
+        Claim("x", "y", 0.5, kind=Kind.EMPIRICAL, ruling=verdicts.direction(0.4, (0.3, 0.5), why="n"),
+              baselines=base, compared_with="kNN")
+
+
+def test_cluster_interval_is_wider_than_the_unit_interval_when_units_share_a_task():
+    rng = np.random.default_rng(1)
+    tasks = np.repeat(np.arange(6), 10)
+    task_effect = rng.normal(0.1, 0.3, 6)[tasks]
+    a = task_effect + 0.02 * rng.standard_normal(60)
+    b = np.zeros(60)
+    _, lo_u, hi_u = stats.paired_diff_ci(a, b)
+    _, lo_c, hi_c = stats.cluster_diff_ci(a, b, tasks)
+    assert hi_c - lo_c > 2 * (hi_u - lo_u)
+    cmp = against_strongest(a, {"none": b}, clusters=tasks)
+    assert cmp.ci == pytest.approx((lo_c, hi_c))
+
+
+def test_minimal_detectable_effect_shrinks_with_n():
+    assert stats.mde_two_sample(1.0, 10) > stats.mde_two_sample(1.0, 100) > 0
+    assert stats.mde_two_sample(1.0, 34) == pytest.approx(0.49, abs=0.02)  # d≈0.49 at n=34, 80% power
