@@ -37,7 +37,7 @@ def reproduce(scale="quick", seed=0):
     rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, unit="x", kind=Kind.EMPIRICAL,
                   ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5)))
     rep.add(Claim("a | pipe in text", "2", 3.0, note="disagrees", kind=Kind.CHECK,
-                  ruling=verdicts.bound(3.0, 2.0)))
+                  ruling=verdicts.bound(3.0, 2.0, exact=True)))
     rep.add(not_checkable("needs a GPU", "5", "no GPU here"))
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, seed])

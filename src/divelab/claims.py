@@ -112,6 +112,19 @@ class Claim:
             return ""
         return Ruling(self.verdict, self.direction, self.size, self.rule, self.reason).text()
 
+    def baselines_text(self) -> str:
+        """Every baseline measured beside the claim, the one its verdict was taken against first."""
+        if not self.baselines:
+            return ""
+        def one(b: dict[str, Any]) -> str:
+            ci = b.get("ci")
+            text = f"{b['name']} {format_number(float(b['value']))}"
+            return text + (f" [{format_number(ci[0])}, {format_number(ci[1])}]" if ci else "")
+        first = [b for b in self.baselines if b["name"] == self.compared_with]
+        rest = [b for b in self.baselines if b["name"] != self.compared_with]
+        text = "judged against the strongest baseline, " + one(first[0])
+        return text + ("; also measured: " + ", ".join(one(b) for b in rest) if rest else "")
+
     def measured_text(self) -> str:
         if self.measured is None:
             return "—"

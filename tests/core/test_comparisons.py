@@ -51,3 +51,13 @@ def test_cluster_interval_is_wider_than_the_unit_interval_when_units_share_a_tas
 def test_minimal_detectable_effect_shrinks_with_n():
     assert stats.mde_two_sample(1.0, 10) > stats.mde_two_sample(1.0, 100) > 0
     assert stats.mde_two_sample(1.0, 34) == pytest.approx(0.49, abs=0.02)  # d≈0.49 at n=34, 80% power
+
+
+def test_the_report_shows_every_baseline_with_the_strongest_first():
+    from divelab.report.render import claims_table_md
+
+    cmp = against_strongest([0.9, 0.8, 0.85], {"random": [0.1, 0.2, 0.15], "kNN": [0.7, 0.75, 0.8]})
+    c = Claim("router beats every alternative", "+5 points", cmp.effect, kind=Kind.EMPIRICAL, ci=cmp.ci,
+              ruling=verdicts.direction(cmp.effect, cmp.ci, why="n"), **cmp.claim_fields())
+    row = claims_table_md([c])[-1]
+    assert "judged against the strongest baseline, kNN" in row and "also measured: random" in row

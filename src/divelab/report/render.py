@@ -153,6 +153,8 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
                   f"system `{rep.system}` · scale `{rep.scale}` · seed {rep.seed} · ran {rep.runtime_s:.1f} s", ""]
         if rep.setup:
             lines += [rep.setup, ""]
+        if rep.planted:
+            lines += [f"*What this set-up plants* (planted claims test the machinery, not the paper): {rep.planted}", ""]
         lines += claims_table_md(rep.claims)
         lines.append("")
         if figure_dir is not None:
@@ -167,6 +169,7 @@ def claims_table_md(claims: list[Claim]) -> list[str]:
     for c in claims:
         paper = c.paper_value + (f" ({c.source})" if c.source else "")
         ours = c.measured_text() + (f"; strongest baseline: {c.baseline}" if c.baseline else "")
+        ours += f"; {c.baselines_text()}" if c.baselines else ""
         rule = c.rule_text()
         verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
         lines.append(
