@@ -16,6 +16,8 @@ from divelab.claims import Kind, Verdict
 def test_every_verdict_follows_from_its_rule(system):
     rep = system.reproduce_module().reproduce(scale="smoke", seed=0)
     assert rep.claims, f"{system.key} made no claims"
+    if any(c.kind is Kind.PLANTED for c in rep.claims):
+        assert rep.planted.strip(), f"{system.key} has planted claims but does not say what its set-up plants"
     for c in rep.claims:
         assert isinstance(c.kind, Kind), c.statement
         if c.verdict is Verdict.NOT_CHECKABLE:
