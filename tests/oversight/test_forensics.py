@@ -102,3 +102,25 @@ def test_smoke_reproduction():
     rep = reproduce("smoke", seed=0)
     assert len(rep.claims) >= 9
     assert all(c.kind is not None and c.verdict is not None for c in rep.claims)
+
+
+def test_smoke_reproduction_labels_planted_agents_and_judges_against_the_strongest_reader():
+    from divelab.claims import Kind
+    from divelab.oversight.forensics.reproduce import reproduce
+
+    rep = reproduce("smoke", seed=0)
+    assert rep.planted, "the set-up must say what it plants"
+    # Every agent here is planted by us; only the real model's test may count as evidence about models.
+    assert [c for c in rep.claims if c.kind is Kind.EMPIRICAL] == [c for c in rep.claims if "SmolLM2" in c.statement]
+    rec = next(c for c in rep.claims if c.statement.startswith("Recovery accuracy"))
+    assert {b["name"] for b in rec.baselines} == {"reading the CoT alone", "testing every motive, no CoT"}
+    assert all(c.rule["args"].get("ci") or c.rule["args"].get("exact") for c in rep.claims
+               if c.rule and c.rule["name"] == "bound")
+
+
+def test_a_silent_positive_control_makes_the_real_model_test_uninformative():
+    from divelab.claims import Verdict
+    from divelab.oversight.forensics.reproduce import real_ruling
+
+    assert real_ruling(0.0, (-0.1, 0.1), control_fired=False).verdict is Verdict.UNINFORMATIVE
+    assert real_ruling(0.0, (-0.1, 0.1), control_fired=True).verdict is Verdict.NOT_SEPARATED
