@@ -5,26 +5,31 @@ Systems add their own commands by defining ``<package>/cli.py`` with ``register(
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
 import sys
+import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import typer
+import typer.core
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from divelab import registry
 from divelab.claims import Reproduction
+from divelab.cli_options import MAX_SEED, allowed_text, with_ranges
 from divelab.scale import DEFAULT_SCALE, SCALES, check_scale
 
 out_console = Console()
 # soft_wrap: off a terminal rich would wrap an error at 80 columns; in a log it should be one line.
 err_console = Console(stderr=True, soft_wrap=True)
 
-MAX_SEED = 2**32 - 1  # numpy's SeedSequence and torch.manual_seed both accept [0, 2**32)
 FORBIDDEN_OUT = ("/proc", "/sys", "/dev")
 
 
@@ -54,21 +59,32 @@ def check_out_dir(out: str | Path) -> Path:
         raise ValueError(f"--out {text!r}: {str(probe)!r} is not writable")
     return Path(out)
 
-VERDICT_STYLE = {"reproduced": "green", "direction only": "yellow", "not separated from noise": "magenta",
-                 "not reproduced": "red", "not checkable here": "dim"}
+VERDICT_STYLE = {"reproduced": "green", "direction holds": "green", "direction only": "yellow",
+                 "not separated from noise": "magenta", "not reproduced": "red", "uninformative": "dim",
+                 "not checkable here": "dim"}
 
 
 def list_systems() -> None:
-    """All eighteen systems: E-number, key, arXiv id, theme, status."""
-    t = Table(title="divelab systems")
-    for col in ("E", "key", "system", "arXiv", "theme", "status"):
-        # the key is what a user types: never truncated or wrapped, whatever the width
-        t.add_column(col, no_wrap=col in ("E", "key", "status"), overflow="fold",
-                     min_width=max(len(s.key) for s in registry.SYSTEMS) if col == "key" else None)
-    for s in registry.SYSTEMS:
-        style = "green" if s.implemented else "dim"
-        t.add_row(s.alias, s.key, s.name, s.arxiv, s.theme, f"[{style}]{s.status}[/{style}]")
-    out_console.print(t)
+    """All eighteen systems by theme: E-number, the key you type, status, arXiv id and title."""
+    width = out_console.width
+    key_w = max(len(s.key) for s in registry.SYSTEMS)
+    status_w = max(len(s.status) for s in registry.SYSTEMS)
+    for theme in dict.fromkeys(s.theme for s in registry.SYSTEMS):
+        out_console.print(f"[bold]{theme}[/bold]")
+        for s in (x for x in registry.SYSTEMS if x.theme == theme):
+            style = "green" if s.implemented else "dim"
+            head = f"  {s.alias:<5} {s.key:<{key_w}}  [{style}]{s.status:<{status_w}}[/{style}]  {s.arxiv}"
+            used = 2 + 5 + 1 + key_w + 2 + status_w + 2 + len(s.arxiv)
+            indent = 8  # a wrapped title sits under the key
+            # one line when the title fits, else the title wrapped under the key: never a broken table
+            if used + 2 + len(s.name) <= width:
+                out_console.print(f"{head}  {escape(s.name)}", soft_wrap=True)
+            else:
+                out_console.print(head, soft_wrap=True)
+                for line in textwrap.wrap(s.name, max(20, width - indent)):
+                    out_console.print(" " * indent + escape(line), soft_wrap=True)
+    out_console.print("\nRun one:            divelab reproduce KEY --scale smoke\n"
+                      "Its own commands:   divelab KEY --help", soft_wrap=True)
 
 
 def print_summary(reps: list[Reproduction], out: Path) -> None:
@@ -135,6 +151,7 @@ def reproduce(
         chosen = registry.resolve_implemented(systems or [])
         if retries < 0:
             raise ValueError(f"--retries {retries} is negative; allowed: 0 or more")
+        kept, kept_failed = earlier_results(out, {s.key for s in chosen})
         if ray is not None:
             import importlib.util as _u
 
@@ -161,6 +178,10 @@ def reproduce(
     where = f"on Ray ({ray})" if ray is not None else "in process"
     _log(f"{len(tasks)} task(s) {where}: {', '.join(f'{s.alias} {s.key}' for s in chosen)}; "
          f"scale {scale}; seed(s) {', '.join(map(str, seed_list))}")
+    if (out / "results.json").exists():
+        _log(f"{out} already holds a report: " + (
+            f"its results for {', '.join(f'{r.system} ({r.scale})' for r in kept)} stay in it; " if kept else "")
+            + f"results for {', '.join(by_key)} will replace any it holds for them")
 
     def on_start(task: Task) -> None:
         s = by_key[task.key]
@@ -192,7 +213,7 @@ def reproduce(
             except ValueError as exc:
                 failed.append({"system": s.key, "seed": -1, "error": str(exc), "traceback": "", "attempts": 1})
         # after each result, so a long run's results survive an interrupt
-        paths = write_report(reps, out, failed=failed)
+        paths = write_report([*kept, *reps], out, failed=[*kept_failed, *failed])
 
     try:
         if ray is None:
@@ -219,7 +240,26 @@ def reproduce(
         raise typer.Exit(1)
 
 
-def report(run_dir: Path = typer.Argument(..., help="a directory holding results.json"),
+def earlier_results(out: Path, keys: set[str]) -> tuple[list[Reproduction], list[dict[str, object]]]:
+    """What an earlier run left in ``out``: its reproductions and failures of systems other than
+    ``keys`` are kept in the new report (a second run adds to a report, never silently wipes it);
+    a results.json this divelab cannot read is refused rather than overwritten."""
+    from divelab.report import load_results
+    from divelab.report.render import load_failed
+
+    if not (out / "results.json").is_file():
+        return [], []
+    try:
+        earlier = load_results(out)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"--out {out} holds a results.json this run cannot add to ({exc}); "
+                         "choose another --out, or move that file away to start afresh") from None
+    return ([r for r in earlier if r.system not in keys],
+            [f for f in load_failed(out) if f.get("system") not in keys])
+
+
+def report(run_dir: Path = typer.Argument(Path("divelab-report"), help="a directory holding results.json "
+                                           "(default: divelab-report, where reproduce writes)"),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim")) -> None:
     """Re-render a run's report (HTML, Markdown) from its results.json (which is left as it is)."""
     from divelab.report import load_results, write_report
@@ -241,42 +281,128 @@ def report(run_dir: Path = typer.Argument(..., help="a directory holding results
 
 # Shared engines that also offer commands (e.g. `divelab train-lm`), beside the systems' own.
 ENGINE_PACKAGES = ("divelab.lm", "divelab.rl", "divelab.sandbox", "divelab.chat", "divelab.serving.server")
-CORE_COMMANDS = ("list", "reproduce", "report")
+CORE_COMMANDS = ("list", "reproduce", "report", "--version")
+# A system's commands sit under its key (`divelab dspark generate`); the names they had at the top
+# level before (`divelab generate`) still work, with a note, and are hidden from --help.
+MOVED: dict[str, tuple[str, str]] = {}
+UsageError = typer.BadParameter.__bases__[0]  # click's UsageError, from whichever click typer uses
 
 
 def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class RootGroup(typer.core.TyperGroup):
+    """The top-level command: forwards the old flat names and completes typer's parse errors with
+    the allowed range of the option."""
+
+    def resolve_command(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
+        if args and args[0] in MOVED and args[0] not in self.commands:
+            group, name = MOVED[args[0]]
+            err_console.print(f"note: `divelab {args[0]}` is now `divelab {group} {name}`; the old name will go away")
+            return name, self.commands[group].commands[name], args[1:]
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            close = difflib.get_close_matches(args[0], list(MOVED), n=2) if args else []
+            if close and "Did you mean" not in exc.message:
+                exc.message = (f"{exc.message.rstrip('.')}. Did you mean "
+                               + " or ".join(f"'{' '.join(MOVED[c])}'" for c in close) + "?")
+            raise
+
+    def invoke(self, ctx):  # noqa: ANN001, ANN201
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            # typer rejects "1e23" for an int before our range check runs; say what is allowed anyway
+            allowed = allowed_text(getattr(exc.param, "name", "") or "", exc.message) if exc.param else None
+            if allowed and "allowed:" not in exc.message:
+                exc.message = f"{exc.message.rstrip('.')}; allowed: {allowed}"
+            raise
+
+
+def _load_cli(package: str):  # -> the package's cli module, or None
+    path = registry.module_file(f"{package}.cli")
+    if path is None:
+        return None
+    # Load cli.py by its path, not as `package.cli`: importing the package would run its
+    # __init__ (torch, transformers: seconds) just to list a command in --help. A cli module
+    # imports its system inside each command, when the command runs.
+    name = f"divelab._commands.{package.replace('.', '_')}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def _system_group(s: registry.System, module) -> typer.Typer:  # noqa: ANN001
+    """The system's commands as one group named by its key, whether its cli.py registered a group
+    of that name or commands at the top level (recorded in MOVED)."""
+    scratch = typer.Typer()
+    module.register(scratch)
+    own = [g for g in scratch.registered_groups if g.name == s.key]
+    if own and len(own) == len(scratch.registered_groups) and not scratch.registered_commands:
+        return own[0].typer_instance
+    group = typer.Typer(help=f"{s.name} ({s.alias.upper()}, arXiv {s.arxiv})", no_args_is_help=True)
+    for info in scratch.registered_commands:
+        group.registered_commands.append(info)
+        MOVED[info.name] = (s.key, info.name)
+    group.registered_groups.extend(scratch.registered_groups)
+    return group
+
+
 def _register_system_commands(app: typer.Typer) -> None:
-    for package in (*ENGINE_PACKAGES, *(s.module for s in registry.SYSTEMS)):
-        path = registry.module_file(f"{package}.cli")
-        if path is None:
-            continue
-        # Load cli.py by its path, not as `package.cli`: importing the package would run its
-        # __init__ (torch, transformers: seconds) just to list a command in --help. A cli module
-        # imports its system inside each command, when the command runs.
-        name = f"divelab._commands.{package.replace('.', '_')}"
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        module.register(app)
+    for package in ENGINE_PACKAGES:
+        module = _load_cli(package)
+        if module is not None:
+            module.register(app)
+    for s in registry.SYSTEMS:
+        module = _load_cli(s.module)
+        if module is not None:
+            app.add_typer(_system_group(s, module), name=s.key, no_args_is_help=True)
+
+
+def _check_all(app: typer.Typer) -> None:
+    """Every command's numeric options get their range check, every help text is shown as written."""
+    for info in app.registered_commands:
+        info.callback = with_ranges(info.callback)
+        if info.help:
+            info.help = escape(info.help)
+    for group in app.registered_groups:
+        _check_all(group.typer_instance)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"divelab {version('divelab')}")
+        raise typer.Exit()
+
+
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print divelab's version and exit")) -> None:
+    """divelab: the systems of one week of AI research, built and reproduced.
+
+    Start with `divelab reproduce fugu --scale smoke` (seconds), then open divelab-report/report.html.
+    """
 
 
 def make_app(plugins: bool = True) -> typer.Typer:
     """The CLI. ``plugins=False`` leaves out the systems' own commands, whose imports (torch,
     transformers) cost seconds that `divelab list` should not pay."""
-    app = typer.Typer(add_completion=False, no_args_is_help=True,
-                      context_settings={"help_option_names": ["--help", "-h"]},
-                      help="divelab: the systems of one week of AI research, built and reproduced.")
+    app = typer.Typer(add_completion=False, no_args_is_help=True, cls=RootGroup,
+                      context_settings={"help_option_names": ["--help", "-h"]})
+    app.callback()(_root)
     app.command("list")(list_systems)
     app.command()(reproduce)
     app.command()(report)
     if plugins:
         _register_system_commands(app)
+    _check_all(app)
     return app
 
 
@@ -288,8 +414,21 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def quiet_libraries() -> None:
+    """Keep libraries' deprecation notices (transformers, torch, peft) out of what a user reads;
+    ``DIVELAB_WARNINGS=1`` shows them. divelab's own warnings are kept."""
+    if os.environ.get("DIVELAB_WARNINGS"):
+        return
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"^(?!divelab)")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # transformers logs its notices, not warns
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    quiet_libraries()
     core_only = bool(args) and args[0] in CORE_COMMANDS
     make_app(plugins=not core_only)(args=args, prog_name="divelab")
 

@@ -100,14 +100,18 @@ class UnknownSystemError(ValueError):
     pass
 
 
-def _names() -> str:
-    return _names_by_status()
-
-
 def _names_by_status() -> str:
     done = ", ".join(f"{s.key} ({s.alias})" for s in SYSTEMS if s.implemented) or "none yet"
-    planned = ", ".join(f"{s.key} ({s.alias})" for s in SYSTEMS if not s.implemented) or "none"
-    return f"implemented (valid names): {done}; planned, not runnable yet: {planned}"
+    planned = [f"{s.key} ({s.alias})" for s in SYSTEMS if not s.implemented]
+    return f"valid names: {done}" + (f"; planned, not runnable yet: {', '.join(planned)}" if planned else "")
+
+
+def _did_you_mean(name: str) -> str:
+    import difflib
+
+    names = [s.key for s in SYSTEMS] + [s.alias for s in SYSTEMS]
+    close = difflib.get_close_matches(name.strip().lower(), names, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def get(name: str) -> System:
@@ -116,7 +120,7 @@ def get(name: str) -> System:
     for s in SYSTEMS:
         if n in (s.key, s.alias, str(s.e_number), s.module.rsplit(".", 1)[-1].replace("_", "-")):
             return s
-    raise UnknownSystemError(f"unknown system {name!r}; valid names: {_names()}")
+    raise UnknownSystemError(f"unknown system {name!r}{_did_you_mean(name)} ({_names_by_status()})")
 
 
 def implemented() -> list[System]:

@@ -103,7 +103,7 @@ def test_unknown_and_planned_names_list_implemented_apart_from_planned(tmp_path)
         pytest.skip("every system is implemented")
     res = runner.invoke(app, ["reproduce", planned[0].key, "--out", str(tmp_path)], env={"COLUMNS": "300"})
     assert res.exit_code == 2 and "is planned" in res.output
-    assert "implemented (valid names):" in res.output and "planned, not runnable yet:" in res.output
+    assert "valid names:" in res.output and "planned, not runnable yet:" in res.output
 
 
 def test_help_is_fast_and_plain():
@@ -159,3 +159,107 @@ def test_report_on_malformed_results_names_file_and_field_and_touches_nothing(fa
     (tmp_path / "dir" / "results.json").mkdir(parents=True)
     res = runner.invoke(app, ["report", str(tmp_path / "dir" / "results.json")])
     assert res.exit_code == 2 and "no results.json at" in res.output
+
+
+def _commands(typer_app, path=("divelab",)):
+    """(command path, callback) of every command of the CLI, groups included."""
+    for info in typer_app.registered_commands:
+        yield (*path, info.name or info.callback.__name__), info.callback
+    for group in typer_app.registered_groups:
+        yield from _commands(group.typer_instance, (*path, group.name))
+
+
+def test_every_numeric_option_of_every_command_has_a_declared_range():
+    from divelab.cli import make_app
+    from divelab.cli_options import numeric_parameters
+
+    seen = 0
+    for path, callback in _commands(make_app(plugins=True)):
+        for name, _integer, allowed in numeric_parameters(callback):
+            seen += 1
+            assert allowed is not None, f"{' '.join(path)} --{name}: add its range to divelab.cli_options.RANGES"
+    assert seen > 40  # every system's commands were walked
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["train-lm", "--seed", "100000000000000000000000"], "--seed"),
+    (["train-lm", "--seed", "1e23"], "--seed"),
+    (["train-lm", "--steps", "0"], "--steps"),
+    (["dspark", "generate", "hi", "--temperature", "nan"], "--temperature"),
+    (["kernelpro", "optimize", "softmax", "--budget", "-3"], "--budget"),
+    (["pinning", "audit-compaction", "--budget", "1.5"], "--budget"),
+    (["serve", "--port", "70000"], "--port"),
+    (["reproduce", "fugu", "--retries", "1e9"], "--retries"),
+])
+def test_bad_numbers_name_the_flag_and_the_range_before_any_work(args, flag):
+    res = runner.invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert flag in res.output and "allowed:" in res.output and "Traceback" not in res.output
+
+
+def test_help_shows_brackets_and_version_is_printed():
+    res = runner.invoke(app, ["reproduce", "--help"], env={"COLUMNS": "300"})
+    assert "divelab[ray]" in res.output
+    res = runner.invoke(app, ["--version"])
+    from importlib.metadata import version
+
+    assert res.exit_code == 0 and res.output.strip() == f"divelab {version('divelab')}"
+
+
+def test_system_commands_are_grouped_by_system_and_old_names_still_work():
+    from divelab.cli import make_app
+
+    top = {info.name or info.callback.__name__ for info in make_app(plugins=True).registered_commands}
+    assert top <= {"list", "reproduce", "report", "train-lm", "serve"}, top
+    res = runner.invoke(app, ["dspark", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "generate" in res.output and "train-drafter" in res.output
+    res = runner.invoke(app, ["sherloc", "localize", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "--repo" in res.output
+    res = runner.invoke(app, ["localize", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "--repo" in res.output and "is now `divelab sherloc localize`" in res.output
+
+
+def test_unknown_names_get_a_suggestion(tmp_path):
+    res = runner.invoke(app, ["reproduce", "dspak", "--out", str(tmp_path / "o")], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "did you mean 'dspark'?" in res.output
+    assert "valid names: implemented" not in res.output  # no stutter
+    res = runner.invoke(app, ["genrate"], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "dspark generate" in res.output
+
+
+def test_list_is_readable_at_80_columns():
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80 and len(lines) <= 60, res.output
+
+
+def test_report_defaults_to_where_reproduce_writes(fake_system, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["reproduce", "fake", "--scale", "smoke"]).exit_code == 0
+    (tmp_path / "divelab-report" / "report.html").unlink()
+    res = runner.invoke(app, ["report"])
+    assert res.exit_code == 0 and (tmp_path / "divelab-report" / "report.html").exists()
+
+
+def test_second_run_into_the_same_out_keeps_the_first_runs_results(fake_system, tmp_path):
+    from divelab.report import load_results, write_report
+
+    first = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    first.system = "backtrack"
+    write_report([first], tmp_path)
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert sorted(r.system for r in load_results(tmp_path)) == ["backtrack", "fake"]
+    assert "backtrack (smoke)" in res.output  # and the user is told
+    # a results.json it cannot read is refused, never overwritten
+    (tmp_path / "results.json").write_text("{")
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "cannot add to" in res.output
+    assert (tmp_path / "results.json").read_text() == "{"
+
+
+def test_library_deprecation_warnings_stay_out_of_user_output():
+    code = ("import warnings, divelab.cli as c; c.quiet_libraries(); "
+            "warnings.warn_explicit('old api', FutureWarning, 'x.py', 1, module='transformers.x')")
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "old api" not in proc.stderr, proc.stderr

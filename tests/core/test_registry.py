@@ -16,8 +16,10 @@ def test_lookup_by_key_and_alias(name):
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(registry.UnknownSystemError, match=r"valid names\): infotree \(e162\)"):
+    with pytest.raises(registry.UnknownSystemError, match=r"valid names: infotree \(e162\)"):
         registry.get("nope")
+    with pytest.raises(registry.UnknownSystemError, match=r"did you mean 'backtrack'\?"):
+        registry.get("backtrak")
 
 
 def test_status_is_derived_from_code():
