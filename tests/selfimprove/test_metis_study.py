@@ -63,6 +63,10 @@ def test_smoke_reproduction() -> None:
             assert reapply(c.rule).verdict == c.verdict
     checks = [c for c in rep.claims if c.kind == Kind.CHECK]
     assert checks and all(c.measured == 0 for c in checks)
+    # the injected bugs and heuristic agents are named as planted, and Metis is judged against every memory
+    assert rep.planted and {c.kind for c in rep.claims if "validated" in c.statement} == {Kind.PLANTED}
+    compared = [c for c in rep.claims if c.baselines]
+    assert compared and all({b["name"] for b in c.baselines} == {"none", "text", "code"} for c in compared)
     t = rep.details["table"]
     assert {"recurring/none", "recurring/metis", "novel/code", "novel/text"} <= set(t)
     assert t["recurring/metis"]["context_words"] > 0 and rep.figures

@@ -34,6 +34,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.chat.types import ChatModel, ChatResponse, Message, ToolSpec
 from divelab.claims import Claim, Kind, not_checkable
+from divelab.comparisons import against_strongest
 from divelab.progress import track
 from divelab.scale import check_scale, pick
 from divelab.selfimprove.metis.agent import ChatAgent, ExplorerAgent, NoMemory, play
@@ -217,36 +218,41 @@ def claims_from(d: dict[str, Any], seed: int = 0) -> list[Claim]:
                  f"(gate k={d['config']['k']}); {c['rejected']} rejected and kept as pitfalls."))
     exposed = sum(d["codifier"][n]["unvalidated_active"] for n in ("rule-records", "llm-records"))
     out.append(Claim(f"{MODEL_LABEL} run: tools exposed without passing validation", "none", float(exposed),
-                     kind=Kind.CHECK, source=SRC, ruling=verdicts.bound(exposed, 0)))
+                     kind=Kind.CHECK, source=SRC, ruling=verdicts.bound(exposed, 0, exact=True)))
     leaks = sum(d["codifier"][n]["inputs_with_trajectory_text"] for n in ("rule-records", "llm-records"))
     out.append(Claim(f"{MODEL_LABEL} run: codifier inputs containing trajectory text", "never", float(leaks),
-                     kind=Kind.CHECK, source=SRC, ruling=verdicts.bound(leaks, 0)))
+                     kind=Kind.CHECK, source=SRC, ruling=verdicts.bound(leaks, 0, exact=True)))
     ag = d["agent"]
     none, metis, rand = ag["chat/none"], ag["chat/metis"], ag["random/none"]
     valid_note = (f"Replies naming an admissible command: {none['model_decisions'] - none['invalid_replies']}"
                   f"/{none['model_decisions']} with no memory; the others fall back to a random admissible "
                   f"command. Budget {d['config']['budget']} steps; heuristic explorer on the same tasks: "
                   f"{ag['explorer/none']['success']:.2f}.")
-    a, b = np.array(none["won"], dtype=float), np.array(rand["won"], dtype=float)
-    eff, lo, hi = stats.paired_diff_ci(a, b, seed=seed)
+    # Both reference agents played the same tasks: the model is judged against the stronger of them.
+    a = np.array(none["won"], dtype=float)
+    cmp = against_strongest(a, {"random agent": rand["won"], "heuristic explorer": ag["explorer/none"]["won"]},
+                            better="higher", seed=seed)
     out.append(Claim(
-        f"{MODEL_LABEL} as the agent (no memory) vs a random agent, recurring tasks (success difference)",
-        "an LLM agent solves tasks (ReAct baseline of the paper; no 135M number)", eff, unit="success",
-        ci=(lo, hi), kind=Kind.EMPIRICAL, source=SRC, baseline=f"random agent: {b.mean():.2f}",
-        ruling=verdicts.direction(eff, (lo, hi), expected_sign=1, why="the paper has no number for this model"),
-        note=f"{len(a)} paired tasks. {valid_note}"))
+        f"{MODEL_LABEL} as the agent (no memory) vs the stronger reference agent ({cmp.strongest}), recurring "
+        "tasks (success difference)",
+        "an LLM agent solves tasks (ReAct baseline of the paper; no 135M number)", cmp.effect, unit="success",
+        ci=cmp.ci, kind=Kind.EMPIRICAL, source=SRC,
+        baseline=f"random agent: {np.mean(rand['won']):.2f}, heuristic explorer: {ag['explorer/none']['success']:.2f}",
+        ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1, why="the paper has no number for this model"),
+        note=f"{len(a)} paired tasks. {valid_note}", **cmp.claim_fields()))
     a = np.array(metis["won"], dtype=float)
     b = np.array(none["won"], dtype=float)
     eff, lo, hi = stats.paired_diff_ci(a, b, seed=seed)
     out.append(Claim(
         f"{MODEL_LABEL} as the agent, recurring tasks: Metis memory (rule-distilled) vs no memory "
         "(success difference)",
-        "up to +20.6% accuracy vs ReAct (AppWorld)", eff, unit="success", ci=(lo, hi), kind=Kind.EMPIRICAL,
+        "up to +20.6% accuracy vs ReAct (AppWorld)", eff, unit="success", ci=(lo, hi), kind=Kind.PLANTED,
         source=SRC, baseline=f"{MODEL_LABEL} with no memory: {b.mean():.2f}",
         ruling=verdicts.direction(eff, (lo, hi), expected_sign=1, paper=0.206, tol=0.1, tol_kind="abs"),
         note=f"{len(a)} paired tasks. With Metis the harness follows admissible plan steps itself and the model "
              f"decided {metis['model_decisions']} times ({metis['invalid_replies']} invalid), tools called "
-             f"{metis['tool_calls']} times: the gain is the memory's (rule-distilled plans), not the model's. "
+             f"{metis['tool_calls']} times: the gain is the memory's (rule-distilled plans the harness plays), "
+             "not the model's, so the harness plants it. "
              f"{valid_note}"))
     return out
 
