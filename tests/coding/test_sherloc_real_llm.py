@@ -81,6 +81,7 @@ def test_measure_counts_recoveries_and_scores_beside_baselines(repo):
     assert set(d["acc@1"]) == {"smollm2", "bm25", "ochiai", "heuristic"}
     assert [c.kind for c in claims] == [Kind.EMPIRICAL, Kind.EMPIRICAL, Kind.EMPIRICAL, Kind.CHECK]
     assert claims[0].measured == 0.5 and claims[-1].verdict.value == "reproduced"
+    assert all(c.compared_with and len(c.baselines) == 3 for c in claims[1:3])  # judged on the strongest
 
 
 def test_add_to_runs_at_full_scale_only(repo, monkeypatch):

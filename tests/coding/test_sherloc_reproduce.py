@@ -19,3 +19,9 @@ def test_smoke_reproduction_computes_claims():
     kinds = {c.kind for c in rep.claims}
     assert Kind.EMPIRICAL in kinds and Kind.CHECK in kinds
     assert all(c.rule is not None or c.verdict.value == "not checkable here" for c in rep.claims)
+    # the repair agent's trust in reports is named as planted; every localizer claim shows every baseline
+    assert rep.planted and Kind.PLANTED in kinds
+    acc = [c for c in rep.claims if "acc@1 beats" in c.statement]
+    assert len(acc) == 3 and all({b["name"] for b in c.baselines} == {"bm25", "ochiai", "surprisal"} for c in acc)
+    case = next(c for c in rep.claims if c.statement.startswith("injecting the case file"))
+    assert {b["name"] for b in case.baselines} == {"no report", "location only"}

@@ -31,6 +31,7 @@ from divelab.coding.sherloc.benchmark import Repo, Task
 from divelab.coding.sherloc.finding import Location
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.tools import RepoTools
+from divelab.comparisons import against_strongest
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
@@ -129,15 +130,14 @@ def measure(chat: ChatModel, tasks: list[Task], repos: dict[str, Repo], cfg: Rea
         note=f"{n_fallback}/{n} runs fell back; recovery paths fired (runs): {runs_fired}; events: {dict(rec)}; "
              f"{cfgs}"))
     for g in ("file", "function"):
-        base = {b: table[b][g] for b in others}
-        best = max(base, key=base.get)
-        eff, elo, ehi = stats.paired_diff_ci(hits["smollm2"][g], hits[best][g], method="bootstrap", seed=seed)
+        cmp = against_strongest(hits["smollm2"][g], {b: hits[b][g] for b in others}, better="higher", seed=seed)
+        best, eff, (elo, ehi) = cmp.strongest, cmp.effect, cmp.ci
         claims.append(Claim(
             statement=f"{MODEL_LABEL} driving the loop localizes worse ({g}-level acc@1) than the strongest "
                       "non-LLM localizer on the same slice",
             paper_value="thinking off: recall@1 74% -> 10%", measured=table["smollm2"][g],
             ci=stats.proportion_ci(int(hits["smollm2"][g].sum()), n), kind=Kind.EMPIRICAL, source=SRC,
-            unit="acc@1", baseline=f"{best}: {base[best]:.3f}",
+            unit="acc@1", baseline=f"{best}: {table[best][g]:.3f}", **cmp.claim_fields(),
             ruling=verdicts.direction(eff, (elo, ehi), expected_sign=-1,
                                       why="the paper compares thinking on vs off, not LLM vs non-LLM"),
             note=f"paired difference vs {best}: {eff:+.3f} [{elo:+.3f}, {ehi:+.3f}]; all: "

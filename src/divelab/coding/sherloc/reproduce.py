@@ -30,6 +30,7 @@ from divelab.coding.sherloc.mutate import functions
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.repair import RepairAgent, gate
 from divelab.coding.sherloc.tools import RepoTools
+from divelab.comparisons import against_strongest
 from divelab.progress import track
 from divelab.scale import check_scale, pick
 from divelab.threads import torch_threads
@@ -38,6 +39,10 @@ SOURCE = "agents-coding-safety.md §E169; week-in-review E169"
 SEEN_REPOS = ("json", "tomllib", "textlib")  # the surprisal LM is trained on these packages' clean code
 GRANS = ("file", "function", "line")
 MAX_LINE_SPAN = 5
+# What the repair side of the set-up writes into its outcomes (shown with every run).
+PLANTED = ("The repair agent is our search over the inverse of the same mutation operators that planted the "
+           "bugs, and it tries the locations a report names first: a report that names the right place makes "
+           "it resolve within its budget, and a wrong one spends that budget, by how the agent is built.")
 
 
 @dataclass(frozen=True)
@@ -173,16 +178,16 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     for g in GRANS:
         k1 = int(hits1[("sherloc", g)].sum())
         lo, hi = stats.proportion_ci(k1, n)
-        others = {b: float(hits1[(b, g)].mean()) for b in ("bm25", "ochiai", "surprisal")}
-        best = max(others, key=others.get)
-        eff, elo, ehi = stats.paired_diff_ci(hits1[("sherloc", g)], hits1[(best, g)], method="bootstrap", seed=seed)
+        cmp = against_strongest(hits1[("sherloc", g)], {b: hits1[(b, g)] for b in ("bm25", "ochiai", "surprisal")},
+                                better="higher", seed=seed)
+        best, eff, (elo, ehi) = cmp.strongest, cmp.effect, cmp.ci
         rep.add(Claim(
             statement=f"the SHERLOC loop's {g}-level acc@1 beats the strongest other localizer on planted real bugs",
             paper_value="SHERLOC beats localization baselines (e.g. +18.3 pp over non-fine-tuned 32B)",
             measured=float(k1 / n), ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1",
-            baseline=f"{best}: {others[best]:.3f}",
-            ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1, paper=0.183, tol=1.0, tol_kind="rel",
-                                      why="paper margin is over LLM baselines, ours over non-LLM ones"),
+            baseline=f"{best}: {hits1[(best, g)].mean():.3f}", **cmp.claim_fields(),
+            # the default ±50%: the paper's margin is over LLM baselines, ours over non-LLM ones
+            ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1, paper=0.183),
             note=f"paired difference vs {best}: {eff:+.3f} [{elo:+.3f}, {ehi:+.3f}] over {n} tasks; driven by "
                  "the programmatic diagnostician, not an LLM"))
 
@@ -196,13 +201,15 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                                   "this scale has tasks from only one group (run quick or full)", SOURCE))
             continue
         eff, elo, ehi = stats.diff_ci(h[seen], h[~seen], seed=seed)
+        # a localizer that finds nothing in either group (a floor) cannot show a memorisation gap
+        floor = f"the surprisal localizer hit no bug at {g} level in either group (a floor)"
         rep.add(Claim(statement=f"memorisation seam: surprisal {g}-level acc@1 is higher on packages in the LM's "
                                 "training data than on unseen ones",
                       paper_value="~58% of recall may come from memorised famous libraries", measured=eff,
                       ci=(elo, ehi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1 difference (seen - unseen)",
                       baseline=f"unseen packages: {float(h[~seen].mean()):.3f}",
-                      ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1,
-                                                why="the paper gives a share of recall, not an accuracy gap"),
+                      ruling=verdicts.uninformative(floor) if h.sum() == 0 else verdicts.direction(
+                          eff, (elo, ehi), expected_sign=1, why="the paper gives a share of recall, not an accuracy gap"),
                       note=f"seen {float(h[seen].mean()):.3f} (n={int(seen.sum())}) vs unseen "
                            f"{float(h[~seen].mean()):.3f} (n={int((~seen).sum())}); our LM is the zoo's tiny "
                            f"model trained {plan.lm_steps} more steps on {', '.join(SEEN_REPOS)}"))
@@ -233,19 +240,29 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep.details["localization_chars"] = {c: float(np.mean(v)) for c, v in chars.items()}
     rep.details["gate_injected_fraction"] = float(np.mean(gated_on))
 
-    e, lo, hi = stats.paired_diff_ci(res_["case"], res_["none"], method="bootstrap", seed=seed)
-    rep.add(Claim(statement="injecting the case file raises the repair agent's resolve rate over no report",
-                  paper_value="+5.95 pp (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
-                  unit="resolve-rate difference", kind=Kind.EMPIRICAL, source=SOURCE,
+    # the case file against every report-free or reduced report measured (no report, location only)
+    cmp = against_strongest(res_["case"], {"no report": res_["none"], "location only": res_["location"]},
+                            better="higher", seed=seed)
+    e, (lo, hi) = cmp.effect, cmp.ci
+    rep.add(Claim(statement=f"injecting the case file raises the repair agent's resolve rate over the strongest "
+                            f"alternative ({cmp.strongest})",
+                  paper_value="+5.95 pp over no report (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
+                  unit="resolve-rate difference", kind=Kind.PLANTED, source=SOURCE,
                   baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
-                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1, paper=0.0595, tol=1.0, tol_kind="rel"),
+                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
+                                            paper=0.0595 if cmp.strongest == "no report" else None,
+                                            why="the paper's +5.95 pp is over no report"),
+                  **cmp.claim_fields(),
                   note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
                        "validated candidates per task"))
     e, lo, hi = stats.paired_diff_ci(res_["wrong"], res_["none"], method="bootstrap", seed=seed)
     rep.add(Claim(statement="a wrong diagnosis drags the resolve rate below the no-report baseline",
                   paper_value="20% vs 62% no-report", measured=e, ci=(lo, hi), unit="resolve-rate difference",
-                  kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
-                  ruling=verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
+                  kind=Kind.PLANTED, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
+                  # nothing can fall below a no-report rate of zero: the floor is detected, not argued
+                  ruling=verdicts.uninformative("the no-report resolve rate is 0 (a floor): no report can drag "
+                                                "it lower") if rates["none"] == 0 else
+                  verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
                   note=f"wrong case file {rates['wrong']:.3f} vs none {rates['none']:.3f}; the wrong file costs "
                        "validation budget before the agent falls back to its own search"))
     c_none, c_case = np.array(chars["none"], float), np.array(chars["case"], float)
@@ -255,7 +272,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         lo, hi = stats.bootstrap_ci(rel, seed=seed)
         rep.add(Claim(statement="with the case file the repair agent spends less on localization",
                       paper_value="-36.7% localization tokens", measured=float(red), ci=(lo, hi),
-                      unit="fraction of characters read saved", kind=Kind.EMPIRICAL, source=SOURCE,
+                      unit="fraction of characters read saved", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
                       baseline=f"no report: {c_none.mean():.0f} chars read",
                       ruling=verdicts.value(float(red), paper=0.367, tol=0.5, tol_kind="rel", ci=(lo, hi), chance=0.0),
                       note="partly by construction: a trusted report replaces the agent's own search; it reads "
@@ -286,7 +303,8 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                  "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "
                  "programmatic diagnostician, BM25 (rank-bm25), Ochiai SBFL (coverage.py per-test contexts), "
                  "LM surprisal (zoo smoke LM trained on json/tomllib/textlib). Repair: search over inverse "
-                 "mutation operators, validated by the real tests.")
+                 f"mutation operators, validated by the real tests. {PLANTED}")
+    rep.planted = PLANTED
     from divelab.coding.sherloc import real_llm  # SmolLM2 on a slice (full scale only; quick is unchanged)
 
     real_llm.add_to(rep, scale, seed, tasks, repos, preds)
