@@ -82,7 +82,7 @@ def render_block(key: str, reps: dict) -> str:
     rep = reps[key]
     head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
             f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}).\n\n")
-    return head + "\n".join(claims_table_md(rep.claims)) + "\n"
+    return head + "\n".join(claims_table_md(rep.claims, key)) + "\n"
 
 
 def rendered(text: str) -> str:

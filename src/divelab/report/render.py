@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from divelab.cache import atomic_write_bytes, atomic_write_text
-from divelab.claims import KIND_VALUES, VERDICT_VALUES, Claim, Kind, Reproduction
+from divelab.claims import KIND_VALUES, VERDICT_VALUES, Claim, Figure, Kind, Reproduction
+from divelab.report.text import cite, md_cell, plain
 
 VERDICT_CLASS = {
     "reproduced": "v-ok",
@@ -50,7 +51,8 @@ td.n{text-align:right} tr.planned td{color:#777} nav h2{margin-top:1.2rem}
 #summary .rule{display:inline;margin-left:.4rem}
 .rule{display:block;font-size:.78rem;color:#555;margin-top:.2rem}
 figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #e5e7eb}
-figcaption{color:#444;font-size:.88rem}
+figcaption{color:#444;font-size:.88rem} figure.claims-figure img{max-width:820px}
+.smoke{background:#fff4d6;border:1px solid #e0b84c;border-radius:4px;padding:.5rem .7rem;font-weight:600}
 .note{color:#444;font-size:.86rem} section{border-top:2px solid #e5e7eb;margin-top:2rem}
 code{background:#f3f4f6;padding:0 .2rem}
 """
@@ -102,7 +104,8 @@ def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None 
             rows.append({"alias": "—", "key": rep.system, "name": rep.title, "arxiv": "—", "status": "implemented",
                          "rep": rep, "anchor": _anchor(rep), "counts": rep.verdict_counts(),
                          "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL), "why": ""})
-    return rows
+    # the systems of this report first: a one-system report opens on its own row, not on 17 others
+    return sorted(rows, key=lambda row: row["rep"] is None)
 
 
 def _heading(rep: Reproduction) -> str:
@@ -116,32 +119,62 @@ def _heading(rep: Reproduction) -> str:
     return f"{s.alias.upper()} · {s.name} (arXiv {s.arxiv})"
 
 
+SMOKE_WARNING = ("Smoke scale: these runs check that every step of each reproduction works, in seconds; their "
+                 "numbers are not evidence for or against any paper. Run --scale quick (or full) for evidence.")
+
+
+_FIGURE_CACHE: dict[str, Figure | None] = {}
+
+
+def claims_figures(reps: list[Reproduction]) -> dict[str, Figure]:
+    """Each system's headline comparison drawn from its claims (see :mod:`divelab.report.claims_figure`).
+    Drawn once per content: a long run re-renders its report after every system."""
+    from divelab.report.claims_figure import claims_figure
+
+    figures = {}
+    for r in reps:
+        key = json.dumps([r.system, [c.to_dict() for c in r.claims]], sort_keys=True, default=str)
+        if key not in _FIGURE_CACHE:
+            _FIGURE_CACHE[key] = claims_figure(r)
+        if _FIGURE_CACHE[key] is not None:
+            figures[r.system] = _FIGURE_CACHE[key]
+    return figures
+
+
 def render_html(reps: list[Reproduction], title: str = "divelab reproduction report",
-                failed: list[dict[str, Any]] | None = None) -> str:
+                failed: list[dict[str, Any]] | None = None, figures: dict[str, Figure] | None = None) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("divelab.report", "templates"),
                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    env.filters["plain"] = plain
+    figures = claims_figures(reps) if figures is None else figures
     sections = []
     for r in reps:
         heading = _heading(r)
         sections.append({"rep": r, "anchor": _anchor(r), "heading": heading,
                          "subtitle": r.title if r.title not in heading else "",
+                         "claims_figure": figures.get(r.system),
                          "env": ", ".join(f"{k} {v}" for k, v in r.environment.items())})
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
-        verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE,
+        verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE, cite=cite,
+        smoke_warning=SMOKE_WARNING if any(r.scale == "smoke" for r in reps) else "",
         summary=_summary_rows(reps, failed), tally=tallies_by_kind(reps), sections=sections)
 
 
-def _md_cell(x: Any) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+_md_cell = md_cell
 
 
 def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction report",
-                    figure_dir: str | None = "figures", failed: list[dict[str, Any]] | None = None) -> str:
+                    figure_dir: str | None = "figures", failed: list[dict[str, Any]] | None = None,
+                    figures: dict[str, Figure] | None = None) -> str:
     counts = _summary_counts(reps)
-    lines = [f"# {title}", "", "Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
+    figures = claims_figures(reps) if figures is None and figure_dir is not None else (figures or {})
+    lines = [f"# {title}", ""]
+    if any(r.scale == "smoke" for r in reps):
+        lines += [f"> **{SMOKE_WARNING}**", ""]
+    lines += ["Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
              "| Kind | " + " | ".join(VERDICT_VALUES) + " | all |", "|---" * (len(VERDICT_VALUES) + 2) + "|"]
     for kind, kc in tallies_by_kind(reps).items():
         lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
@@ -155,26 +188,28 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
             lines += [rep.setup, ""]
         if rep.planted:
             lines += [f"*What this set-up plants* (planted claims test the machinery, not the paper): {rep.planted}", ""]
-        lines += claims_table_md(rep.claims)
+        lines += claims_table_md(rep.claims, rep.system)
         lines.append("")
         if figure_dir is not None:
-            for f in rep.figures:
+            for f in [*([figures[rep.system]] if rep.system in figures else []), *rep.figures]:
                 lines += [f"![{f.caption}]({figure_dir}/{rep.system}-{f.name}.png)", "", f"*{f.caption}*", ""]
     return "\n".join(lines)
 
 
-def claims_table_md(claims: list[Claim]) -> list[str]:
-    """A Markdown table of claims: kind, paper, ours (with the strongest baseline), verdict and rule."""
+def claims_table_md(claims: list[Claim], system: str = "") -> list[str]:
+    """A Markdown table of claims: kind, paper (cited by arXiv id when ``system`` is given), ours
+    (with the strongest baseline), verdict and rule."""
     lines = ["| Claim | Kind | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|---|"]
     for c in claims:
-        paper = c.paper_value + (f" ({c.source})" if c.source else "")
-        ours = c.measured_text() + (f"; strongest baseline: {c.baseline}" if c.baseline else "")
+        source = cite(system, c.source) if system and c.source else c.source
+        paper = c.paper_value + (f" ({source})" if source else "")
+        ours = c.measured_text() + (f"; strongest baseline: {plain(c.baseline)}" if c.baseline else "")
         ours += f"; {c.baselines_text()}" if c.baselines else ""
         rule = c.rule_text()
         verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
         lines.append(
             f"| {_md_cell(c.statement)} | {c.kind.value} | {_md_cell(paper)} | {_md_cell(ours)} | "
-            f"{_md_cell(verdict)} | {_md_cell(c.note)} |"
+            f"{_md_cell(verdict)} | {_md_cell(plain(c.note))} |"
         )
     return lines
 
@@ -191,11 +226,12 @@ def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool
         results = {"divelab_results_version": RESULTS_VERSION, "reproductions": [r.to_dict() for r in reps],
                    "failed": list(failed or [])}
         atomic_write_text(paths["json"], json.dumps(results, indent=2, default=str))
+    figures = claims_figures(reps)
     for rep in reps:
-        for f in rep.figures:
+        for f in [*([figures[rep.system]] if rep.system in figures else []), *rep.figures]:
             atomic_write_bytes(out / "figures" / f"{rep.system}-{f.name}.png", f.png_bytes())
-    atomic_write_text(paths["markdown"], render_markdown(reps, failed=failed))
-    atomic_write_text(paths["html"], render_html(reps, failed=failed))
+    atomic_write_text(paths["markdown"], render_markdown(reps, failed=failed, figures=figures))
+    atomic_write_text(paths["html"], render_html(reps, failed=failed, figures=figures))
     return paths
 
 
