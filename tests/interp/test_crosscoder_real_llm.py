@@ -58,6 +58,8 @@ def test_measure_pair_end_to_end_on_a_tiny_model(tiny):
     with torch.no_grad():
         claims, details = real_llm.measure_pair(model, tok, plan, base_name="tiny-test", label="tiny")
     assert claims[0].kind is Kind.BY_CONSTRUCTION and len(claims) == 3
+    # the best cell is judged against the strongest alternative, and one crosscoder run cannot separate it
+    assert claims[1].compared_with and claims[1].rule["args"]["training_runs"] == 1
     assert details["sibling_training"]["steps"] == 3 and len(details["sibling_training"]["history"]) == 3
     assert details["cells"][0]["forbidden_max"] == 0.0
     # the base is untouched and the merged sibling differs from it (LoRA merged in), and is cached
