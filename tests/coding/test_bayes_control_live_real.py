@@ -46,3 +46,6 @@ def test_wrong_coder_is_never_shipped_by_always_verify():
     assert d["table"]["always-verify"]["shipped_correct"] == 0.0
     assert d["table"]["never-verify"]["mean_utility"] == -2.0  # ships wrong code: the loss
     assert d["belief_models"]["SmolLM2-135M-Instruct"]["prior"] < BELIEF.prior
+    # a generator that never succeeds is a failed set-up, detected from the run, not a null result
+    assert all(c.verdict.value == "uninformative" and "never succeeds" in c.reason for c in claims)
+    assert all(len(c.baselines) == 4 and c.compared_with for c in claims)

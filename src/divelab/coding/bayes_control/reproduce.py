@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from divelab import stats, verdicts
+from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.coding.bayes_control.controllers import (
     Costs,
@@ -34,12 +34,25 @@ from divelab.coding.bayes_control.replay import (
     public_indices,
     task_bootstrap_ci,
 )
+from divelab.comparisons import against_strongest
 from divelab.scale import check_scale, pick
 
 SOURCE = "agents-coding-safety.md §E170 / week-in-review"
 BAYES = ("greedy-VOI", "DP")
 GATES = ("verify-if-critics-pass", "ship-if-critics-pass", "fixed-threshold")
 EPS = 0.01  # utility units: differences smaller than this are ties
+# The controllers' belief model (prior, critic likelihoods, refinement rates) is estimated once, on one
+# seeded split of the tasks: one "training run" behind every method comparison.
+TRAINING_RUNS = 1
+
+
+def planted_text(public_share: str) -> str:
+    """What our own set-up writes into the data (shown with every run)."""
+    return ("The candidates are a pool of AST mutants standing in for sampled LLM code, and a refinement step "
+            "draws from that pool with set probabilities (first attempt correct, improve, keep), so the size of every "
+            "controller's utility depends on those constants. The critics run a share of the very hidden tests "
+            f"that define correctness ({public_share} here, fixed before the run), so how well the belief scores "
+            "correctness is set by that share.")
 
 
 def _level_name(level: float) -> str:
@@ -170,7 +183,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         statement="The greedy ship/verify threshold b* = 1 - c_V/(L + W0) equals the DP's decision boundary at horizon 1",
         paper_value="the ship/verify line follows from two measurable quantities",
         measured=max_diff, unit="max |b* - DP boundary|", kind=Kind.CHECK,
-        ruling=verdicts.bound(max_diff, 1.5 / 2000, sense="<="),
+        ruling=verdicts.bound(max_diff, 1.5 / 2000, sense="<=", exact=True),  # deterministic: no sample
         source=SOURCE + " (equations: greedy threshold)",
         note=f"Swept c_V over {cv_grid}; DP on a 2001-point belief grid with the verify-failure value set "
              "to the greedy's W0 (fixed point of refine-then-verify). A check of the mathematics and the code: "
@@ -231,12 +244,12 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep.add(Claim(
         statement=f"Belief AUROC as a correctness score on held-out tasks (public tests = {_level_name(lv)} of the "
                   "hidden suite, fixed before the run)",
-        paper_value="0.87 (review; unverified)", measured=ab, ci=ci, kind=Kind.EMPIRICAL,
+        paper_value="0.87 (review; unverified)", measured=ab, ci=ci, kind=Kind.PLANTED,
         baseline=f"#critics passed: AUROC {ap:.3f}",
         ruling=verdicts.value(ab, paper=0.87, tol=0.05, tol_kind="abs", ci=ci, chance=0.5),
         source="week-in-review (E170 numbers are placeholders per the notes)",
         note="Rule: direction = better than chance (bootstrap CI over tasks above 0.5); size = within ±0.05 of 0.87. "
-             "The AUROC depends mostly on how many hidden tests the critics may run: over the share of tests "
+             "Planted: the critics run part of the hidden suite that defines correctness. The AUROC depends mostly on how many hidden tests the critics may run: over the share of tests "
              f"treated as public it runs from {lo_c['belief']:.2f} ({lo_c['name']}) to {hi_c['belief']:.2f} "
              f"({hi_c['name']}); see the belief-AUROC figure and details['auroc']['by_public_share'].",
     ))
@@ -255,41 +268,35 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         paper_value="belief beats token-probability and raw tool-success baselines",
         measured=d_bp, unit="AUROC difference", ci=dci, kind=Kind.EMPIRICAL,
         baseline=f"#critics passed: AUROC {ap:.3f}",
-        ruling=verdicts.direction(d_bp, dci, why="the review gives no AUROC for the baselines"),
+        # the only other correctness score measured here; token probabilities need an LLM
+        baselines=[{"name": "#critics passed", "value": ap, "ci": None}], better="higher",
+        compared_with="#critics passed",
+        ruling=verdicts.direction(d_bp, dci, why="the review gives no AUROC for the baselines",
+                                  training_runs=TRAINING_RUNS),
         source=SOURCE, note="Rule: the bootstrap CI (over held-out tasks) of the AUROC difference lies above 0. The "
                             "token-probability baseline needs an LLM's log-probs (not in this replay).",
     ))
 
-    # ---- replay gain where verification is costly: over always-verify (the paper's baseline) and over the
-    #      best simple controller measured in the same cell
+    # ---- replay gain where verification is costly: judged against the strongest simple rule measured in the
+    #      same cell; always-verify (the paper's baseline) stays visible among the baselines
     cv_hi = cv_claim
     res = per_task[(lv, cv_hi)]
     best_b = max(BAYES, key=lambda b: res[b].mean())
     simple = ("always-verify", "never-verify", *GATES)
-    best_s = max(simple, key=lambda b: res[b].mean())
-    g_av, lo_av, hi_av = stats.paired_diff_ci(res[best_b] * 100, res["always-verify"] * 100)
-    g_bs, lo_bs, hi_bs = stats.paired_diff_ci(res[best_b] * 100, res[best_s] * 100)
+    cmp = against_strongest(res[best_b] * 100, {s_: res[s_] * 100 for s_ in simple}, better="higher", seed=seed)
+    g_av = 100 * float(res[best_b].mean() - res["always-verify"].mean())
     setting = f"c_V={cv_hi:g} x reward, public tests {_level_name(lv)}"
     rep.add(Claim(
-        statement=f"Bayesian control ({best_b}) beats always-verify in replay when verification is costly ({setting})",
+        statement=f"Bayesian control ({best_b}) beats the strongest simple rule ({cmp.strongest}) in replay when "
+                  f"verification is costly ({setting})",
         paper_value="+62 over always-verify (replay; review, unverified, unit not stated)",
-        measured=g_av, unit="utility points per 100 tasks", ci=(lo_av, hi_av), kind=Kind.EMPIRICAL,
-        baseline=f"best simple rule in the same cell: {best_s} {100 * res[best_s].mean():.1f} vs {best_b} "
-                 f"{100 * res[best_b].mean():.1f} per 100 tasks",
-        ruling=verdicts.direction(g_av, (lo_av, hi_av), why="the review's +62 has no stated unit or cost setting"),
-        source="week-in-review", note="Paired over held-out tasks, t-interval. Always-verify is the paper's baseline, "
-                                      "and at this cost a weak one: see the next claim for the best simple rule.",
-    ))
-    rep.add(Claim(
-        statement=f"Bayesian control ({best_b}) beats the best simple rule measured in the same cell ({best_s}; "
-                  f"{setting})",
-        paper_value="belief-driven control wins where verification is costly (regime map)",
-        measured=g_bs, unit="utility points per 100 tasks", ci=(lo_bs, hi_bs), kind=Kind.EMPIRICAL,
-        baseline=f"{best_s}: {100 * res[best_s].mean():.1f} per 100 tasks (always-verify "
-                 f"{100 * res['always-verify'].mean():.1f})",
-        ruling=verdicts.direction(g_bs, (lo_bs, hi_bs), why="the paper reports gains over always-verify only"),
-        source=SOURCE, note="Paired over held-out tasks, t-interval. The best simple rule is picked on the test "
-                            "tasks themselves, which favours the baseline.",
+        measured=cmp.effect, unit="utility points per 100 tasks", ci=cmp.ci, kind=Kind.EMPIRICAL,
+        baseline=f"always-verify (the paper's baseline): {best_b} {g_av:+.1f} per 100 tasks over it",
+        ruling=verdicts.direction(cmp.effect, cmp.ci, why="the review's +62 is over always-verify, with no stated "
+                                  "unit or cost setting", training_runs=TRAINING_RUNS),
+        source="week-in-review", note="Paired over held-out tasks, bootstrap interval. The Bayesian controller and "
+                                      "the strongest simple rule are both picked on the test tasks themselves.",
+        **cmp.claim_fields(),
     ))
 
     # ---- the syntax check carries no signal on well-formed mutants
@@ -298,7 +305,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         statement="A syntax check carries no signal on well-formed candidates (alpha = beta)",
         paper_value="syntax checks are uninformative here (noted in the paper)",
         measured=float(syn.youden), unit="alpha - beta", kind=Kind.BY_CONSTRUCTION,
-        ruling=verdicts.bound(abs(float(syn.youden)), 0.02, sense="<="),
+        ruling=verdicts.bound(abs(float(syn.youden)), 0.02, sense="<=", exact=True),  # computed, not sampled
         source=SOURCE, note="Every mutant is produced by ast.unparse and compiles, so the critic passes "
                             "everything by construction; calibration gives alpha = beta and the belief does not move.",
     ))
@@ -322,8 +329,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         f"and rho11/rho01 are estimated on {len(train)} training tasks' logged trajectories and evaluated on "
         f"{len(test)} held-out tasks ({reps} replays each, at most {max_steps} actions). Critics (cost order): "
         f"{', '.join(CRITIC_NAMES)}; the verifier is the full hidden suite. Utility: +1 for shipping correct, "
-        "-2 for shipping wrong, minus costs (refine 0.1; critics 0.001/0.002/0.01/0.005+0.005 per public test)."
+        "-2 for shipping wrong, minus costs (refine 0.1; critics 0.001/0.002/0.01/0.005+0.005 per public test). "
+        + planted_text(_level_name(lv))
     )
+    rep.planted = planted_text(_level_name(lv))
     rep.details = {
         "utility_table": table,
         "regimes": {f"{_level_name(lv)} @ c_V={cv:g}": r for (lv, cv), r in regimes.items()},
