@@ -11,7 +11,11 @@ def test_smoke_reproduction_computes_claims():
     rep = reproduce("smoke", seed=0)
     assert rep.system == "autocog" and len(rep.claims) >= 6
     kinds = {c.kind for c in rep.claims}
-    assert Kind.CHECK in kinds and Kind.EMPIRICAL in kinds
+    # simulated participants use strategies inside the search grammar: nothing here is evidence about people
+    assert Kind.CHECK in kinds and Kind.PLANTED in kinds and Kind.EMPIRICAL not in kinds
+    assert "grammar" in rep.planted
+    bounds = [c for c in rep.claims if c.rule["name"] == "bound"]
+    assert bounds and all(c.rule["args"]["ci"] or c.rule["args"]["exact"] for c in bounds)
     for c in rep.claims:  # every verdict re-applies from its recorded rule
         assert verdicts.reapply(c.rule).verdict is c.verdict, c.statement
     dial = next(c for c in rep.claims if "dial" in c.paper_value)
@@ -23,3 +27,19 @@ def test_smoke_reproduction_computes_claims():
     # same seed -> same numbers
     again = reproduce("smoke", seed=0)
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
+
+
+def test_ablation_interval_resamples_whole_strategies():
+    from divelab.claims import Reproduction
+    from divelab.science.autocog.reproduce import _diff_claim
+
+    def runs(recovered):
+        return [{"strategy": s, "seed": sd, "recovered": r} for (s, sd), r in recovered.items()]
+
+    # one strategy carries the whole difference: runs-as-units would call it separated, strategies cannot
+    a = runs({("ttw", 0): 1, ("ttw", 1): 1, ("ttw", 2): 1, ("pers", 0): 0, ("pers", 1): 0, ("pers", 2): 0})
+    b = runs({(s, sd): 0 for s, sd in [("ttw", 0), ("ttw", 1), ("ttw", 2), ("pers", 0), ("pers", 1), ("pers", 2)]})
+    rep = Reproduction(system="autocog", title="t", scale="smoke", seed=0)
+    _diff_claim(rep, list(reversed(a)), b, "s", "p", 0.5, "base", "n", seed=0)
+    c = rep.claims[0]
+    assert c.kind is Kind.PLANTED and c.ci[0] <= 0.0 < c.ci[1]
