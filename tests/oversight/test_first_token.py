@@ -130,6 +130,14 @@ class _WordTok:
         return " ".join(self.words[i] for i in ids)
 
 
+def test_performative_share_needs_the_positive_control_to_fire():
+    from divelab.oversight.first_token.reproduce import silent_control
+
+    assert silent_control((0.7, 0.4, 0.9)) is None  # real flips flagged far more often than performative ones
+    assert "did not fire" in silent_control((0.1, -0.2, 0.4))  # not separated: a miss looks performative
+    assert "did not fire" in silent_control(None)  # too few planted flips replayed to tell
+
+
 def test_find_flips_by_token_and_sentence():
     words = ["<think>", "sure", "the", "cannot", "fine", ".", "ok", "x"]
     tok = _WordTok(words)

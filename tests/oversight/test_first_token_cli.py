@@ -77,7 +77,12 @@ def test_reproduce_smoke_computes_claims(tiny_ckpt: Path) -> None:
     rep = reproduce("smoke", seed=0)
     assert rep.system == "first-token-probe" and len(rep.claims) >= 12
     kinds = {c.kind for c in rep.claims}
-    assert {Kind.EMPIRICAL, Kind.BY_CONSTRUCTION, Kind.CHECK} <= kinds
+    assert {Kind.EMPIRICAL, Kind.BY_CONSTRUCTION, Kind.CHECK, Kind.PLANTED} <= kinds
+    # the generator's κ sets the first-token AUROC: planted, and the set-up says so
+    probe = next(c for c in rep.claims if c.statement.startswith("First-token probe AUROC"))
+    assert probe.kind is Kind.PLANTED and "σ(" in rep.planted
+    defence = [c for c in rep.claims if c.rule and c.rule["args"].get("training_runs") is not None]
+    assert len(defence) == 4 and all(c.rule["args"]["training_runs"] == 1 for c in defence)
     for c in rep.claims:
         if c.rule is not None:  # every verdict re-derives from its recorded rule
             assert reapply(c.rule).verdict is c.verdict

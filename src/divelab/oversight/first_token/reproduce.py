@@ -50,6 +50,20 @@ from divelab.threads import torch_threads
 SOURCE = "oversight-interp-science.md §1, §7.1; arXiv 2606.25013"
 TOY_FORMAT = ThinkFormat(template="<bos> {prompt} <think>")
 B_BEFORE, B_AFTER = 0.4, 0.6  # cut fractions either side of the deliberative evidence (trace index 10-12 of 20)
+# The base and the defended model are each one training run: their comparison cannot separate the
+# defence from the run.
+TRAINING_RUNS = 1
+
+
+def planted_text(kappa: float) -> str:
+    """What our own generator writes into the training traces (shown with every run)."""
+    return (f"The training traces come from our generator, which writes the paper's phenomena into them: the "
+            f"decision is drawn from σ({kappa}·h) before the trace (so κ sets how readable it can be at the first "
+            f"token, and ambiguous prompts are near chance), the opening words lean to the decision and the body's "
+            f"stance words agree with it only at a set rate (the early separability, the valley and the "
+            f"performative flips), and the SFT defence's data are refusal traces with no stance flip (so the "
+            f"defended model refuses more and flips less). Claims that match those numbers measure how well the "
+            f"trained model learned our generator.")
 
 
 @dataclass(frozen=True)
@@ -250,7 +264,8 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         f"answer word. Probe: StandardScaler→PCA(≤100)→LogReg(C=0.03, balanced), 5-fold OOF, middle layer. CV: "
         f"{plan.cv_traces} traces × {plan.cv_n} continuations per cut. Cut-replay: {plan.flips} flips per regime, "
         f"K={plan.k} resamples per side, Fisher exact + Holm. Defence: SFT with {plan.defence.refusal_share:.0%} "
-        f"off-policy refusal traces for {plan.defence.steps} steps.")
+        f"off-policy refusal traces for {plan.defence.steps} steps. {planted_text(toy.gen.kappa)}")
+    rep.planted = planted_text(toy.gen.kappa)
     rep.runtime_s = time.time() - t0
     return rep
 
@@ -271,14 +286,14 @@ def _unavailable(rep: Reproduction, statement: str, paper: str, run: RegimeRun, 
 
 def _claims_probe(rep: Reproduction, fast: RegimeRun, delib: RegimeRun, plan: Plan, seed: int) -> None:
     if fast.probe is None:
-        _unavailable(rep, "first-token probe AUROC (prefix-completion regime)", "0.84–0.95", fast, Kind.EMPIRICAL)
+        _unavailable(rep, "first-token probe AUROC (prefix-completion regime)", "0.84–0.95", fast, Kind.PLANTED)
     else:
         p = fast.probe
         text = f"{fast.text.auroc:.3f}" if fast.text else "n/a"
         rep.add(Claim(
             statement="First-token probe AUROC, prefix-completion regime (refuse/comply readable before thinking)",
             paper_value="0.84–0.95 (4 models, harmful/benign pools)", measured=p.auroc, ci=p.ci, unit="AUROC",
-            kind=Kind.EMPIRICAL, source=SOURCE + " §1.3(a)",
+            kind=Kind.PLANTED, source=SOURCE + " §1.3(a)",
             baseline=f"text-only control on the emitted first token: AUROC {text}",
             ruling=verdicts.value(p.auroc, paper=(0.84, 0.95), tol=0.05, tol_kind="abs", ci=p.ci, chance=0.5),
             note=(f"Out-of-fold over {p.labels.size} sampled traces ({int(p.labels.sum())} refusals); balanced accuracy "
@@ -305,7 +320,7 @@ def _claims_probe(rep: Reproduction, fast: RegimeRun, delib: RegimeRun, plan: Pl
         rep.add(Claim(
             statement="Text-only control (TF-IDF of the emitted first thinking token) sits at chance",
             paper_value="≈0.49–0.56 (GPT-OSS 0.59–0.68)", measured=t.auroc, ci=t.ci, unit="AUROC",
-            kind=Kind.BY_CONSTRUCTION, source=SOURCE + " §1.3(a)",
+            kind=Kind.PLANTED, source=SOURCE + " §1.3(a)",
             ruling=verdicts.value(t.auroc, paper=0.5, tol=0.06, tol_kind="abs", ci=t.ci),
             note=(f"By construction: the generator draws the opener independently of the decision (the trained model "
                   f"could still have leaked it). Deliberative regime: {dt}.")))
@@ -324,7 +339,7 @@ def _claims_probe(rep: Reproduction, fast: RegimeRun, delib: RegimeRun, plan: Pl
             statement="Separability valley: J(t) on last-layer states is high at the first token, dips mid-trace, "
                       "recovers at the end (U-shape, prefix regime)",
             paper_value="high at t=0, 'refusal valley' mid-trace, partial recovery (figure; no number)",
-            measured=v.curvature, ci=v.curvature_ci, unit="curvature of log J(t)", kind=Kind.EMPIRICAL,
+            measured=v.curvature, ci=v.curvature_ci, unit="curvature of log J(t)", kind=Kind.PLANTED,
             source=SOURCE + " §1.3(b)",
             ruling=verdicts.direction(v.curvature, v.curvature_ci, expected_sign=1,
                                       why="the paper plots the valley; it gives no curvature to compare"),
@@ -332,9 +347,10 @@ def _claims_probe(rep: Reproduction, fast: RegimeRun, delib: RegimeRun, plan: Pl
                   f"log J(1)) − interior min = {v.depth:.2f} [{v.depth_ci[0]:.2f}, {v.depth_ci[1]:.2f}], interior "
                   f"minimum at t={v.argmin:.2f}; J(0)={v.J[0]:.3g}, J(1)={v.J[-1]:.3g}. Deliberative control: "
                   + (f"J(0)={dv.J[0]:.3g} (no early separation), curvature {dv.curvature:.2f}." if dv else "n/a.")
-                  + " Bootstrap over traces.")))
+                  + " Bootstrap over traces. The trace layout (leaning opener, chance-level body, answer at "
+                    "the end) is our generator's.")))
     else:
-        _unavailable(rep, "Separability valley (U-shape)", "figure", fast, Kind.EMPIRICAL)
+        _unavailable(rep, "Separability valley (U-shape)", "figure", fast, Kind.PLANTED)
 
 
 def _claims_cv(rep: Reproduction, cvs: dict[str, CVResult], fast: RegimeRun, plan: Plan) -> None:
@@ -343,7 +359,7 @@ def _claims_cv(rep: Reproduction, cvs: dict[str, CVResult], fast: RegimeRun, pla
     rep.add(Claim(
         statement="Freezing the first 20% of a trace almost fixes the outcome: CV(20%), prefix regime",
         paper_value="≲0.2 (random reference 0.875)", measured=v20, ci=ci20, unit="E[4q(1−q)]",
-        kind=Kind.BY_CONSTRUCTION, source=SOURCE + " §1.3(c)",
+        kind=Kind.PLANTED, source=SOURCE + " §1.3(c)",
         baseline=f"CV(0%) = {cf.cv[0]:.3f} (no prefix); random reference {cf.random_reference:.3f}",
         ruling=verdicts.value(v20, paper=(0.0, 0.2), tol=0.03, tol_kind="abs", ci=ci20),
         note=(f"N={cf.n} continuations per cut, {cf.q.shape[0]} traces. CV by B: "
@@ -373,9 +389,26 @@ def _claims_cv(rep: Reproduction, cvs: dict[str, CVResult], fast: RegimeRun, pla
         note="Paired over the same traces (bootstrap)."))
 
 
+def silent_control(control: tuple[float, float, float] | None) -> str | None:
+    """Why cut-replay's positive control is silent, or None when it fired.
+
+    ``control`` is (recall − false-positive rate, lo, hi) on the planted flips of the deliberative
+    control. "No significant change" only means performative when cut-replay can flag the planted
+    real flips: its interval must lie above zero."""
+    if control is not None and control[1] > 0:
+        return None
+    return ("cut-replay's positive control did not fire: it does not flag the planted real flips of the deliberative "
+            "control more often than the planted performative ones, so a flip it calls performative may be a miss")
+
+
 def _claims_flips(rep: Reproduction, replays: dict[str, list[ReplayRow]], totals: dict[str, int],
                   runs: dict[str, RegimeRun], osc: np.ndarray) -> None:
     rf = replays["fast"]
+    rd = replays["deliberate"]
+    real = np.array([r.significant for r in rd if r.planted == "real"], dtype=float)
+    perf = np.array([r.significant for r in rd if r.planted != "real"], dtype=float)
+    control = stats.diff_ci(real, perf, seed=0) if real.size >= 2 and perf.size >= 2 else None
+    silent = silent_control(control)
     if rf:
         k = sum(not r.significant for r in rf)
         lo, hi = stats.proportion_ci(k, len(rf))
@@ -385,20 +418,18 @@ def _claims_flips(rep: Reproduction, replays: dict[str, list[ReplayRow]], totals
             statement="Share of visible stance flips that are performative (no significant outcome change), "
                       "prefix regime",
             paper_value="71–92%", measured=k / len(rf), ci=(lo, hi), unit="share of flips",
-            kind=Kind.BY_CONSTRUCTION, source=SOURCE + " §1.3(d)",
-            ruling=verdicts.value(k / len(rf), paper=(0.71, 0.92), tol=0.05, tol_kind="abs", ci=(lo, hi)),
+            kind=Kind.PLANTED, source=SOURCE + " §1.3(d)",
+            ruling=verdicts.uninformative(silent) if silent else
+            verdicts.value(k / len(rf), paper=(0.71, 0.92), tol=0.05, tol_kind="abs", ci=(lo, hi)),
             note=(f"{len(rf)} flips sampled from {totals['fast']} found in {len(runs['fast'].rollouts)} sampled traces "
                   f"({share_osc:.0%} of traces have one; paper 15–34%). Categories: {cats}. Planted as performative "
                   f"by the generator (stance words agree with d only at chance+); measured on the model by "
                   f"cut-replay, so test power (K) and what the model learned set the share.")))
     else:
         rep.add(not_checkable("Share of stance flips that are performative", "71–92%",
-                              why="no stance flip in the sampled traces", source=SOURCE, kind=Kind.BY_CONSTRUCTION))
-    rd = replays["deliberate"]
-    real = np.array([r.significant for r in rd if r.planted == "real"], dtype=float)
-    perf = np.array([r.significant for r in rd if r.planted != "real"], dtype=float)
-    if real.size >= 2 and perf.size >= 2:
-        d, lo, hi = stats.diff_ci(real, perf, seed=0)
+                              why="no stance flip in the sampled traces", source=SOURCE, kind=Kind.PLANTED))
+    if control is not None:
+        d, lo, hi = control
         rlo, rhi = stats.proportion_ci(int(real.sum()), real.size)
         rep.add(Claim(
             statement="Cut-replay recovers the planted real flips of the deliberative control (recall − false-"
@@ -419,7 +450,7 @@ def _claims_flips(rep: Reproduction, replays: dict[str, list[ReplayRow]], totals
         rep.add(Claim(
             statement="When a flip is meaningful, the outcome moves the way its stance implies",
             paper_value="87–98%", measured=k / len(sig), ci=(lo, hi), unit="share of significant flips",
-            kind=Kind.BY_CONSTRUCTION, source=SOURCE + " §1.3(d)",
+            kind=Kind.PLANTED, source=SOURCE + " §1.3(d)",
             ruling=verdicts.value(k / len(sig), paper=(0.87, 0.98), tol=0.05, tol_kind="abs", ci=(lo, hi)),
             note=f"{len(sig)} significant flips pooled over both regimes; stance and outcome agree by the generator."))
 
@@ -437,15 +468,15 @@ def _claims_defence(rep: Reproduction, base: RegimeRun, dfd: RegimeRun, base_osc
     rep.add(Claim(
         statement="Off-policy refusal SFT lowers harmful compliance (ASR) …",
         paper_value="defences lower ASR (e.g. 86.9→30.9%)", measured=d_asr[0], ci=d_asr[1:], unit="ΔASR",
-        kind=Kind.EMPIRICAL, source=SOURCE + " §1.3(f)", baseline=f"base model ASR {asr_b:.3f} → defended {asr_d:.3f}",
-        ruling=verdicts.direction(d_asr[0], d_asr[1:], expected_sign=-1, why=why),
+        kind=Kind.PLANTED, source=SOURCE + " §1.3(f)", baseline=f"base model ASR {asr_b:.3f} → defended {asr_d:.3f}",
+        ruling=verdicts.direction(d_asr[0], d_asr[1:], expected_sign=-1, why=why, training_runs=TRAINING_RUNS),
         note=f"Same {int(harmful.sum())} harmful (h>0) prefix-regime prompts, one sampled trace each, paired."))
     rep.add(Claim(
         statement="… and raises over-refusal (ORR): the defence slides along the ASR–ORR trade-off line",
         paper_value="ORR rises (e.g. 6.0→44.6%); no defence improves both", measured=d_orr[0], ci=d_orr[1:],
-        unit="ΔORR", kind=Kind.EMPIRICAL, source=SOURCE + " §1.3(f)",
+        unit="ΔORR", kind=Kind.PLANTED, source=SOURCE + " §1.3(f)",
         baseline=f"base model ORR {orr_b:.3f} → defended {orr_d:.3f}",
-        ruling=verdicts.direction(d_orr[0], d_orr[1:], expected_sign=1, why=why),
+        ruling=verdicts.direction(d_orr[0], d_orr[1:], expected_sign=1, why=why, training_runs=TRAINING_RUNS),
         note=f"Same {int(benign.sum())} benign (h<0) prompts, paired. Figure: the ASR–ORR plane."))
     if base.probe is not None and dfd.probe is not None:
         d, lo, hi = _auc_diff_ci(dfd.y, dfd.probe.scores, base.y, base.probe.scores, seed, plan.boot)
@@ -453,15 +484,16 @@ def _claims_defence(rep: Reproduction, base: RegimeRun, dfd: RegimeRun, base_osc
             statement="Off-policy SFT defence lowers first-token readability (probe AUROC, defended − base)",
             paper_value="≈ −0.11 (STAR-1, SafeKey)", measured=d, ci=(lo, hi), unit="ΔAUROC", kind=Kind.EMPIRICAL,
             source=SOURCE + " §1.3(f)", baseline=f"base {base.probe.auroc:.3f} → defended {dfd.probe.auroc:.3f}",
-            ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, paper=-0.11, tol=0.05, tol_kind="abs"),
+            ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, paper=-0.11, tol=0.05, tol_kind="abs",
+                                      training_runs=TRAINING_RUNS),
             note="Probe refit on the defended model's own traces and outcomes; paired bootstrap over prompts."))
     do, dlo, dhi = stats.paired_diff_ci(def_osc, base_osc, method="bootstrap", seed=seed)
     rep.add(Claim(
         statement="The defence suppresses stance oscillations (flips per rollout, defended − base)",
         paper_value="falls sharply (PSR on Phi: 0.66→0.03 per rollout)", measured=do, ci=(dlo, dhi),
-        unit="Δ flips per rollout", kind=Kind.EMPIRICAL, source=SOURCE + " §1.3(f)",
+        unit="Δ flips per rollout", kind=Kind.PLANTED, source=SOURCE + " §1.3(f)",
         baseline=f"base {base_osc.mean():.2f} → defended {def_osc.mean():.2f} flips per rollout",
-        ruling=verdicts.direction(do, (dlo, dhi), expected_sign=-1,
+        ruling=verdicts.direction(do, (dlo, dhi), expected_sign=-1, training_runs=TRAINING_RUNS,
                                   why="a different defence on a different model; only the direction is comparable"),
         note="Same prompts, paired."))
 
@@ -476,7 +508,7 @@ def _claims_ambiguous(rep: Reproduction, fast: RegimeRun, cv: CVResult, seed: in
         c = stats.auroc(fast.y[~amb], fast.probe.scores[~amb])
         rep.add(Claim(
             statement=f"Seam: first-token AUROC on the most ambiguous third of prompts (|h| ≤ {cut:.2f})",
-            paper_value="not reported", measured=a, ci=(alo, ahi), unit="AUROC", kind=Kind.EMPIRICAL,
+            paper_value="not reported", measured=a, ci=(alo, ahi), unit="AUROC", kind=Kind.PLANTED,
             source=SOURCE + " §1.4", baseline=f"clear prompts (|h| > {cut:.2f}): AUROC {c:.3f}",
             ruling=verdicts.value(a, ci=(alo, ahi), chance=0.5, why=why),
             note=(f"{int(amb.sum())} ambiguous prompts, same out-of-fold scores as the pooled probe. Near the boundary "
@@ -494,7 +526,7 @@ def _claims_ambiguous(rep: Reproduction, fast: RegimeRun, cv: CVResult, seed: in
         rep.add(Claim(
             statement="Seam: CV(20%) on the most ambiguous prompts (is the outcome still locked by 20%?)",
             paper_value="≲0.2 for all prompts pooled; ambiguous ones not reported", measured=mean, ci=ci,
-            unit="E[4q(1−q)]", kind=Kind.EMPIRICAL, source=SOURCE + " §1.4",
+            unit="E[4q(1−q)]", kind=Kind.PLANTED, source=SOURCE + " §1.4",
             baseline=f"clear prompts CV(20%) {float(v[~amb_cv].mean()):.3f}; ambiguous CV(0%) "
                      f"{float(cv.per_trace()[amb_cv, 0].mean()):.3f}",
             ruling=verdicts.value(mean, paper=(0.0, 0.2), tol=0.03, tol_kind="abs", ci=ci),
