@@ -396,7 +396,10 @@ def run_python(
                           "disk_mb": limits.disk_mb if limits.isolate else None,
                           # the interpreter's own environment stays readable even when it lives under
                           # /tmp (a virtualenv in a fresh clone there), which the private tmpfs hides
-                          "readable": sorted({sys.prefix, sys.base_prefix, str(Path(python).resolve().parent.parent)})},
+                          # a virtualenv reached through a symlink: the files live at the resolved path,
+                          # so that one must stay readable too
+                          "readable": sorted({p for d in (sys.prefix, sys.base_prefix) for p in (d, os.path.realpath(d))}
+                                             | {str(Path(python).resolve().parent.parent)})},
             "cgroups": [str(d) for d in groups.values()],
             "argv": list(argv),
             "limits": {

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from divelab.chat import ChatModel, Message, ToolCall, assistant, system, tool, user
 from divelab.coding.sherloc.finding import CaseFile, Finding, Location, parse_case_file, to_locations
+from divelab.coding.sherloc.mutate import function_at, functions
 from divelab.coding.sherloc.tools import TOOL_SPECS, RepoTools
 
 SYSTEM_PROMPT = """You are a bug localizer. Explore the repository with the tools (view_file, search_code,
@@ -85,6 +86,39 @@ def lexical_fallback(tools: RepoTools, issue: str, k: int = 5) -> CaseFile:
     return CaseFile(findings=findings)
 
 
+def in_repository(tools: RepoTools, case: CaseFile) -> tuple[CaseFile, int]:
+    """The case file with each finding's file made repository-relative and its symbol
+    class-qualified (``Class.method``, so same-named methods in one file stay distinct); findings
+    outside the repository are dropped and counted. Raises ValueError when none is left."""
+    kept, outside = [], []
+    for f in case.findings:
+        rel = tools.relpath(f.file)
+        if rel is None:
+            outside.append(f.file)
+            continue
+        kept.append(f.model_copy(update={"file": rel, "symbol": qualify(tools.read(rel), f.symbol, f.line_span)}))
+    if not kept:
+        raise ValueError(f"every finding names a file outside the repository ({', '.join(sorted(set(outside)))}); "
+                         "name files of the repository (see repo_tree)")
+    return CaseFile(findings=kept), len(outside)
+
+
+def qualify(source: str, symbol: str | None, span: tuple[int, int] | None) -> str | None:
+    """The qualified name (``Class.method``) of the function a finding points at: the one holding
+    its line when that function's name matches (or no name was given), else the only function of
+    that name in the file; unchanged when neither decides."""
+    try:
+        fns = functions(source)
+        owner = function_at(source, span[0]) if span else None
+    except SyntaxError:
+        return symbol
+    short = symbol.rsplit(".", 1)[-1] if symbol else None
+    if owner is not None and (short is None or owner.qualname.rsplit(".", 1)[-1] == short):
+        return owner.qualname
+    same = [f.qualname for f in fns if f.qualname.rsplit(".", 1)[-1] == short]
+    return same[0] if len(same) == 1 else symbol
+
+
 @dataclass
 class SherlocLocalizer:
     """Localize a bug with a chat model and the four tools; returns a case file and its cost."""
@@ -97,6 +131,8 @@ class SherlocLocalizer:
     def localize(self, tools: RepoTools, issue: str, failing_test: str | None = None) -> LocalizationResult:
         if not issue.strip():
             raise ValueError("the issue text is empty; give the bug report or the failing test's output")
+        if not tools.files():
+            raise ValueError(f"the repository {tools.root} holds no Python files to localize in")
         first = issue if failing_test is None else f"{issue}\n\nFailing test: {failing_test}"
         msgs: list[Message] = [system(SYSTEM_PROMPT), user(first)]
         rec: Counter = Counter()
@@ -139,7 +175,9 @@ class SherlocLocalizer:
                     msgs.append(tool(out, c.id))
                 continue
             try:
-                case = parse_case_file(m.content)
+                case, outside = in_repository(tools, parse_case_file(m.content))
+                if outside:
+                    rec["outside_repo"] += outside
             except ValueError as e:
                 msgs.append(assistant(m.content))
                 if retries >= self.max_retries:
@@ -154,5 +192,7 @@ class SherlocLocalizer:
         if case is None:
             rec["fallback"] += 1
             case = lexical_fallback(tools, first)
+        # the guarantee every caller relies on: every finding names a file of this repository
+        assert all(tools.relpath(f.file) == f.file for f in case.findings), case.findings
         return LocalizationResult(case, to_locations(case), turns, pt, ct, tools.calls - calls0,
                                   tools.chars_read - chars0, rec, fallback)

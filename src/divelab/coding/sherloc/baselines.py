@@ -63,7 +63,10 @@ def bm25_localize(files: dict[str, str], issue: str, *, top_files: int = 3, k: i
 
 def ochiai_localize(files: dict[str, str], spectrum: dict[str, dict[int, tuple[int, int]]],
                     n_failing: int | None = None, k: int = 10) -> list[Location]:
-    """Ochiai over lines; ``spectrum[file][line] = (failing tests, passing tests) executing it``."""
+    """Ochiai over lines; ``spectrum[file][line] = (failing tests, passing tests) executing it``.
+
+    An empty spectrum gives an empty ranking; whether the coverage run behind it failed is
+    ``TestRun.coverage_error`` (the benchmark builder refuses such runs)."""
     total_f = n_failing or max((ef for by in spectrum.values() for ef, _ in by.values()), default=0)
     scored = []
     for f, by in spectrum.items():

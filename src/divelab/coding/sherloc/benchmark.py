@@ -98,7 +98,7 @@ def issue_text(repo: str, run: TestRun, failing: list[str]) -> str:
 
 def _try_mutant(repo: Repo, m: Mutant, baseline_fail: set[str], n_baseline_pass: int) -> Task | None:
     run = repo.run({**repo.files, m.file: m.mutated}, cover=True)
-    if run.status != "completed" or run.load_error:
+    if run.status != "completed" or run.load_error or run.coverage_error:
         return None
     new_fail = [t for t in run.failing if t not in baseline_fail]
     if not new_fail or len(run.passing) < 0.5 * n_baseline_pass:
@@ -113,6 +113,8 @@ def build_tasks(repo: Repo, n: int, seed: int = 0, max_tries: int | None = None)
     base = repo.run(repo.files, cover=True)
     if base.status != "completed" or not base.passing:
         raise RuntimeError(f"the {repo.spec.name} test suite does not run here: {base.load_error[-500:]}")
+    if base.coverage_error:  # a spectrum from a broken run would point anywhere
+        raise RuntimeError(f"coverage of the {repo.spec.name} test suite failed: {base.coverage_error}")
     baseline_fail = set(base.failing)
     repo.wall_s = max(10.0, 5 * base.wall_s)
     rng = random.Random(seed)

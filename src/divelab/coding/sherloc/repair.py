@@ -52,8 +52,7 @@ def gate(case: CaseFile, others: list[list[Location]], *, min_confidence: float 
     if top.confidence < min_confidence:
         return False
     for locs in others:
-        if any(loc.file == top.file and loc.symbol and top.symbol and
-               (loc.symbol == top.symbol or loc.symbol.endswith("." + top.symbol)) for loc in locs[:3]):
+        if any(loc.file == top.file and loc.symbol and loc.symbol == top.symbol for loc in locs[:3]):
             return True
     return False
 

@@ -81,7 +81,7 @@ def hit(locs: list[Location], task: Task, gran: str, k: int) -> bool:
         if gran == "file":
             return True
         if gran == "function":
-            if loc.symbol and (loc.symbol == task.function or task.function.endswith("." + loc.symbol)):
+            if loc.symbol == task.function:  # qualified: Counter.bump is not Timer.bump
                 return True
         elif loc.span and loc.span[1] - loc.span[0] < MAX_LINE_SPAN and loc.span[0] <= task.span[1] \
                 and task.span[0] <= loc.span[1]:

@@ -55,6 +55,21 @@ class RepoTools:
             raise ToolError(f"no file {path!r} in the repository (use repo_tree to list files)")
         return p.read_text(encoding="utf-8", errors="replace")
 
+    def relpath(self, path: str) -> str | None:
+        """``path`` as the repository-relative name of one of its files, or None when it names
+        nothing inside the repository (a standard-library frame, a file elsewhere on disk)."""
+        if not path:
+            return None
+        if path in self.overrides:
+            return path
+        p = Path(path)
+        root = self.root.resolve()
+        full = (p if p.is_absolute() else root / p).resolve()
+        if root not in full.parents or not full.is_file():
+            return None
+        rel = str(full.relative_to(root))
+        return None if any(x.startswith(".") or x == "__pycache__" for x in Path(rel).parts) else rel
+
     # -- the four tools ------------------------------------------------------------------------
     def view_file(self, path: str, start: int = 1, end: int | None = None) -> str:
         lines = self.read(path).splitlines()
