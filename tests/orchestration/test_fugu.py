@@ -231,8 +231,22 @@ def test_reproduce_smoke():
     from divelab.orchestration.fugu.reproduce import reproduce
 
     rep = reproduce("smoke", seed=0)
-    assert len(rep.claims) >= 10
+    assert len(rep.claims) >= 7
     assert all(c.kind is not None for c in rep.claims)
     live = [c for c in rep.claims if c.statement.startswith("live routing")][0]
-    assert live.measured == 1.0
+    assert live.measured == 1.0 and live.rule["args"]["exact"] is True
+    # one comparison at free cost, against the strongest of every baseline measured (not random alone)
+    head = [c for c in rep.claims if c.statement.startswith("router (SFT + sep-CMA-ES) vs the strongest")]
+    assert len(head) == 1 and not any(c.statement.startswith("router vs ") for c in rep.claims)
+    names = {b["name"] for b in head[0].baselines}
+    assert {"kNN router", "random", "MF router (RouteLLM-style)"} <= names
+    assert head[0].compared_with == max(head[0].baselines, key=lambda b: b["value"])["name"]
+    # every router is trained once: no router comparison can be separated from its training run
+    for c in rep.claims:
+        if c.rule and c.rule["name"] == "direction" and c.kind.value == "empirical":
+            assert c.rule["args"]["training_runs"] == 1, c.statement
+            assert c.verdict.value in ("not separated from noise", "uninformative"), c.statement
+    # herding is written by the workers' copy probability: planted, and the set-up says so
+    herd = [c for c in rep.claims if c.statement.startswith("isolation")]
+    assert all(c.kind.value == "planted" for c in herd) and rep.planted
     assert rep.details["table"]["oracle"]["success"] >= rep.details["table"]["fugu (SFT+CMA)"]["success"]

@@ -158,6 +158,16 @@ def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
     inherited = next(c for c in rep.claims if "relative to its base" in c.statement)
     ratio = rep.details["L=2"]["SFT"]["fit"]["ratio"] / rep.details["L=2"]["base"]["fit"]["ratio"]
     assert inherited.measured == pytest.approx(ratio, abs=1e-3) and inherited.ci[0] <= inherited.measured
+    # the base imitates our restarting explorer, so SFT's ×L growth is planted, and the set-up says so
+    planted = next(c for c in rep.claims if "grow exponentially" in c.statement)
+    assert planted.kind is Kind.PLANTED and rep.planted and "restart" in rep.planted
+    # distilled is judged against the stronger of SFT and the base; one training run cannot separate it
+    dist = next(c for c in rep.claims if c.statement.startswith("Distilling RL traces"))
+    assert {b["name"] for b in dist.baselines} == {"SFT", "base"}
+    assert dist.compared_with == min(dist.baselines, key=lambda b: b["value"])["name"]
+    gap = next(c for c in rep.claims if "gap grows with depth" in c.statement)
+    for c in (dist, gap):
+        assert c.rule["args"]["training_runs"] == 1 and c.verdict is Verdict.NOT_SEPARATED
     zero = next(c for c in rep.claims if "zero training signal" in c.statement)
     assert zero.measured.startswith("SFT 0.000 of moves / 0.000")
     assert {f.name for f in rep.figures} == {"hitting_time_vs_K", "signal_share"}

@@ -241,3 +241,18 @@ def test_smoke_reproduction() -> None:
     assert rep.system == "world-model" and len(rep.claims) >= 8
     assert sum(c.kind == Kind.EMPIRICAL for c in rep.claims) >= 6
     assert set(rep.details["fidelity_held_out"]) == {"copy", "lookup", "cpt", "sft", "rl"}
+    by = {c.statement: c for c in rep.claims}
+    # judged against the stronger of the copy and lookup world models, both recorded
+    vs = by["the trained world model beats the best simple world model on held-out games (F1)"]
+    assert {b["name"] for b in vs.baselines} == {"copy", "lookup"}
+    assert vs.compared_with == max(vs.baselines, key=lambda b: b["value"])["name"]
+    # one world-model training run: stage and model comparisons cannot separate the method from the run
+    for c in rep.claims:
+        if c.rule and c.rule["name"] == "direction" and ("stage raises" in c.statement or c is vs):
+            assert c.rule["args"]["training_runs"] == 1 and c.verdict.value != "reproduced", c.statement
+        if c.rule and c.rule["name"] == "value":  # the rate's Wilson interval is in the rule
+            assert c.rule["args"]["ci"] is not None, c.statement
+    # a simulator GRPO never won inside is a failed set-up, read from the runs, not noise
+    sim = by["GRPO inside the world-model simulator vs inside the real games (real-game success, equal iterations)"]
+    never = max(rep.details["grpo_success_inside_training_env"]["sim"]) == 0
+    assert (sim.verdict.value == "uninformative") is never

@@ -274,7 +274,8 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
               paper_value="adding a worker helps when it is right where the others are wrong", measured=d,
               ci=(dlo, dhi), unit="success", kind=Kind.EMPIRICAL, source=SRC,
               baseline=f"five-worker router {free['success_5']:.3f} at cost {free['cost_5']:.4f}",
-              ruling=verdicts.direction(d, (dlo, dhi), expected_sign=1,
+              # each router is trained once: the interval is over test queries of that one run
+              ruling=verdicts.direction(d, (dlo, dhi), expected_sign=1, training_runs=1,
                                         why="no paper number; the paper's pool is frontier models"),
               note=f"six-worker router {free['success_6']:.3f} at cost {free['cost_6']:.4f}; share of test queries "
                    f"sent to {MODEL_LABEL}: " + ", ".join(f"{k} {v['share_to_smollm2']:.2f}" for k, v in rows.items())

@@ -19,6 +19,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.chat import user
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.comparisons import against_strongest
 from divelab.orchestration.fugu.conductor import Conductor, parallel_then_select
 from divelab.orchestration.fugu.features import HashingFeatures
 from divelab.orchestration.fugu.orchestrator import FuguRouter
@@ -37,6 +38,13 @@ from divelab.orchestration.fugu.workers import default_pool
 from divelab.scale import check_scale, pick
 
 SOURCE = "agents-coding-safety.md §E166"
+# each router is trained once per reproduction (one CMA-ES run, one kNN/MF fit): router comparisons
+# have intervals over test queries of that one run
+ROUTER_TRAINING_RUNS = 1
+# what the set-up writes into the data (said in the set-up text and in Reproduction.planted)
+PLANTED = ("Planted: every worker's skill per task family and its price are constants we chose, so the headroom "
+           "over the best single worker (specialists beat the generalist on their families) is written by us; "
+           "so is herding (a worker copies the first answer it can see with a probability we set).")
 
 
 @dataclass(frozen=True)
@@ -146,65 +154,53 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
                f"({fugu.n_params} parameters); SFT by KL to softmax(r/{cfg.tau}) then sep-CMA-ES (cma, "
                f"CMA_diagonal, sigma0=0.03, {cfg.cma_iters} iterations, popsize {cfg.popsize}, w_div={cfg.w_div}). "
                f"No frontier models and no tiny-LM pool: the workers' skills are planted, so what is tested is "
-               f"whether the orchestration machinery realises the headroom, not whether real models have it."),
+               f"whether the orchestration machinery realises the headroom, not whether real models have it. "
+               + PLANTED),
+        planted=PLANTED,
     )
     fr, fc = arms["fugu (SFT+CMA)"]
     br, bc = arms[f"best single ({names[b]})"]
 
-    # 1. the central claim at free cost ------------------------------------------------------
-    d, lo, hi = _paired(fr, br)
+    # 1. the central claim at free cost: one comparison, against the strongest of every baseline
+    # measured on the same held-out queries (the best single worker, the baseline routers, the cascade)
+    free = [f"best single ({names[b]})", "kNN router", "MF router (RouteLLM-style)", "random",
+            "cascade (2 cheap agree, else best)"]
+    cmp = against_strongest(fr, {k: arms[k][0] for k in free}, seed=seed)
+    top_r = arms[cmp.strongest][0]
+    need = _n_needed(fr - top_r)
     rep.add(Claim(
-        statement="router (SFT + sep-CMA-ES) vs the best single worker, held-out success, free cost",
+        statement="router (SFT + sep-CMA-ES) vs the strongest baseline (best single worker, kNN, MF, cascade, "
+                  "random), held-out success, free cost",
         paper_value="Fugu-Ultra 73.7 vs Opus 4.8 69.2 (SWE-Bench Pro); leads or ties 8/10 benchmarks",
-        measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
-        baseline=f"best single {names[b]}: {br.mean():.3f} at cost {bc.mean():.4f}",
-        ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+        measured=cmp.effect, ci=cmp.ci, unit="success", kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
+        baseline="; ".join(f"{k}: {arms[k][0].mean():.3f} at cost {arms[k][1].mean():.4f}" for k in free),
+        ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1, training_runs=ROUTER_TRAINING_RUNS,
                                   why="vendor numbers on frontier benchmarks; sizes not comparable to our pool"),
-        note=f"router {fr.mean():.3f} at cost {fc.mean():.4f}; oracle {table['oracle']['success']:.3f}. The pool has "
-             "headroom by construction (specialists beat the generalist on their families); the router must "
-             "find it from the prompt text on unseen queries."))
-
-    # 2. vs each baseline router ---------------------------------------------------------------
-    gaps = {}
-    for name in ("kNN router", "MF router (RouteLLM-style)", "random", "cascade (2 cheap agree, else best)"):
-        r2, c2 = arms[name]
-        d, lo, hi = _paired(fr, r2)
-        gaps[name] = (d, lo, hi, fr - r2)
-        rep.add(Claim(
-            statement=f"router vs {name}, held-out success (free cost)", paper_value="router beats alternatives",
-            measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
-            baseline=f"{name}: {r2.mean():.3f} at cost {c2.mean():.4f}",
-            ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number for this baseline"),
-            note=f"router cost {fc.mean():.4f}."))
+        note=f"against {cmp.strongest}, the strongest baseline measured; paired per query, bootstrap interval over "
+             f"{len(te)} test queries of {ROUTER_TRAINING_RUNS} training run of each router (so it cannot separate "
+             f"the method from the run). Router {fr.mean():.3f} at cost {fc.mean():.4f}; oracle "
+             f"{table['oracle']['success']:.3f}; against the best single worker alone {(fr - br).mean():+.3f}. "
+             f"~{need} paired queries would give a 95% CI half-width equal to the observed gap (n ≈ "
+             f"(1.96·sd/gap)², sd of per-query differences {(fr - top_r).std(ddof=1):.3f}). The pool's headroom "
+             "is planted (specialists beat the generalist on their families); the router must find it from the "
+             "prompt text on unseen queries."))
 
     # 3. matched cost ---------------------------------------------------------------------------
     mr, mc = arms["fugu @ budget"]
     ar, ac = arms[f"best affordable single ({names[b_aff]})"]
-    d, lo, hi = _paired(mr, ar)
+    at_budget = [f"best affordable single ({names[b_aff]})", "kNN @ budget"]
+    cmp_b = against_strongest(mr, {k: arms[k][0] for k in at_budget}, seed=seed)
     rep.add(Claim(
-        statement="matched cost: router held to one specialist call's budget (λ calibrated on train) vs the best "
-                  "single worker affordable at that budget, held-out success",
-        paper_value="quality at near-direct-call cost (no number)", measured=d, ci=(lo, hi), unit="success",
-        kind=Kind.EMPIRICAL, source=SOURCE,
+        statement="matched cost: router held to one specialist call's budget (λ calibrated on train) vs the "
+                  "strongest baseline at that budget (best affordable single worker, kNN), held-out success",
+        paper_value="quality at near-direct-call cost (no number)", measured=cmp_b.effect, ci=cmp_b.ci,
+        unit="success", kind=Kind.EMPIRICAL, source=SOURCE, **cmp_b.claim_fields(),
         baseline=f"{names[b_aff]}: {ar.mean():.3f} at cost {ac.mean():.4f}",
-        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number at matched cost"),
+        ruling=verdicts.direction(cmp_b.effect, cmp_b.ci, expected_sign=1, training_runs=ROUTER_TRAINING_RUNS,
+                                  why="no paper number at matched cost"),
         note=f"budget {budget:.4f}/query; router@λ={lam:.3g}: {mr.mean():.3f} at test cost {mc.mean():.4f}; kNN at "
              f"the same budget {arms['kNN @ budget'][0].mean():.3f} at {arms['kNN @ budget'][1].mean():.4f}; the "
              f"cascade {casc_r.mean():.3f} at {casc_c.mean():.4f}."))
-
-    # 4. the seam: smallest gap, its CI and the queries needed ---------------------------------
-    strongest = max(("kNN router", "MF router (RouteLLM-style)"), key=lambda k: arms[k][0].mean())
-    d, lo, hi, diff = gaps[strongest]
-    need = _n_needed(diff)
-    rep.add(Claim(
-        statement=f"the smallest gap (router vs the strongest baseline router, {strongest}) and the queries needed "
-                  "to separate it from noise",
-        paper_value="the one experiment with error bars showed the smallest gap", measured=d, ci=(lo, hi),
-        unit="success", kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"{strongest}: {arms[strongest][0].mean():.3f}",
-        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the review gives no number"),
-        note=f"{len(te)} test queries used; ~{need} paired queries needed for a 95% CI half-width equal to the "
-             f"observed gap (n ≈ (1.96·sd/gap)², sd of per-query differences {diff.std(ddof=1):.3f}). For the gap to "
-             f"the best single worker ({(fr - br).mean():+.3f}) ~{_n_needed(fr - br)} paired queries are needed."))
 
     # 5. diversity bonus vs routing collapse ----------------------------------------------------
     p_div, p_nodiv = fugu.probs(xte), nodiv.probs(xte)
@@ -221,7 +217,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         paper_value="w_div=0.15 guards against collapse onto one worker (released log value)", measured=hd,
         ci=(hlo, hhi), unit="nats", kind=Kind.EMPIRICAL, source=SOURCE,
         baseline=f"w_div=0: H={entropy(p_nodiv.mean(axis=0)):.3f} nats (max {math.log(n_workers):.3f})",
-        ruling=verdicts.direction(hd, (hlo, hhi), expected_sign=1, why="the paper gives no entropy number"),
+        ruling=verdicts.direction(hd, (hlo, hhi), expected_sign=1, why="the paper gives no entropy number",
+                                  training_runs=ROUTER_TRAINING_RUNS),
         note=f"w_div={cfg.w_div}: H={entropy(p_div.mean(axis=0)):.3f}; held-out success with/without the bonus "
              f"{fr.mean():.3f} / {on_test(nodiv.route(xte))[0].mean():.3f}. Bootstrap over test queries."))
 
@@ -232,7 +229,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         statement="SFT + sep-CMA-ES vs SFT only, held-out success", paper_value="stage 2 refines the SFT router",
         measured=d, ci=(lo, hi), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
         baseline=f"SFT only: {sr.mean():.3f}",
-        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no ablation number"),
+        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no ablation number",
+                                  training_runs=ROUTER_TRAINING_RUNS),
         note=f"train fitness SFT {LinearRouter.fitness(sft.w, xtr, ytr, w_div=cfg.w_div):.3f} → CMA "
              f"{fugu.history['cma_fitness'][-1]:.3f}."))
 
@@ -252,13 +250,17 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         runs[iso] = (np.array(rr), np.array(cc), np.array(first_wrong))
     ir, ic, _ = runs[True]
     hr, hc, fw = runs[False]
-    d, lo, hi = _paired(ir, fr)
+    # the workflow against the strongest single-call arm measured on the same queries (the oracle aside)
+    single_call = ["fugu (SFT+CMA)", "SFT only", *free]
+    cmp_w = against_strongest(ir, {k: arms[k][0] for k in single_call}, seed=seed)
     rep.add(Claim(
         statement="Conductor workflow (router's top-3 workers attempt in isolation, cheapest worker selects by "
-                  "majority) vs the router, held-out success",
-        paper_value="Fugu-Ultra (workflows) is the quality tier; Fugu the latency tier", measured=d, ci=(lo, hi),
-        unit="success", kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"router: {fr.mean():.3f} at cost {fc.mean():.4f}",
-        ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="no paper number for this comparison"),
+                  "majority) vs the strongest single-call arm (the router or a baseline), held-out success",
+        paper_value="Fugu-Ultra (workflows) is the quality tier; Fugu the latency tier", measured=cmp_w.effect,
+        ci=cmp_w.ci, unit="success", kind=Kind.EMPIRICAL, source=SOURCE, **cmp_w.claim_fields(),
+        baseline=f"router: {fr.mean():.3f} at cost {fc.mean():.4f}",
+        ruling=verdicts.direction(cmp_w.effect, cmp_w.ci, expected_sign=1, training_runs=ROUTER_TRAINING_RUNS,
+                                  why="no paper number for this comparison"),
         note=f"workflow {ir.mean():.3f} at cost {ic.mean():.4f} ({ic.mean() / max(fc.mean(), 1e-12):.1f}x the "
              "router). Run live through the Conductor, not replayed; attempts are independent draws because the "
              "subtask text differs."))
@@ -268,12 +270,12 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
             statement="isolation (access 'none') vs herding (access 'all') when the first attempt is wrong: "
                       "final success",
             paper_value="isolation prevents 'orchestration collapse' (no number)", measured=d, ci=(lo, hi),
-            unit="success", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+            unit="success", kind=Kind.PLANTED, source=SOURCE,
             baseline=f"herded: {hr[fw].mean():.3f} on {int(fw.sum())} queries",
             ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the report gives no number"),
-            note=f"overall isolated {ir.mean():.3f} vs herded {hr.mean():.3f}. By construction: our workers copy "
-                 "the first visible answer with a planted probability (0.3-0.6); the test checks the Conductor's "
-                 "access lists really cut that channel."))
+            note=f"overall isolated {ir.mean():.3f} vs herded {hr.mean():.3f}. Planted: our workers copy the "
+                 "first visible answer with a probability we set (0.3-0.6), so herding is written by us; the "
+                 "test checks the Conductor's access lists really cut that channel."))
 
     # 9. live confirmation through the router ---------------------------------------------------
     live = FuguRouter(default_pool(seed), fugu, feats)
@@ -284,7 +286,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     rep.add(Claim(
         statement="live routing (FuguRouter as a chat model) reproduces the replayed outcomes on held-out queries",
         paper_value="(implementation check)", measured=agree, unit="agreement", kind=Kind.CHECK, source=SOURCE,
-        ruling=verdicts.bound(agree, 1.0, sense=">="),
+        # exact: workers are seeded by context, so live and replayed outcomes are deterministic
+        ruling=verdicts.bound(agree, 1.0, sense=">=", exact=True),
         note=f"{len(sl)} queries; live success {live_r.mean():.3f}. Workers are seeded by context, so live and "
              "replay must match exactly."))
 

@@ -48,6 +48,7 @@ class TinyLMChainPolicy:
 class OverheadResult:
     batch: int
     stats: TreeStats
+    repeat: int = 0  # which of the interleaved repeats this timing belongs to
 
     @property
     def overhead(self) -> float:
@@ -55,19 +56,28 @@ class OverheadResult:
 
 
 def measure_overhead(batches: tuple[int, ...] = (1, 4), n_prompts: int = 6, d: int = 10, group_size: int = 8,
-                     n_actions: int = 4, seed: int = 0, cfg: SamplerConfig | None = None) -> list[OverheadResult]:
-    """Grow the same prompts' trees with each ``batch`` setting; sum timings over prompts."""
+                     n_actions: int = 4, seed: int = 0, cfg: SamplerConfig | None = None,
+                     repeats: int = 1) -> list[OverheadResult]:
+    """Grow the same prompts' trees with each ``batch`` setting; sum timings over prompts.
+
+    With ``repeats`` > 1 every setting is timed that many times, interleaved (the order of the
+    settings alternates between repeats), so a drift in machine load hits every setting alike and
+    the repeats give a timing an interval. Results are in measurement order, tagged with ``repeat``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     torch.set_num_threads(1)
     cfg = cfg or SamplerConfig()
     policy = TinyLMChainPolicy(n_actions, seed=seed)
     out = []
-    for b in batches:
-        rng = np.random.default_rng(seed)
-        total = TreeStats()
-        for _ in range(n_prompts):
-            tree = RolloutTree(DecisionChainEnv(d=d, n_actions=n_actions), cfg.uucb.success_threshold)
-            grow_tree(tree, policy, group_size * d, replace(cfg, batch=b), rng)
-            for k in ("env_steps", "policy_calls", "t_policy", "t_env", "t_select", "t_update"):
-                setattr(total, k, getattr(total, k) + getattr(tree.stats, k))
-        out.append(OverheadResult(batch=b, stats=total))
+    for r in range(repeats):
+        for b in (batches if r % 2 == 0 else tuple(reversed(batches))):
+            rng = np.random.default_rng(seed)
+            total = TreeStats()
+            for _ in range(n_prompts):
+                tree = RolloutTree(DecisionChainEnv(d=d, n_actions=n_actions), cfg.uucb.success_threshold)
+                grow_tree(tree, policy, group_size * d, replace(cfg, batch=b), rng)
+                for k in ("env_steps", "policy_calls", "t_policy", "t_env", "t_select", "t_update"):
+                    setattr(total, k, getattr(total, k) + getattr(tree.stats, k))
+            out.append(OverheadResult(batch=b, stats=total, repeat=r))
     return out

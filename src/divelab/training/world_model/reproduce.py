@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from divelab import stats, verdicts
-from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.claims import Claim, Kind, Reproduction, not_checkable, strongest
+from divelab.comparisons import against_strongest, baseline_records
 from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_env_factory
 from divelab.progress import track
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
@@ -38,6 +39,9 @@ from divelab.training.world_model.transitions import collect_transitions, split_
 from divelab.training.world_model.warmup import warmup_runs
 
 NOTES = "training-rl.md §4 (E167)"
+# the world model is trained once per reproduction: stage-vs-stage and model-vs-baseline intervals are
+# over held-out transitions of that one run
+WM_TRAINING_RUNS = 1
 
 
 def config(scale: str, seed: int) -> dict[str, Any]:
@@ -138,7 +142,7 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
         rep.add(Claim(statement=f"next-state exact match on held-out games after the {stage.upper()} stage",
                       paper_value="70% → 78% (prediction accuracy, unified agent)", measured=k / n, ci=(lo, hi),
                       kind=Kind.EMPIRICAL, source="§4 Two uses (S)", unit="fraction",
-                      ruling=verdicts.value(k / n, paper=(0.70, 0.78), tol=0.1, tol_kind="abs"),
+                      ruling=verdicts.value(k / n, paper=(0.70, 0.78), tol=0.1, tol_kind="abs", ci=(lo, hi)),
                       baseline=f"lookup world model {ex['lookup'].mean():.3f}, copy {ex['copy'].mean():.3f}",
                       note=f"{n} distinct held-out transitions from {len(held_ids)} unseen games; field F1 "
                            f"{f1[stage].mean():.3f}. Magnitude only: ours is a 100k-parameter model on unseen "
@@ -148,15 +152,19 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
         rep.add(Claim(statement=f"the {b.upper()} stage raises held-out next-state field F1 over {a.upper()}",
                       paper_value="CPT injects, SFT activates, RL sharpens (+8 points overall 70 → 78)",
                       measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Three-stage recipe",
-                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.08, tol=1.0),
+                      # one world-model training run: the interval is over held-out transitions only
+                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.08, tol=0.5,
+                                                training_runs=WM_TRAINING_RUNS),
                       baseline=f"{a.upper()} F1 {f1[a].mean():.3f}",
-                      note="paired over held-out transitions (bootstrap)."))
-    best = max(("copy", "lookup"), key=lambda k: f1[k].mean())
-    d, lo, hi = stats.paired_diff_ci(f1["rl"], f1[best], method="bootstrap", seed=seed)
+                      note=f"paired over held-out transitions (bootstrap), {WM_TRAINING_RUNS} training run of the "
+                           "world model: a stage comparison cannot be separated from that run's luck."))
+    # against the strongest simple world model measured on the same transitions (copy, lookup)
+    cmp_wm = against_strongest(f1["rl"], {"copy": f1["copy"], "lookup": f1["lookup"]}, seed=seed)
+    d, (lo, hi), best = cmp_wm.effect, cmp_wm.ci, cmp_wm.strongest
     rep.add(Claim(statement="the trained world model beats the best simple world model on held-out games (F1)",
                   paper_value="LWM training +8.66 AgentWorldBench points over the untrained base", measured=d,
-                  ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 AgentWorldBench",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
+                  ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 AgentWorldBench", **cmp_wm.claim_fields(),
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=WM_TRAINING_RUNS,
                                             why="the paper's number is a judge score on another benchmark"),
                   baseline=f"{best} world model F1 {f1[best].mean():.3f}",
                   note="AgentWorldBench's LLM-judge scores are replaced by rule-based field F1 (feedback, room, "
@@ -174,13 +182,14 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
         rep.add(Claim(statement="fidelity is lowest where hidden state matters: moving into another room "
                                 "(unseen map) vs staying",
                       paper_value="review: fidelity weakest in state-heavy settings", measured=d, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§4 / review seams",
+                      kind=Kind.BY_CONSTRUCTION, source="§4 / review seams",
                       ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
                                                 why="the review states no number"),
                       baseline=f"F1 when moving {moved.mean():.3f} (n={len(moved)}) vs staying "
                                f"{stayed.mean():.3f} (n={len(stayed)})",
                       note="a move reveals a room the model has never seen in an unseen game (hidden state); "
-                           "staying only needs the visible state."))
+                           "staying only needs the visible state. By construction: the held-out games are unseen, "
+                           "so what a move reveals is not in the model's input at all and can only be guessed."))
 
     # -- 4b. compounding error along real action sequences ------------------------------------------
     comp = compounding(wm, test, max_steps)
@@ -191,12 +200,15 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
         rep.add(Claim(statement=f"simulator error compounds: open-loop state exact match at depth 1 vs depth "
                                 f"{last[0]}",
                       paper_value="review: long-horizon fidelity is the open problem", measured=d, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§4 / review seams",
+                      kind=Kind.BY_CONSTRUCTION, source="§4 / review seams",
                       ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
                                                 why="the review states no number"),
                       baseline=f"depth 1 {one[1].mean():.3f} vs depth {last[0]} {last[1].mean():.3f}",
                       note="the simulator replays each real held-out episode's actions from the real first state "
-                           "on its own predictions; exact = the whole simulated state equals the real one."))
+                           "on its own predictions; exact = the whole simulated state equals the real one. By "
+                           "construction, mostly: an open-loop state is exact at depth k only if the earlier "
+                           "predictions were (errors rarely cancel), so any model whose one-step exact match is "
+                           "well below 1 shows this decline."))
 
     # -- 2. GRPO inside the simulator vs the real games ----------------------------------------------
     sim_wm = wm
@@ -224,12 +236,20 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
                                           len(wins)]
     a, b = np.array(succ["sim"]), np.array(succ["real"])
     d, lo, hi = stats.paired_diff_ci(a, b)
+    n_runs = len(cfg["seeds"])
+    # a failed set-up, detected from the runs: a simulator that never lets the agent win gives GRPO
+    # no reward to learn from, so training inside it cannot speak to the claim
+    never_won = {k: max(train_succ[k]) == 0 for k in ("sim", "stingy-sim")}
+    won, n_wins = rep.details["seen_wins_predicted"]
+    silent = (f"GRPO inside the {{}} simulator never succeeded (success inside it 0 in all {n_runs} runs; the "
+              f"world model predicts {won} of {n_wins} seen winning transitions as wins): no reward to learn from")
     rep.add(Claim(statement="GRPO inside the world-model simulator vs inside the real games (real-game success, "
                             "equal iterations)",
                   paper_value="controllable simulation beats real-environment training on three benchmarks",
                   measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (V)",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
-                                            why="the paper gives no single number for this comparison"),
+                  ruling=(verdicts.uninformative(silent.format("faithful")) if never_won["sim"] else
+                          verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=n_runs,
+                                             why="the paper gives no single number for this comparison")),
                   baseline=f"real-env GRPO {b.mean():.3f}; untrained start {start:.3f}",
                   note=f"paired over {len(a)} training seeds; sim success {a.mean():.3f}. The simulator models "
                        "the games it was trained on (seen games), as in the paper's decoupled use."))
@@ -238,7 +258,10 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
     rep.add(Claim(statement="a stingy (partial-answer) simulator trains a better agent than the faithful one",
                   paper_value="50.3% vs 45.6% (a single Search comparison, 60 steps)", measured=d, ci=(lo, hi),
                   kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.047, tol=1.0),
+                  ruling=(verdicts.uninformative(silent.format("faithful or the stingy"))
+                          if never_won["sim"] and never_won["stingy-sim"] else
+                          verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.047, tol=0.5,
+                                             training_runs=n_runs)),
                   baseline=f"faithful simulator {a.mean():.3f}; stingy {a2.mean():.3f}",
                   note=f"stingy = Steered(mode='partial', rate={cfg['stingy']['rate']}): half the steps withhold "
                        "part of the feedback and the inventory. Paired over training seeds."))
@@ -248,18 +271,27 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
     if cfg["warmup"]:
         wu = warmup_runs(make_real, [s.game_id for s in cfg["testbed"].specs()], held_ids, train, cfg, seed)
         rep.details["warmup"] = wu["table"]
-        for other in ("random", "sft"):
-            x, y = np.array(wu["auc"]["world-model"]), np.array(wu["auc"][other])
-            d, lo, hi = stats.paired_diff_ci(x, y)
-            rep.add(Claim(statement=f"next-state-prediction warm-up vs a {other} start: mean training success "
-                                    "on unseen games (sample efficiency)",
-                          paper_value="about +9 points on an unseen function-calling benchmark", measured=d,
-                          ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
-                          ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
-                                                    why="+9 points is on a function-calling benchmark"),
-                          baseline=f"{other} start {y.mean():.3f}; world-model start {x.mean():.3f}",
-                          note="the agent LM is pre-trained on next-state prediction of the seen games, then GRPO'd "
-                               "on the held-out games; paired over seeds."))
+        # one claim against the strongest other start (random init, behaviour cloning), both recorded
+        x = np.array(wu["auc"]["world-model"])
+        others = {k: np.array(wu["auc"][k]) for k in ("random", "sft")}
+        records = baseline_records(others, seed=seed)
+        top = strongest(records, "higher")["name"]
+        d, lo, hi = stats.paired_diff_ci(x, others[top])
+        floor = max(float(v.max()) for v in (x, *others.values())) == 0.0
+        rep.add(Claim(statement="next-state-prediction warm-up vs the strongest other start: mean training "
+                                "success on unseen games (sample efficiency)",
+                      paper_value="about +9 points on an unseen function-calling benchmark", measured=d,
+                      ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
+                      baselines=records, better="higher", compared_with=top,
+                      ruling=(verdicts.uninformative("no start ever succeeded on the unseen games: every arm is at "
+                                                     "the 0 floor") if floor else
+                              verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=len(x),
+                                                 why="+9 points is on a function-calling benchmark")),
+                      baseline=", ".join(f"{k} start {v.mean():.3f}" for k, v in others.items())
+                               + f"; world-model start {x.mean():.3f}",
+                      note=f"against the {top} start, the stronger of random init and behaviour cloning; the agent "
+                           "LM is pre-trained on next-state prediction of the seen games, then GRPO'd on the "
+                           "held-out games; paired over seeds (one training run each), t-interval."))
     clock["warm-up"] = time.time()
     marks = list(clock.items())
     rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
