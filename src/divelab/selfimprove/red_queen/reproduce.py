@@ -16,6 +16,7 @@ import numpy as np
 
 from divelab import progress, stats, verdicts
 from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.comparisons import against_strongest
 from divelab.scale import check_scale, pick
 from divelab.selfimprove.red_queen.bestbelief import checkpoint_bound, checkpoints
 from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
@@ -101,43 +102,42 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     ja = _col(R["fixed"], "judged_accept")
     lo, hi = stats.mean_ci(ja)
     rep.add(Claim(statement="frozen biased judge: judged acceptance of the final writer", paper_value="100%",
-                  measured=float(ja.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3 (ablation)",
+                  measured=float(ja.mean()), ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE + ".3 (ablation)",
                   baseline=f"initial writer: {init_ws['judged_accept']:.2f}",
                   ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi),
                                         chance=init_ws["judged_accept"]),
-                  note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'."))
+                  note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'. "
+                       "The search maximises this acceptance, so its rise is a prerequisite, not a finding."))
     d, lo, hi = stats.paired_diff_ci(tq["fixed"], np.full(len(seeds), tq0))
     rep.add(Claim(statement="frozen biased judge: true quality of the final writer minus the initial writer's",
                   paper_value="anchor accuracy falls to 78.2% while acceptance is 100%", measured=d, ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, source=SOURCE + ".3", baseline=f"initial writer: {tq0:.2f}",
+                  kind=Kind.PLANTED, source=SOURCE + ".3", baseline=f"initial writer: {tq0:.2f}",
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper reports accuracy, not a "
                                             "quality drop; sizes are not comparable"),
                   note="True quality = P(an item of the writer truly deserves acceptance), exact."))
     ag = _col(R["fixed"], "agreement")
     lo, hi = stats.mean_ci(ag)
     rep.add(Claim(statement="frozen biased judge: its agreement with the truth on the final writer's items",
-                  paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source=SOURCE + ".3", ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs"),
+                  paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.PLANTED,
+                  source=SOURCE + ".3", ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs",
+                                                              ci=(lo, hi)),
                   note="Our stand-in for the paper's anchor accuracy: how often the gamed judge is right on what "
                        "the writer now produces."))
 
-    # 2. erasure is load-bearing
-    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq["no_erasure"])
-    rep.add(Claim(statement="full RQGM minus replacement-without-erasure: true quality of the final writer",
-                  paper_value="without selective erasure stale evidence accumulates and search stalls",
-                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3",
-                  baseline=f"no erasure: {tq['no_erasure'].mean():.3f}",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no number")))
+    # 2-3. full RQGM against the strongest baseline measured (fixed judge, self-judging, and the erasure
+    # ablation): one comparison, so "erasure is load-bearing" and "beats the baselines" are not counted twice
+    cmp = against_strongest(tq["rqgm"], {"fixed judge": tq["fixed"], "self-judging": tq["self_judge"],
+                                         "replacement without erasure": tq["no_erasure"]}, seed=seed)
+    rep.add(Claim(statement="full RQGM minus the strongest baseline (fixed judge, self-judging, replacement without "
+                            "erasure): true quality of the final writer at equal budget",
+                  paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance); "
+                              "without selective erasure stale evidence accumulates",
+                  measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE + ".3", **cmp.claim_fields(),
+                  ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
+                                            why="the paper's numbers are on other tasks"),
+                  note=f"paired over {len(seeds)} seeds (each seed is one run of every arm)"))
 
-    # 3. full RQGM beats the simple baselines; replacement re-ranks the archive
-    best_base = max(("fixed", "self_judge"), key=lambda a: tq[a].mean())
-    d, lo, hi = stats.paired_diff_ci(tq["rqgm"], tq[best_base])
-    rep.add(Claim(statement=f"full RQGM minus the better simple baseline ({best_base}): true quality at equal budget",
-                  paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance)",
-                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + ".3",
-                  baseline=f"fixed judge: {tq['fixed'].mean():.3f}; self-judging: {tq['self_judge'].mean():.3f}",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
-                                            why="the paper's numbers are on other tasks")))
+    # replacement re-ranks the archive
     rh = np.array([r["spearman"] for r in R["rqgm"] if r["spearman"] is not None])
     if rh.size >= 2:
         lo, hi = stats.mean_ci(1 - rh)
@@ -152,7 +152,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     lo, hi = stats.mean_ci(ra)
     rep.add(Claim(statement="adversarial objective: AI/human acceptance ratio of the final judge",
                   paper_value="1.91× (baseline reviewer) → similar rates", measured=float(ra.mean()), ci=(lo, hi),
-                  unit="×", kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  unit="×", kind=Kind.PLANTED, source=SOURCE + ".3",
                   baseline=f"initial judge: {init_ratio.mean():.2f}×; RQGM without the objective: "
                            f"{_col(R['rqgm'], 'judge', 'ratio').mean():.2f}×",
                   ruling=verdicts.value(float(ra.mean()), paper=1.0, tol=0.15, tol_kind="abs", ci=(lo, hi),
@@ -162,9 +162,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     acc = _col(R["rqgm_adversarial"], "judge", "accuracy")
     lo, hi = stats.mean_ci(acc)
     rep.add(Claim(statement="adversarial objective: ground-truth accuracy of the final judge",
-                  paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.PLANTED,
                   source=SOURCE + ".3", baseline=f"initial judge: {init_acc.mean():.2f}",
-                  ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs")))
+                  ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs", ci=(lo, hi))))
 
     # 5. a grader gains by becoming less strict
     rate = _col(R["rqgm"], "judge", "accept_rate")
@@ -172,7 +172,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     da, alo, ahi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accuracy"), init_acc)
     rep.add(Claim(statement="the replaced grader is less strict: acceptance rate change (final − initial judge)",
                   paper_value="biggest gain from becoming less strict (+9% accuracy)", measured=d, ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, source=SOURCE + ".3",
+                  kind=Kind.PLANTED, source=SOURCE + ".3",
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no strictness number"),
                   note=f"accuracy change {da:+.3f} [{alo:+.3f}, {ahi:+.3f}] (paper +9%). The initial judge is "
                        "over-strict by construction; what is empirical is that search loosens it."))
@@ -181,16 +181,16 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     d, lo, hi = stats.paired_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"])
     rep.add(Claim(statement="lenient anchor minus correct anchor: true quality of the final writer",
                   paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, source=SOURCE + ".3 (limits)", baseline=f"correct anchor: {tq['rqgm'].mean():.3f}",
+                  kind=Kind.PLANTED, source=SOURCE + ".3 (limits)", baseline=f"correct anchor: {tq['rqgm'].mean():.3f}",
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
                   note=f"lenient anchor labels items good from q > tau − {LENIENT_SHIFT}."))
     n_cp = len(checkpoints(plan.budget))
     rep.add(Claim(statement="checkpoints within O(log B): count ≤ ⌊log₂(B/8)⌋ + 2", paper_value="O(log B)",
                   measured=float(n_cp), kind=Kind.CHECK, source=SOURCE + ".2",
-                  ruling=verdicts.bound(n_cp, checkpoint_bound(plan.budget)), note=f"B = {plan.budget}"))
+                  ruling=verdicts.bound(n_cp, checkpoint_bound(plan.budget), exact=True), note=f"B = {plan.budget}"))
     work = max((r["erased"] + r["rescored"]) / plan.budget for rs in R.values() for r in rs)
     rep.add(Claim(statement="re-scoring work O(B): (erased + re-scored records) / B, worst run", paper_value="O(B)",
-                  measured=work, kind=Kind.CHECK, source=SOURCE + ".2", ruling=verdicts.bound(work, 2.0),
+                  measured=work, kind=Kind.CHECK, source=SOURCE + ".2", ruling=verdicts.bound(work, 2.0, exact=True),
                   note="Each record is erased at most once and each re-score is one evaluation of the budget."))
     rep.add(not_checkable("RQGM on Polyglot / paper writing / IMO grading",
                           "71.7% Polyglot; 1.78–1.86× writer acceptance; +9% grading accuracy",
@@ -198,6 +198,13 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                           "with the scripted model; SmolLM2 as a judge runs at full scale (real_llm.py); the "
                           "HumanEval program world (world 2, below) uses programmatic AST mutations, not an LLM "
                           "coder.", source=SOURCE + ".3"))
+    rep.planted = ("In the controlled world the initial judge is biased by our constants: it underweights quality, "
+                   "rewards two 'hack' features, is over-strict, and its style weight is set so its AI/human "
+                   "acceptance ratio is near the paper's 1.9x; so the Goodhart drop under that frozen judge, the "
+                   "ratio falling to about 1 under the adversarial objective, the judge loosening, and the harm of a "
+                   "lenient anchor follow from what we built. In the program world the frozen test suite holds a "
+                   "wrong test that a constant stub passes, and the lenient anchor mislabels half-passing programs "
+                   "as good.")
     from divelab.selfimprove.red_queen import reproduce_programs  # world 2: HumanEval programs, sandboxed
 
     rep.details["program_world"] = reproduce_programs.add_claims(rep, scale, seed)
