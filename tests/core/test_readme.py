@@ -59,10 +59,81 @@ def test_documentation_site_builds_strictly(tmp_path):
 
     mkdocs = shutil.which("mkdocs") or str(Path(sys.executable).with_name("mkdocs"))
     env = {**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([mkdocs, "build", "--strict", "-q", "-d", str(tmp_path / "site")], cwd=README.parent, env=env,
+    proc = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")], cwd=README.parent, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "WARNING" not in log, log[-3000:]
     assert (tmp_path / "site" / "systems" / "backtrack" / "index.html").exists()
+    for s in registry.SYSTEMS:  # every component's API page rendered its members
+        page = (tmp_path / "site" / "api" / s.key / "index.html").read_text()
+        assert page.count('class="doc doc-heading"') >= 2, f"api/{s.key}.md rendered no API"
+
+
+DOCS = README.parent / "docs"
+
+
+def _mkdocs_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((README.parent / "mkdocs.yml").read_text())
+
+
+def test_every_list_in_the_docs_renders_as_a_list():
+    """Python-Markdown needs a blank line before a list; without one, '- a - b' runs on in a paragraph."""
+    import markdown
+
+    extensions = [e if isinstance(e, str) else next(iter(e)) for e in _mkdocs_config()["markdown_extensions"]]
+    run_ons = []
+    for page in sorted(DOCS.rglob("*.md")):
+        html = markdown.markdown(page.read_text(), extensions=extensions)
+        for para in re.findall(r"<p>(.*?)</p>", html, re.S):
+            run_ons += [f"{page.relative_to(DOCS)}: {line.strip()[:60]}" for line in para.splitlines()[1:]
+                        if re.match(r"\s*(?:[-*+]|\d+\.)\s", line)]
+    assert not run_ons, "list items rendered inside a paragraph (add a blank line before the list):\n" + \
+        "\n".join(run_ons)
+
+
+def test_navigation_lists_systems_and_their_api_pages_by_e_number():
+    nav = {next(iter(item)): next(iter(item.values())) for item in _mkdocs_config()["nav"]}
+    systems = [next(iter(x.values())) for x in nav["Systems"]]
+    assert systems == [f"systems/{s.key}.md" for s in registry.SYSTEMS]
+    titles = [next(iter(x)) for x in nav["Systems"]]
+    assert titles == [f"{s.alias.upper()} · {s.key}" for s in registry.SYSTEMS]
+    api = [next(iter(x.values())) for x in nav["API reference"]][1:]
+    assert api == [f"api/{s.key}.md" for s in registry.SYSTEMS]
+    for s in registry.SYSTEMS:
+        assert f"::: {s.module}\n" in (DOCS / "api" / f"{s.key}.md").read_text()
+    listed = set(re.findall(r"[\w/-]+\.md", (README.parent / "mkdocs.yml").read_text()))
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert pages <= listed, f"pages missing from the nav: {sorted(pages - listed)}"
+
+
+def test_system_pages_share_one_header():
+    for s in registry.SYSTEMS:
+        lines = (DOCS / "systems" / f"{s.key}.md").read_text().splitlines()
+        assert lines[0] == f"# {s.alias.upper()} · {s.name}", lines[0]
+        assert lines[2] == (f"**Paper:** [arXiv {s.arxiv}](https://arxiv.org/abs/{s.arxiv}) · **Theme:** {s.theme} · "
+                            f"**Reproduce:** `divelab reproduce {s.key}` · **API:** [`{s.module}`](../api/{s.key}.md)")
+
+
+def test_home_page_has_install_first_command_headline_and_every_system():
+    home = (DOCS / "index.md").read_text()
+    for must in ("make install", "divelab reproduce fugu --scale smoke", "<!-- results:tally -->",
+                 "<!-- results:headline -->", "img/report-top.png"):
+        assert must in home, must
+    for s in registry.SYSTEMS:
+        assert f"](systems/{s.key}.md)" in home, s.key
+
+
+def test_readme_first_screen_gives_a_first_result_and_speaks_to_a_newcomer():
+    text = README.read_text()
+    first_screen = text.split("## How a claim earns its verdict", 1)[0]
+    assert "divelab reproduce fugu --scale smoke" in first_screen and "make demo" in first_screen
+    assert "docs/img/report-top.png" in first_screen and "docs/index.md" in first_screen
+    words = re.compile(r"\b(lent|the brief|the notes|the issue's|this task)\b", re.I)
+    for page in [README, *DOCS.rglob("*.md")]:
+        prose = "\n".join(x for x in page.read_text().splitlines() if not x.startswith("|"))  # tables are generated
+        assert not words.search(prose), f"{page.name}: {words.search(prose).group(0)!r}"
 
 
 def test_readme_links_point_at_files_that_exist():

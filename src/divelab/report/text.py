@@ -46,7 +46,7 @@ def cite(system: str, source: str) -> str:
     rest = re.sub(r"\s*([,;/:])(?:\s*[,;/:])+", r"\1", re.sub(r"\s+", " ", rest))
     rest = rest.strip(" ,;/:")
     if source.strip().lower() in ("ours", "divelab"):
-        return "divelab's own measure (not a number from the paper)"
+        return "divelab's own measure, not the paper's"
     out = arxiv + (f" {section.group(1)}" if section else "")
     if rest:
         out += f", {rest}"

@@ -6,12 +6,13 @@ exists. Continuing the trace mostly completes a prefix: freezing the first 20% a
 outcome, and 71–92% of visible stance flips are performative (cut-replay shows no significant change).
 Published safety defences move models along an ASR↔over-refusal line rather than improving both.
 
->>> from divelab.lm import load_model                                   # doctest: +SKIP
->>> from divelab.oversight.first_token import run_probe, ProbeSettings, ThinkFormat, default_refusal_vote
->>> model, tok = load_model("path/to/checkpoint")                       # doctest: +SKIP
->>> res = run_probe(model, tok, prompts, default_refusal_vote(),        # doctest: +SKIP
-...                 ProbeSettings(fmt=ThinkFormat(template="{prompt}<think>", chat=True), replay_k=32))
->>> res["probe"]["auroc"], res["valley"]["J"], res["flip_table"]       # doctest: +SKIP
+Examples:
+    >>> from divelab.lm import load_model                                   # doctest: +SKIP
+    >>> from divelab.oversight.first_token import run_probe, ProbeSettings, ThinkFormat, default_refusal_vote
+    >>> model, tok = load_model("path/to/checkpoint")                       # doctest: +SKIP
+    >>> res = run_probe(model, tok, prompts, default_refusal_vote(),        # doctest: +SKIP
+    ...                 ProbeSettings(fmt=ThinkFormat(template="{prompt}<think>", chat=True), replay_k=32))
+    >>> res["probe"]["auroc"], res["valley"]["J"], res["flip_table"]       # doctest: +SKIP
 """
 
 from divelab.oversight.first_token.continuation import (
