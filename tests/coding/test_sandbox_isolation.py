@@ -193,3 +193,38 @@ def test_interpreter_environment_under_tmp_stays_readable_not_writable(monkeypat
 def test_output_printed_before_an_exception_is_kept():
     r = run_python("print('before')\nraise ValueError('boom')", limits=Limits(wall_s=20))
     assert r.status.value == "failed" and r.stdout == "before\n" and "boom" in r.stderr
+
+
+def test_unix_socket_outside_the_private_dirs_is_reachable_only_when_world_writable():
+    """A documented limit, pinned: the sandbox hides /tmp, /var/tmp, /dev/shm and /run, not the rest
+    of the host filesystem, and a network namespace does not cover filesystem sockets. A socket
+    elsewhere that any uid may write to is reachable; one only its owner may write to is not (the
+    program runs as a fresh uid that owns nothing on the host)."""
+    _needs("unix_sockets", "hidden")
+    if not enforcement().get("uid_dropped"):
+        pytest.skip("no uid drop on this host: the program runs as the caller and reaches the caller's sockets")
+    d = Path(tempfile.mkdtemp(prefix="divelab-sock-", dir="/opt" if os.path.isdir("/opt") else "/"))
+    servers = []
+    try:
+        d.chmod(0o755)
+        for name, mode in (("open.sock", 0o777), ("owner-only.sock", 0o755)):
+            srv = socket.socket(socket.AF_UNIX)
+            srv.bind(str(d / name))
+            (d / name).chmod(mode)
+            srv.listen(1)
+            servers.append(srv)
+        code = ("import socket\n"
+                f"for name in ('open.sock', 'owner-only.sock'):\n"
+                "    s = socket.socket(socket.AF_UNIX)\n"
+                "    try:\n"
+                f"        s.connect({str(d)!r} + '/' + name); print(name, 'CONNECTED')\n"
+                "    except OSError as e:\n"
+                "        print(name, 'blocked', type(e).__name__)\n")
+        r = run_python(code, limits=Limits(wall_s=20))
+        assert r.passed, r.stderr
+        assert r.stdout.splitlines() == ["open.sock CONNECTED", "owner-only.sock blocked PermissionError"]
+        assert "NOT hidden" in enforcement()["unix_sockets"]  # and the host report says so
+    finally:
+        for srv in servers:
+            srv.close()
+        shutil.rmtree(d, ignore_errors=True)

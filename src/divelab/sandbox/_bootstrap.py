@@ -10,7 +10,8 @@ uid (when started as root), sets ``PR_SET_NO_NEW_PRIVS`` (no set-uid program can
 installs a socket-blocking audit hook if no namespace could be made, and only then executes the
 untrusted code. What was achieved is written to ``meta.json`` beside the config (a directory only
 the parent can read) before anything untrusted runs; the reaper writes the program's exit status
-there too, and this process ends the same way the program did.
+and CPU time there too (``status.json``, which the parent classifies), and this process ends the
+same way the program did.
 """
 
 import builtins
@@ -32,6 +33,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PRIVATE_DIRS = ("/var/tmp", "/dev/shm", "/run")  # bound onto subdirectories of the private /tmp
+# No process can install a handler for these, so ending "like the program" must not try to reset them.
+UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)
 
 
 def _unshare(flags):
@@ -59,13 +62,14 @@ def _mount(source, target, fstype, flags, data=None):
     return libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]) == 0
 
 
-def _join_cgroups(paths):
+def _join_cgroups(groups):
+    """Join each ``{controller: directory}`` cgroup; returns the controllers joined."""
     joined = []
-    for path in paths:
+    for controller, path in groups.items():
         try:
             with open(os.path.join(path, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
-            joined.append(path)
+            joined.append(controller)
         except OSError:
             pass
     return joined
@@ -159,7 +163,7 @@ def main():
     root = os.geteuid() == 0
     iso = cfg.get("isolation") or {}
     uid = cfg.get("uid")
-    meta["cgroups"] = _join_cgroups(cfg.get("cgroups", []))  # before anything forks
+    meta["cgroups"] = _join_cgroups(cfg.get("cgroups", {}))  # before anything forks
 
     if cfg["isolate_network"]:
         if root and _unshare(CLONE_NEWNET):
@@ -205,8 +209,16 @@ def main():
     except (OSError, ValueError):
         pass
     if status is None:  # init itself died (killed from outside): report that
-        status = {"signal": os.WTERMSIG(wstatus)} if os.WIFSIGNALED(wstatus) else {"code": os.WEXITSTATUS(wstatus)}
+        status = _ending(wstatus)
     _end_like(status)
+
+
+def _ending(wstatus, rusage=None):
+    """How a process ended, as recorded in ``status.json``: its signal or exit code, and its CPU time."""
+    status = {"signal": os.WTERMSIG(wstatus)} if os.WIFSIGNALED(wstatus) else {"code": os.WEXITSTATUS(wstatus)}
+    if rusage is not None:
+        status["cpu_s"] = rusage.ru_utime + rusage.ru_stime
+    return status
 
 
 def _end_like(status):
@@ -214,7 +226,8 @@ def _end_like(status):
     sys.stdout.flush()
     if "signal" in status:
         sig = int(status["signal"])
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in UNCATCHABLE:  # SIGKILL's action is fixed (resetting it raises); it ends us anyway
+            signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # a signal that cannot end us (not expected)
@@ -233,10 +246,10 @@ def _init(cfg, code, meta, ctrl_fd):
             _run_program(cfg, code, meta)
             os._exit(0)
         while True:
-            pid, wstatus = os.waitpid(-1, 0)
+            pid, wstatus, rusage = os.wait4(-1, 0)
             if pid == program:
                 break
-        status = {"signal": os.WTERMSIG(wstatus)} if os.WIFSIGNALED(wstatus) else {"code": os.WEXITSTATUS(wstatus)}
+        status = _ending(wstatus, rusage)
         fd = os.open("status.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=ctrl_fd)
         with os.fdopen(fd, "w") as f:
             json.dump(status, f)
@@ -264,7 +277,10 @@ def _run_program(cfg, code, meta):
     # flood ends the run with a signal the parent can name.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     if lim.get("processes"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(lim["processes"]),) * 2)
+        # With a pids cgroup the cgroup binds first (the rlimit one process later is a backstop), so the
+        # parent can count the forks it refused (pids.events) and name the limit when the run ends.
+        nproc = int(lim["processes"]) + ("pids" in meta["cgroups"])
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)

@@ -18,7 +18,14 @@ What is enforced (see :func:`enforcement` for this host):
   namespaces (SysV IPC private, every descendant killed when the run's init exits); a private
   tmpfs of ``Limits.disk_mb`` under /tmp, /var/tmp, /dev/shm, /run and the work directory (one
   quota, nothing left behind, host sockets there hidden); memory and pids cgroups over all of the
-  run's processes. ``SandboxResult.enforced`` says which of these were applied.
+  run's processes. The memory cgroup's cap is ``total_memory_mb + disk_mb``: the run's files are
+  tmpfs pages, so memory and files share that one cap. ``SandboxResult.enforced`` says which of
+  these were applied.
+
+Not contained: a world-writable Unix socket elsewhere on the host filesystem (the private mounts
+cover /tmp, /var/tmp, /dev/shm and /run; a network namespace does not cover filesystem sockets);
+kernel exploits. Every ending is classified by its cause (:func:`_classify`): the status says which
+limit ended the run and ``reason`` names it with its value.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from divelab.interrupts import Guard
 from divelab.sandbox._bootstrap import MEMORY_EXIT_CODE, MEMORY_MARKER
 
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
@@ -50,14 +58,29 @@ _CGROUP_ROOT = Path("/sys/fs/cgroup")
 class Status(StrEnum):
     PASSED = "passed"  # exit code 0
     FAILED = "failed"  # non-zero exit (an exception, a failed assert, sys.exit(1))
-    TIMEOUT = "timeout"  # wall-clock or CPU limit
-    MEMORY = "memory"  # MemoryError under the address-space limit
+    TIMEOUT = "timeout"  # wall-clock limit, or CPU limit (SIGXCPU, or SIGKILL at the hard limit)
+    MEMORY = "memory"  # MemoryError under the address-space limit, or killed by the run's memory cgroup
+    PROCESSES = "processes"  # ended badly after the process limit refused a fork or a thread
     CRASHED = "crashed"  # killed by a signal (segfault, file-size limit, ...)
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one run. ``None`` switches a limit off."""
+    """Resource limits of one run. ``None`` switches a limit off.
+
+    - ``wall_s``: wall-clock seconds; then the whole process group is killed (status ``timeout``).
+    - ``cpu_s``: CPU seconds of the program (``RLIMIT_CPU``: SIGXCPU, SIGKILL one second later; ``timeout``).
+    - ``memory_mb``: the address space of each process (``RLIMIT_AS``: allocation raises ``MemoryError``;
+      status ``memory``). As root it is also the default of ``total_memory_mb``, the memory cgroup over
+      all the run's processes, and that cgroup's cap is ``total_memory_mb + disk_mb``: files the run
+      writes live in a private tmpfs whose pages are memory, so **memory and files share one cap**. A
+      run that writes ``F`` MB of files has ``total_memory_mb + disk_mb - F`` MB left for its processes.
+      A process the cgroup kills ends the run with status ``memory``.
+    - ``processes``: processes and threads of the program (``RLIMIT_NPROC`` and a pids cgroup); a fork
+      refused there makes a failing run end with status ``processes``.
+    - ``file_size_mb``: the largest file, stdout and stderr included (``RLIMIT_FSIZE``; SIGXFSZ).
+    - ``disk_mb``: all the files the run writes, together (root: a private tmpfs of this size).
+    """
 
     wall_s: float = 10.0
     cpu_s: int | None = 10
@@ -285,12 +308,28 @@ def _remove_cgroups(groups: dict[str, Path]) -> None:
                 time.sleep(0.01)
 
 
-def _cgroup_memory_hit(groups: dict[str, Path]) -> bool:
-    d = groups.get("memory")
+def _cgroup_events(groups: dict[str, Path]) -> dict[str, int]:
+    """What the run's cgroups did: processes the memory cgroup killed (``memory.oom_control``'s
+    ``oom_kill``) and forks the pids cgroup refused (``pids.events``' ``max``). 0 where unreadable."""
+    counts = {"oom_kills": 0, "forks_refused": 0}
+    for controller, knob, key, name in (("memory", "memory.oom_control", "oom_kill", "oom_kills"),
+                                        ("pids", "pids.events", "max", "forks_refused")):
+        d = groups.get(controller)
+        try:
+            for line in (d / knob).read_text().splitlines() if d is not None else ():
+                k, _, v = line.partition(" ")
+                if k == key:
+                    counts[name] = int(v)
+        except (OSError, ValueError):
+            pass
+    return counts
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return d is not None and int((d / "memory.failcnt").read_text()) > 0
+        return json.loads(path.read_text())
     except (OSError, ValueError):
-        return False
+        return {}
 
 
 def _descendants(pid: int) -> list[int]:
@@ -369,12 +408,16 @@ def run_python(
         unpriv = _interpreter_for_unprivileged()
         if unpriv is not None:
             python, uid = unpriv, _fresh_uid()
-    ctrl = Path(tempfile.mkdtemp(prefix="divelab-sbx-ctl-"))
-    work = Path(tempfile.mkdtemp(prefix="divelab-sbx-"))
-    proc = None
+    # Ctrl-C is held back while the run's temporary directories and cgroups are made and while they
+    # are removed (a second Ctrl-C cannot cut the cleanup short and leave a live run behind).
+    guard = Guard()
+    ctrl = work = proc = None
     groups: dict[str, Path] = {}
     try:
+        ctrl = Path(tempfile.mkdtemp(prefix="divelab-sbx-ctl-"))
+        work = Path(tempfile.mkdtemp(prefix="divelab-sbx-"))
         groups = _make_cgroups(limits)
+        guard.arm()
         for name, text in (files or {}).items():
             target = (work / name).resolve()
             if work.resolve() not in target.parents:
@@ -400,7 +443,7 @@ def run_python(
                           # so that one must stay readable too
                           "readable": sorted({p for d in (sys.prefix, sys.base_prefix) for p in (d, os.path.realpath(d))}
                                              | {str(Path(python).resolve().parent.parent)})},
-            "cgroups": [str(d) for d in groups.values()],
+            "cgroups": {c: str(d) for c, d in groups.items()},
             "argv": list(argv),
             "limits": {
                 "cpu_s": limits.cpu_s,
@@ -450,17 +493,16 @@ def run_python(
         _killpg(proc.pid)  # background children left in the group
         if uid is not None:
             _kill_uid(uid)  # children that escaped the group with setsid()
-        meta = {}
-        if (ctrl / "meta.json").exists():
-            meta = json.loads((ctrl / "meta.json").read_text())
+        meta = _read_json(ctrl / "meta.json")
         stdout, stderr = _tail(ctrl / "stdout", output_bytes), _tail(ctrl / "stderr", output_bytes)
         rc = proc.returncode
         cpu = rusage.ru_utime + rusage.ru_stime
-        status, reason, signame = _classify(rc, timed_out, cpu, stderr, limits)
-        if signame == "SIGKILL" and status is Status.CRASHED and _cgroup_memory_hit(groups):
-            status = Status.MEMORY
-            reason = (f"total memory of the run ({(limits.total_memory_mb or limits.memory_mb)} MB for all its "
-                      f"processes, + {limits.disk_mb or 0} MB of files) reached; killed by the cgroup")
+        # Under a PID namespace the program is a grandchild; its reaper recorded exactly how it ended.
+        program = _read_json(ctrl / "status.json")
+        if program and not timed_out:
+            rc = -int(program["signal"]) if "signal" in program else int(program.get("code", rc))
+            cpu = max(cpu, float(program.get("cpu_s", 0.0)))
+        status, reason, signame = _classify(rc, timed_out, cpu, stderr, limits, _cgroup_events(groups))
         return SandboxResult(
             status=status, returncode=rc, stdout=stdout, stderr=stderr, wall_s=wall, cpu_s=cpu,
             max_rss_kb=peak_kb or int(rusage.ru_maxrss), reason=reason, signal=signame,
@@ -468,6 +510,7 @@ def run_python(
                       "cgroups": sorted(groups)},
         )
     finally:
+        guard.hold()
         if proc is not None and proc.returncode is None:
             _killpg(proc.pid)
             try:
@@ -478,8 +521,10 @@ def run_python(
             _kill_uid(uid)
             _remove_files_of_uid(uid)
         _remove_cgroups(groups)
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(ctrl, ignore_errors=True)
+        for d in (work, ctrl):
+            if d is not None:
+                shutil.rmtree(d, ignore_errors=True)
+        guard.close()
 
 
 def _killpg(pgid: int) -> None:
@@ -489,26 +534,46 @@ def _killpg(pgid: int) -> None:
         pass
 
 
-def _classify(rc: int, timed_out: bool, cpu: float, stderr: str, limits: Limits) -> tuple[Status, str, str | None]:
+def _classify(rc: int, timed_out: bool, cpu: float, stderr: str, limits: Limits,
+              events: dict[str, int] | None = None) -> tuple[Status, str, str | None]:
+    """Status, reason and signal name of a run: every limit that ended it is named with its value."""
+    events = events or {}
     signame = None
     if rc < 0:
         try:
             signame = signal.Signals(-rc).name
         except ValueError:
             signame = str(-rc)
+    total_mb = limits.total_memory_mb or limits.memory_mb
+    cgroup_memory = (f"memory limit of the whole run ({total_mb} MB for its processes + {limits.disk_mb or 0} MB "
+                     "of files, one cgroup cap)")
+    forks = (f"process limit of {limits.processes} processes/threads reached "
+             f"({events.get('forks_refused', 0)} forks refused)")
     if timed_out:
         return Status.TIMEOUT, f"wall-clock limit of {limits.wall_s:g} s reached; process group killed", signame
-    if signame == "SIGXCPU" or (signame == "SIGKILL" and limits.cpu_s and cpu >= limits.cpu_s - 0.05):
-        return Status.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s reached", signame
+    if signame == "SIGXCPU":
+        return Status.TIMEOUT, f"CPU-time limit of {limits.cpu_s} s reached (SIGXCPU)", signame
+    if signame == "SIGKILL" and events.get("oom_kills"):
+        return Status.MEMORY, f"{cgroup_memory} reached; killed by the kernel (OOM)", signame
+    if signame == "SIGKILL" and limits.cpu_s and cpu >= limits.cpu_s - 0.05:
+        return Status.TIMEOUT, (f"CPU-time limit of {limits.cpu_s} s reached (SIGKILL at the hard limit, "
+                                f"{limits.cpu_s + 1} s: SIGXCPU was caught or ignored)"), signame
     if rc == MEMORY_EXIT_CODE and MEMORY_MARKER.decode().strip() in stderr:
-        return Status.MEMORY, f"memory limit of {limits.memory_mb} MB reached (MemoryError)", signame
+        return Status.MEMORY, f"memory limit of {limits.memory_mb} MB per process reached (MemoryError)", signame
     if signame == "SIGXFSZ":
-        return Status.CRASHED, f"file-size limit of {limits.file_size_mb} MB reached", signame
+        return Status.CRASHED, f"file-size limit of {limits.file_size_mb:g} MB reached (SIGXFSZ)", signame
+    ended = f"killed by {signame}" if signame is not None else f"exited {rc}"
+    if rc != 0 and events.get("oom_kills"):  # a child was killed and the program failed for it
+        return Status.MEMORY, f"{ended}; {cgroup_memory} reached ({events['oom_kills']} processes killed)", signame
+    if rc != 0 and events.get("forks_refused"):
+        return Status.PROCESSES, f"{ended}; {forks}", signame
     if signame is not None:
-        return Status.CRASHED, f"killed by {signame}", signame
+        return Status.CRASHED, ended, signame
     if rc == 0:
-        return Status.PASSED, "exited 0", None
-    return Status.FAILED, f"exited {rc}", None
+        notes = [f"{cgroup_memory} killed {events['oom_kills']} processes" if events.get("oom_kills") else "",
+                 forks if events.get("forks_refused") else ""]
+        return Status.PASSED, "; ".join(["exited 0", *filter(None, notes)]), None
+    return Status.FAILED, ended, None
 
 
 _ENFORCEMENT: dict[str, Any] | None = None
