@@ -252,3 +252,11 @@ def test_smoke_reproduction_computes_claims() -> None:
     assert check.kind == Kind.CHECK and check.verdict.value == "reproduced"
     assert all(c.kind is not None for c in rep.claims)
     assert rep.figures and "cost" in rep.details
+    # one timing of each arm is not a verdict; Cliff-DPO is one claim, judged against every arm of the run
+    timing = [c for c in rep.claims if "wall-clock" in c.statement or "headline hides" in c.statement]
+    assert all(c.verdict.value == "not checkable here" and "interleaved" in c.note for c in timing)
+    assert not any("del beats cliff-keep" in c.statement or "random positions" in c.statement for c in rep.claims)
+    dpo = [c for c in rep.claims if c.statement.startswith("Cliff-DPO raises accuracy")]
+    for c in dpo:
+        assert {b["name"] for b in c.baselines} == {"starting model", "full-sequence", "random-token"}
+        assert c.rule["args"]["training_runs"] == 1
