@@ -109,7 +109,9 @@ def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list
     return {"conf_logits": z, "accepted": acc, "labels": survival_labels(acc, g), "gamma": g, "accept_prob": oracle,
             "sequential_s": float(np.mean(seq_s)) if seq_s else 0.0,
             "draft_s": float(np.mean(draft_s)) if draft_s else 0.0,
-            "step_s": float(np.mean(step_s)) if step_s else 0.0}
+            "step_s": float(np.mean(step_s)) if step_s else 0.0,
+            # per round, for intervals: the sequential head runs inside its own round, so the two are paired
+            "sequential_s_rounds": np.array(seq_s), "step_s_rounds": np.array(step_s)}
 
 
 def calibrate(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int = 48,

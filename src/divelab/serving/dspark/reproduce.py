@@ -17,6 +17,7 @@ import torch
 from divelab import stats, verdicts
 from divelab.cache import entry_path, stable_hash
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.comparisons import against_strongest
 from divelab.scale import check_scale, pick
 from divelab.serving.dspark import exact
 from divelab.serving.dspark.api import collect_rounds, load_drafter, save_drafter
@@ -280,15 +281,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     rep.details.update(tau=tau, cond_accept=cond)
     order_ok = {g: ("markov", g) in rounds and ("parallel", g) in rounds
                 and tau[f"markov@{g}"] > tau[f"parallel@{g}"] > tau[f"ar@{g}"] for g in gammas}
-    rep.add(Claim("accepted length τ ordering at every γ: semi-AR (Markov head) > parallel > AR (EAGLE-style)",
-                  "Qwen3-4B macro τ at block 7: DSpark 4.73 > DFlash 4.06 > Eagle3 3.61 (Table 1)",
-                  "; ".join(f"γ={g}: " + " / ".join(f"{k} {tau[f'{k}@{g}']:.2f}" for k in KINDS if f"{k}@{g}" in tau)
-                            for g in gammas), kind=Kind.EMPIRICAL, source=f"{NOTES} §3.1",
-                  ruling=verdicts.outcome(all(order_ok.values()),
-                                          test="τ(markov) > τ(parallel) > τ(AR) at every γ (T=1, fixed block)"),
-                  note="absolute τ depends on the target and data, so only the ordering is judged; the sizes of the "
-                       "gaps are judged below with intervals. Ordering held at: "
-                       + ", ".join(f"γ={g} {'yes' if ok else 'no'}" for g, ok in order_ok.items())))
+    # the τ ordering is the same measurement as the per-γ comparisons below (one claim each), kept as a detail
+    rep.details["tau_ordering_holds"] = {str(g): bool(ok) for g, ok in order_ok.items()}
 
     def rel_gain(a: np.ndarray, b: np.ndarray, s: int) -> tuple[float, tuple[float, float]]:
         """Relative τ gain mean(a+1)/mean(b+1) − 1 in %, with the bootstrap interval of the difference of
@@ -298,38 +292,43 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         m = float(tb.mean())
         return 100 * (float(ta.mean()) / m - 1), (100 * lo / m, 100 * hi / m)
 
-    for g, paper, why in ((8, (16.0, 18.0), ""), (16, (22.0, 30.0), ""),
-                          (4, None, "the paper says only that the gap is smaller at short γ")):
-        if g not in gammas:
-            continue
-        gain, ci = rel_gain(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], seed + g)
-        rep.add(Claim(f"semi-AR (Markov head) over parallel-only τ gain at γ={g}",
-                      "gap smaller at short γ" if paper is None else f"+{paper[0]:g}–{paper[1]:g} % at γ={g - 1}",
-                      gain, unit="%", source=f"{NOTES} §3.3", ci=ci, kind=Kind.EMPIRICAL,
-                      baseline=f"parallel (DFlash-style) drafter, τ {tau[f'parallel@{g}']:.2f}",
-                      ruling=verdicts.direction(gain, ci, paper=paper, tol=0.5, tol_kind="rel", why=why),
-                      note="95% bootstrap interval of the τ difference over rounds; size within ±50% of the paper's "
-                           "range (our γ is the paper's block + 1)"))
+    # the paper's gap over each baseline drafter, by γ (our γ is the paper's block + 1)
+    paper_gap = {("parallel", 8): (16.0, 18.0), ("parallel", 16): (22.0, 30.0), ("ar", 8): (27.0, 31.0)}
+    names = {"parallel": "parallel (DFlash-style)", "ar": "AR (EAGLE-style)"}
+    for g in gammas:
+        # judged against the stronger baseline drafter measured at this γ; each drafter is one training run
+        cmp = against_strongest(rounds[("markov", g)]["accepted"] + 1.0,
+                                {names[k]: rounds[(k, g)]["accepted"] + 1.0 for k in ("parallel", "ar")},
+                                paired=False, seed=seed + g)
+        base = next(k for k in names if names[k] == cmp.strongest)
+        m = tau[f"{base}@{g}"]
+        gain, ci = 100 * cmp.effect / m, (100 * cmp.ci[0] / m, 100 * cmp.ci[1] / m)
+        paper = paper_gap.get((base, g))
+        rep.add(Claim(f"semi-AR (Markov head) τ gain over the stronger baseline drafter at γ={g}",
+                      "+16–18 % over DFlash at block 7, +22–30 % at block 15, +27–31 % over Eagle3 at block 7; "
+                      "the gap is smaller at short blocks",
+                      gain, unit="%", source=f"{NOTES} §3.1, §3.3", ci=ci, kind=Kind.EMPIRICAL, **cmp.claim_fields(),
+                      ruling=verdicts.direction(gain, ci, paper=paper, tol=0.5, tol_kind="rel", training_runs=1,
+                                                why="" if paper else f"the paper gives no gap over the {base} "
+                                                                     f"drafter at this block"),
+                      note="baselines in τ; 95% bootstrap interval of the τ difference over rounds, divided by the "
+                           "baseline's τ; one training run per drafter, so the interval cannot separate the design "
+                           "from the run; size within ±50% of the paper's range for that baseline"))
     if len(gammas) > 1:
         gains = [rel_gain(rounds[("markov", g)]["accepted"], rounds[("parallel", g)]["accepted"], seed + g)[0]
                  for g in gammas]
         grows = all(b >= a for a, b in zip(gains, gains[1:], strict=False))
-        rep.add(Claim("the semi-AR gain grows with γ", "+16 % at γ=7 → +30 % at γ=15",
+        rep.add(Claim("the semi-AR gain over the parallel drafter grows with γ", "+16 % at γ=7 → +30 % at γ=15",
                       " → ".join(f"{x:+.1f}%" for x in gains) + f" (γ={gammas})", kind=Kind.EMPIRICAL,
                       ruling=verdicts.outcome(grows, test="the gain is non-decreasing over the γ grid"),
-                      source=f"{NOTES} §3.3", note="point estimates; see the per-γ claims for intervals"))
-    gain, ci = rel_gain(rounds[("markov", g_main)]["accepted"], rounds[("ar", g_main)]["accepted"], seed + 100)
-    rep.add(Claim(f"semi-AR (Markov) over the AR (EAGLE-style) drafter τ gain at γ={g_main}", "+27–31 % (vs Eagle3)",
-                  gain, unit="%", source=f"{NOTES} §3.1", ci=ci, kind=Kind.EMPIRICAL,
-                  baseline=f"AR drafter τ {tau[f'ar@{g_main}']:.2f}",
-                  ruling=verdicts.direction(gain, ci, paper=(27.0, 31.0), tol=0.5, tol_kind="rel"),
-                  note="interval as above; our AR drafter is 1 layer vs 2 backbone layers (paper: 1 vs 5)"))
+                      source=f"{NOTES} §3.3", note="point estimates of drafters trained once each; see the per-γ "
+                                                  "claims for intervals"))
     gain, ci = rel_gain(rounds[("rnn", g_main)]["accepted"], rounds[("markov", g_main)]["accepted"], seed + 101)
     rep.add(Claim(f"RNN head vs Markov head τ at γ={g_main}", "RNN marginally better, mainly at long γ",
                   gain, unit="%", source=f"{NOTES} §3.3", ci=ci, kind=Kind.EMPIRICAL,
                   baseline=f"Markov head τ {tau[f'markov@{g_main}']:.2f}",
-                  ruling=verdicts.direction(gain, ci, why="'marginally better' has no number"),
-                  note="a 'marginal' gain is expected to sit near 0, so 'not separated from noise' is the likely "
+                  ruling=verdicts.direction(gain, ci, why="'marginally better' has no number", training_runs=1),
+                  note="one training run per head; a 'marginal' gain is expected to sit near 0, so 'not separated from noise' is the likely "
                        "honest outcome at this sample size"))
     cp, cm = np.array(cond[f"parallel@{g_main}"]), np.array(cond[f"markov@{g_main}"])
     tail = slice(g_main // 2, g_main)
@@ -347,12 +346,25 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
                                                "the Markov head's tail is flatter"),
                   source=f"{NOTES} §3.2", note="conditional acceptance, mean over the second half of the block"))
     r_m = rounds[("markov", g_main)]
-    overhead = r_m["sequential_s"] / max(r_m["step_s"], 1e-12)
-    rep.add(Claim("sequential (Markov) head share of a full round's latency", "+0.2–1.3 % over DFlash (batch 128, GPU)",
-                  100 * overhead, unit="%", source=f"{NOTES} §3.3", kind=Kind.EMPIRICAL,
-                  ruling=verdicts.bound(100 * overhead, 1.3, sense="<="),
-                  note="serial-loop wall time / full round (draft + verify), batch 1 on CPU; rule: at most 1.3 %. "
-                       "At tiny scale the target forward is ~ms, so Python per-token overhead of the loop weighs more"))
+    seq_r, step_r = r_m["sequential_s_rounds"], np.maximum(r_m["step_s_rounds"], 1e-12)
+    overhead = float(seq_r.sum() / step_r.sum())
+    # a timing claim is judged on repeated measurements: every round times the head inside its own step,
+    # and the interval resamples rounds (ratio of sums)
+    idx = np.arange(seq_r.size, dtype=float)
+    ov_ci = (stats.bootstrap_ci(idx, lambda i: 100 * seq_r[i.astype(int)].sum() / step_r[i.astype(int)].sum(),
+                                seed=seed, n_resamples=500, method="percentile") if seq_r.size >= 5 else None)
+    if ov_ci is None:
+        rep.add(not_checkable("sequential (Markov) head share of a full round's latency",
+                              "+0.2–1.3 % over DFlash (batch 128, GPU)",
+                              f"{seq_r.size} timed rounds at this scale: a timing needs at least 5 repeats",
+                              f"{NOTES} §3.3"))
+    else:
+        rep.add(Claim("sequential (Markov) head share of a full round's latency",
+                      "+0.2–1.3 % over DFlash (batch 128, GPU)", 100 * overhead, unit="%", source=f"{NOTES} §3.3",
+                      kind=Kind.EMPIRICAL, ci=ov_ci, ruling=verdicts.bound(100 * overhead, 1.3, sense="<=", ci=ov_ci),
+                      note=f"serial-loop wall time / full round (draft + verify) over {seq_r.size} rounds, batch 1 on "
+                           "CPU; rule: at most 1.3 % at the far end of the interval. At tiny scale the target forward "
+                           "is ~ms, so Python per-token overhead of the loop weighs more"))
 
     # --- E3: calibration --------------------------------------------------------------------------
     dm = drafters[("markov", g_main)]
@@ -369,6 +381,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         aucs = [roc_auc(cum[:, k], test_r["labels"][:, k] > 0.5) for k in range(cum.shape[1])]
         oracle_auc = float(np.nanmean(aucs)) if np.isfinite(aucs).any() else float("nan")
     rep.details["calibration"]["oracle_auc"] = oracle_auc
+    # intervals for the calibration claims: resample the test rounds (paired: raw and STS on the same rounds)
+    auc_ci, ece_gap_ci = _calibration_cis(test_r, cal, seed)
     rep.details["calibration"]["mean_accept_prob"] = (float(np.mean(test_r["accept_prob"]))
                                                       if test_r.get("accept_prob") is not None else None)
     auc_note = (f"Ceiling: the exact acceptance probabilities Σ min(p_d, p_t) at the drafted prefix reach AUC "
@@ -378,8 +392,8 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
         rep.add(Claim("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
                       float(raw["mean_auc"]), source=f"{NOTES} §3.4", kind=Kind.EMPIRICAL,
                       baseline=f"exact acceptance probabilities (oracle): AUC {oracle_auc:.3f}",
-                      ruling=verdicts.value(float(raw["mean_auc"]), paper=(0.81, 0.90), tol=0.05, tol_kind="abs",
-                                            chance=0.5),
+                      ci=auc_ci, ruling=verdicts.value(float(raw["mean_auc"]), paper=(0.81, 0.90), tol=0.05,
+                                                       tol_kind="abs", chance=0.5, ci=auc_ci),
                       note="Rule: above chance (0.5) and within ±0.05 of the paper's range. " + auc_note))
     else:
         rep.add(not_checkable("raw confidence ROC-AUC (cumulative survival, mean over positions)", "0.81–0.90",
@@ -388,11 +402,14 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     rep.add(Claim("ECE after STS (test split, 20 bins, mean over positions), against the raw confidences",
                   "3–8 % → ~1 %", 100 * float(sts["mean_ece"]), unit="%", kind=Kind.EMPIRICAL,
                   baseline=f"raw confidences: ECE {100 * raw['mean_ece']:.1f}%",
+                  # direction: the STS − raw ECE gap over resampled test rounds lies below zero
                   ruling=verdicts.value(100 * float(sts["mean_ece"]), paper=1.0, tol=2.0, tol_kind="abs",
-                                        chance=100 * float(raw["mean_ece"]), expected_sign=-1),
+                                        chance=100 * float(raw["mean_ece"]), expected_sign=-1,
+                                        ci=tuple(100 * float(raw["mean_ece"]) + x for x in ece_gap_ci)),
                   source=f"{NOTES} §2.6/§3.4",
                   note=f"{100 * raw['mean_ece']:.1f}% → {100 * sts['mean_ece']:.1f}%. Rule: direction = STS lowers the "
-                       "held-out ECE below the raw confidences'; size = within 1 ± 2 points"))
+                       "held-out ECE below the raw confidences' (interval: raw ECE plus the bootstrap interval of the "
+                       "paired STS − raw gap over test rounds); size = within 1 ± 2 points"))
 
     phases["calibration_s"] = time.perf_counter() - t0 - sum(phases.values())
     # --- E4/E5: scheduling under load (measured CPU and SYNTHETIC accelerator) ------------------------
@@ -417,48 +434,52 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
                  cname == "measured" else "SYNTHETIC curve: an assumption, not a measurement; the engine's decisions "
                  "and acceptances are real, the clock is virtual")
         per_load = ", ".join(f"load {ld}: {100 * v:+.1f}% vs {b}" for ld, v, b in zip(loads, vs_best, best_fixed, strict=True))
-        rep.add(Claim(f"Algorithm 1 (DSpark scheduler) per-user speed within 2 % of the best fixed k at every load — {label}",
-                      "within ~2 % of the best fixed-k at every R (notes' plan, E4); paper: +60–85 % over MTP-1",
-                      100 * float(vs_best.min()), unit="% vs the best fixed k (worst load)", kind=Kind.EMPIRICAL,
-                      baseline="best fixed k per load, chosen in hindsight: " + ", ".join(
-                          f"{b} {pu[b][j]:.1f} tok/s/user" for j, b in enumerate(best_fixed)),
-                      ruling=verdicts.bound(100 * float(vs_best.min()), -2.0, sense=">="),
-                      source=f"{NOTES} §3.5, §6 E4",
-                      note=f"{per_load}. For the paper's metric: over fixed-1 (MTP-1 analogue) at {how} "
-                           f"{100 * sp1:+.1f}%, a weak baseline here. {clock}."))
-        rep.add(Claim(f"Algorithm 1 per-user speed at or above no speculation at every load — {label}",
-                      "Alg. 1 stays ≥ no-spec at every R while fixed-γ falls below it at high R (notes' plan, E4)",
-                      100 * float(vs_plain.min()), unit="% vs no speculation (worst load)", kind=Kind.EMPIRICAL,
-                      baseline="no speculation: " + ", ".join(f"{v:.1f}" for v in pu["plain"]) + " tok/s/user",
-                      ruling=verdicts.bound(100 * float(vs_plain.min()), 0.0, sense=">="),
-                      source=f"{NOTES} §6 E4",
-                      note=", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, vs_plain, strict=True))
-                           + f"; fixed-{g_main} vs no speculation at the highest load "
-                           f"{100 * (pu[f'fixed-{g_main}'][-1] / pu['plain'][-1] - 1):+.1f}%. {clock}."))
+        # one sweep per load gives one number per arm and no interval: a speed bound cannot be judged from it.
+        # On the synthetic curve the shape of the clock is ours, so what Algorithm 1 gains from it is planted.
+        kind = Kind.PLANTED if cname == "synthetic" else Kind.EMPIRICAL
+        no_interval = ("one sweep per load, so each per-user speed is a single run with no interval; a speed "
+                       "bound needs repeated, interleaved runs")
+        rep.add(not_checkable(
+            f"Algorithm 1 (DSpark scheduler) per-user speed within 2 % of the best fixed k at every load — {label}",
+            "within ~2 % of the best fixed-k at every R (notes' plan, E4); paper: +60–85 % over MTP-1",
+            f"{no_interval}. Measured, worst load {100 * float(vs_best.min()):+.1f}%: {per_load}; best fixed k per "
+            "load, chosen in hindsight: " + ", ".join(f"{b} {pu[b][j]:.1f} tok/s/user" for j, b in enumerate(best_fixed))
+            + f". Over fixed-1 (MTP-1 analogue) at {how} {100 * sp1:+.1f}%, a weak baseline here. {clock}.",
+            f"{NOTES} §3.5, §6 E4", kind))
+        rep.add(not_checkable(
+            f"Algorithm 1 per-user speed at or above no speculation at every load — {label}",
+            "Alg. 1 stays ≥ no-spec at every R while fixed-γ falls below it at high R (notes' plan, E4)",
+            f"{no_interval}. Measured, worst load {100 * float(vs_plain.min()):+.1f}%: "
+            + ", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, vs_plain, strict=True))
+            + "; no speculation: " + ", ".join(f"{v:.1f}" for v in pu["plain"]) + f" tok/s/user; fixed-{g_main} vs "
+            f"no speculation at the highest load {100 * (pu[f'fixed-{g_main}'][-1] / pu['plain'][-1] - 1):+.1f}%. "
+            f"{clock}.", f"{NOTES} §6 E4", kind))
     syn = {s: np.array([p["per_user"] for p in pts]) for s, pts in sweep["synthetic"].items()}
     sts_vs_raw = syn["dspark"] / syn["dspark-raw"] - 1
     lo, hi = stats.mean_ci(100 * sts_vs_raw)
     rep.add(Claim(f"Algorithm 1 with STS-calibrated confidences beats it with raw confidences ({synthetic.label})",
                   "STS-calibrated confidences beat raw ones (notes' plan, E4; no controlled ablation in the paper)",
                   100 * float(sts_vs_raw.mean()), unit="% per-user speed, mean over loads", ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, baseline="Alg. 1 on raw confidences: " + ", ".join(
+                  kind=Kind.PLANTED, baseline="Alg. 1 on raw confidences: " + ", ".join(
                       f"{v:.1f}" for v in syn["dspark-raw"]) + " tok/s/user",
                   ruling=verdicts.direction(100 * float(sts_vs_raw.mean()), (lo, hi),
                                             why="the paper reports no ablation of STS in serving"),
                   source=f"{NOTES} §3.4, §6 E4",
                   note="t-interval over the loads " + str(loads) + " (virtual clock; each load is one run)"))
     stale_vs = syn["stale-k"] / syn["dspark"] - 1
-    rep.add(Claim(f"stale-K (budget from confidences 2 steps old) costs little: within 2 % of Algorithm 1 at every "
-                  f"load ({synthetic.label})", "staleness costs little throughput for d ≤ 2 (notes' plan, E4)",
-                  100 * float(stale_vs.min()), unit="% vs Alg. 1 (worst load)", kind=Kind.EMPIRICAL,
-                  baseline="Alg. 1 on current confidences: " + ", ".join(f"{v:.1f}" for v in syn["dspark"]) + " tok/s/user",
-                  ruling=verdicts.bound(100 * float(stale_vs.min()), -2.0, sense=">="), source=f"{NOTES} §2.8, §6 E4",
-                  note=", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, stale_vs, strict=True))))
+    rep.add(not_checkable(
+        f"stale-K (budget from confidences 2 steps old) costs little: within 2 % of Algorithm 1 at every load "
+        f"({synthetic.label})", "staleness costs little throughput for d ≤ 2 (notes' plan, E4)",
+        f"one sweep per load, so each per-user speed is a single run with no interval; a speed bound needs repeated "
+        f"runs. Measured, worst load {100 * float(stale_vs.min()):+.1f}%: "
+        + ", ".join(f"load {ld}: {100 * v:+.1f}%" for ld, v in zip(loads, stale_vs, strict=True))
+        + "; Alg. 1 on current confidences: " + ", ".join(f"{v:.1f}" for v in syn["dspark"]) + " tok/s/user",
+        f"{NOTES} §2.8, §6 E4", Kind.PLANTED))
     budgets = [p["verify_per_request"] for p in sweep["synthetic"]["dspark"]]
     shrinks = all(b <= a for a, b in zip(budgets, budgets[1:], strict=False)) and budgets[-1] < budgets[0]
     rep.add(Claim("verify budget per request shrinks monotonically as load rises (SYNTHETIC accelerator curve)",
                   "grows from MTP-1's 2 tokens to 4–6 at low load, shrinks with load (Fig. 8)",
-                  " → ".join(f"{b:.2f}" for b in budgets) + f" at loads {loads}", kind=Kind.EMPIRICAL,
+                  " → ".join(f"{b:.2f}" for b in budgets) + f" at loads {loads}", kind=Kind.PLANTED,
                   ruling=verdicts.outcome(bool(shrinks), test="the mean verify budget is non-increasing in load and "
                                                               "lower at the highest load than at the lowest"),
                   source=f"{NOTES} §3.5", note="synthetic clock"))
@@ -476,7 +497,7 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
     causal_worst = max(v for k, v in ex["worst_tv"].items() if k != "global-argmax")
     rep.add(Claim("causal schedulers (fixed-k, threshold, Alg. 1, stale-K) are lossless: max TV to target, exact "
                   "enumeration", "lossless (exact)", causal_worst, kind=Kind.CHECK,
-                  ruling=verdicts.bound(causal_worst, 1e-12, sense="<="), source=f"{NOTES} §2.8",
+                  ruling=verdicts.bound(causal_worst, 1e-12, sense="<=", exact=True), source=f"{NOTES} §2.8",
                   note="exact float64 enumeration of every draft/accept outcome on random V=3, γ=2, R≤2 problems with "
                        "Markov-fed confidences and smooth / staircase / random SPS; must be ≤1e-12"))
     ca = ex["counterexample_argmax"]
@@ -503,10 +524,33 @@ def _reproduce(scale: str, seed: int) -> Reproduction:
                  f"sweep runs the real engine with continuous batching (loads {loads}) twice: on this CPU's wall clock "
                  f"with the SPS curve profiled at start-up, and on a virtual clock driven by a {synthetic.label}. "
                  "Losslessness is checked by exact enumeration (the paper's argument at every instance).")
+    rep.planted = (f"The {synthetic.label} is a clock we wrote: verification costs the same up to a batch size we "
+                   "chose and grows after it, so Algorithm 1's advantage on it, the verify budget shrinking with "
+                   "load, and the STS-vs-raw comparison on that clock follow from our curve; the engine's decisions "
+                   "and acceptances on it are real.")
     rep.runtime_s = time.perf_counter() - t0
     rep.details["runtime_s"] = rep.runtime_s
     rep.details["phases_s"] = phases
     return rep
+
+
+def _calibration_cis(rounds: dict, cal, seed: int, n_resamples: int = 300) -> tuple[tuple[float, float],
+                                                                               tuple[float, float]]:
+    """Percentile bootstrap intervals over test rounds: the raw confidences' mean AUC, and the paired gap
+    STS ECE − raw ECE in points (raw and STS scored on the same resampled rounds)."""
+    z, y = rounds["conf_logits"], rounds["labels"]
+    idx = np.arange(len(z), dtype=float)
+
+    def auc(i: np.ndarray) -> float:
+        i = i.astype(int)
+        return calibration_report(z[i], y[i], None)["mean_auc"]
+
+    def gap(i: np.ndarray) -> float:
+        i = i.astype(int)
+        return 100 * (calibration_report(z[i], y[i], cal)["mean_ece"] - calibration_report(z[i], y[i], None)["mean_ece"])
+
+    kw = {"seed": seed, "n_resamples": n_resamples, "method": "percentile"}
+    return stats.bootstrap_ci(idx, auc, **kw), stats.bootstrap_ci(idx, gap, **kw)
 
 
 def _figures(cond, gammas, g_main, raw, sts, test_r, cal, sweep, syn_label, meas_label) -> list[Figure]:
