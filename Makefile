@@ -25,7 +25,7 @@ $(STAMP): $(BIN)/python pyproject.toml Makefile
 	$(BIN)/pip install -q --no-deps "verl==0.9.1" "skyrl==0.3.0" "skyrl-gym==0.4.0" "omegaconf==2.3.0" \
 		"hydra-core==1.3.8" "antlr4-python3-runtime==4.9.3" "tensordict==0.10.0" "pyvers==0.1.0" \
 		"codetiming==1.4.0" "torchdata==0.11.0" "cachetools==8.0.1" "jaxtyping==0.3.11" \
-		"wadler-lindig==0.1.8" "loguru==0.7.3"
+		"wadler-lindig==0.1.8" "loguru==0.7.3" "TransferQueue==0.1.11" "pyzmq>=26" "msgspec>=0.18"
 	touch $(STAMP)
 
 install: $(STAMP)

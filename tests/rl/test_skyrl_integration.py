@@ -96,3 +96,57 @@ def test_skyrl_trainer_stepwise_mode_cannot_carry_steps() -> None:
     (call,) = seen
     assert call["token_level_rewards"].shape[0] == 3  # 3 trajectories' last steps out of 6 steps
     assert not {"traj_uid", "step_id", "state_key", "non_tensor_batch"} & set(call)
+
+
+def test_registered_estimators_survive_cloudpickle() -> None:
+    """SkyRL ships registered estimators to its registry actor with cloudpickle; a closure over a ContextVar
+    could not be pickled. Runs without SkyRL."""
+    import cloudpickle
+
+    from divelab.rl.verl import make_verl_estimator
+
+    fn = make_verl_estimator("g2po", edge_weight=0.5)
+    back = cloudpickle.loads(cloudpickle.dumps(fn))
+    assert back == fn and back.__name__ == "divelab_g2po"
+    t = torch.zeros(2, 3)
+    t[0, -1] = 1.0
+    kw = {"traj_uid": ["a", "b"], "step_id": [0, 0], "state_key": ["s", "s"]}
+    np.testing.assert_allclose(back(t, torch.ones(2, 3), ["u", "u"], **kw)[0], fn(t, torch.ones(2, 3), ["u", "u"], **kw)[0])
+
+
+@pytest.mark.slow
+def test_skyrl_registry_synced_to_a_ray_worker_computes_there() -> None:
+    """register() in the driver, a local Ray, SkyRL's own sync_registries(), then SkyRL's dispatcher inside a
+    Ray worker that never called register() (~30 s: starts a local Ray)."""
+    _skyrl()
+    import ray
+
+    from divelab.rl.skyrl import import_skyrl, register
+
+    ppo = import_skyrl()
+    register()
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        ppo.sync_registries()
+        ns = run_examples("steps")
+        rows, step_reward = ns["rows"], ns["step_reward"]
+
+        @ray.remote
+        def in_worker(rows: dict, step_reward: list) -> tuple[bool, list]:
+            from divelab.rl import skyrl
+
+            ppo = skyrl.import_skyrl()
+            registered_here = bool(skyrl._ESTIMATORS)  # False: this process never called register()
+            rewards = torch.zeros(6, 3)
+            rewards[:, -1] = torch.tensor(step_reward)
+            adv, _ = ppo.compute_advantages_and_returns(
+                token_level_rewards=rewards, response_mask=torch.ones(6, 3), index=np.array(rows["uid"]),
+                adv_estimator="g2po", config=None, gamma=0.9, lambd=1.0, grpo_norm_by_std=True,
+                traj_uid=rows["traj_uid"], step_id=rows["step_id"], state_key=rows["state_key"])
+            return registered_here, adv[:, 0].tolist()
+
+        registered_here, adv = ray.get(in_worker.remote(rows, step_reward))
+        assert not registered_here
+        np.testing.assert_allclose(adv, g2po_advantage(_native(rows, step_reward), gamma=0.9), atol=1e-5)
+    finally:
+        ray.shutdown()

@@ -123,3 +123,82 @@ def test_documented_ray_hook_registers_in_worker_processes() -> None:
         assert ray.get(probe.remote()) == (["g2po", "gigpo", "grpo_steps"], True)
     finally:
         ray.shutdown()
+
+
+def test_v1_step_fields_from_verl_row_keys() -> None:
+    """verl v1's row keys carry trajectory and step; verl's copy of the final reward goes to the last step."""
+    from divelab.rl.verl_plugin import v1_step_fields
+
+    keys = ["u-1_0_1", "u-1_0_0", "u-1_1_0"]
+    extra = [{"state_key": ["s", 1]}, {"state_key": "s0"}, {"state_key": "s0", "reward_extra_info": {}}]
+    f = v1_step_fields(keys, extra, [2.0, 2.0, 0.5])
+    assert list(f["traj_uid"]) == ["u-1_0", "u-1_0", "u-1_1"] and list(f["step_id"]) == [1, 0, 0]
+    assert f["state_key"][0] == ("s", 1)  # a key that travelled as a list is hashable again
+    assert list(f["step_reward"]) == [2.0, 0.0, 0.5]
+    with pytest.raises(ValueError, match=r"extra_fields\['state_key'\].*step_outputs"):
+        v1_step_fields(keys, [{}, {}, {}], [0.0] * 3)
+    with pytest.raises(ValueError, match="not '{uid}_{session_id}_{index}'"):
+        v1_step_fields(["nounderscore"], [{"state_key": 1}], [0.0])
+
+
+@pytest.mark.slow
+def test_verl_default_v1_trainer_advantage_stage_on_its_own_rollout_rows() -> None:
+    """verl's default trainer (trainer.use_v1=true): the agent loop's per-step outputs go through verl's own
+    TransferQueue post-processing into its store, and verl's own ``PPOTrainer._compute_advantage`` reads them
+    back and computes g2po; equal to the native estimator (~60 s: starts Ray and TransferQueue)."""
+    _verl()
+    pytest.importorskip("transfer_queue", reason="verl's v1 trainer needs TransferQueue")
+    import asyncio
+    from types import SimpleNamespace
+
+    import ray
+    from omegaconf import OmegaConf
+
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)  # TQ's controller and store hold a CPU each
+    try:
+        import transfer_queue as tq
+        from transfer_queue.metadata import KVBatchMeta
+
+        tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+        from verl.trainer.ppo.v1 import agent_loop_tq, trainer_base
+
+        import divelab.rl.verl_plugin as plugin
+
+        worker_cls = agent_loop_tq.AgentLoopWorkerTQ.__ray_metadata__.modified_class
+
+        async def nothing(*args, **kwargs):  # no reward model, no teacher: the loop set the reward itself
+            return None
+
+        worker = SimpleNamespace(processor=None, _compute_score=nothing, _compute_teacher_logprobs=nothing)
+        worker._compute_multi_modal_inputs = worker_cls._compute_multi_modal_inputs.__get__(worker)
+        worker._compute_position_ids = worker_cls._compute_position_ids.__get__(worker)
+        ns = run_examples("steps")
+        rows, step_reward = ns["rows"], ns["step_reward"]
+        keys = []
+        for session, traj in enumerate(dict.fromkeys(rows["traj_uid"])):
+            idx = [i for i, t in enumerate(rows["traj_uid"]) if t == traj]
+            steps = [{"prompt_ids": [1, 2, 3 + j], "response_ids": [4] * (2 + j), "state_key": rows["state_key"][i]}
+                     for j, i in enumerate(idx)]
+            outputs = plugin.step_outputs(steps, reward_score=sum(step_reward[i] for i in idx))
+            asyncio.run(worker_cls._agent_loop_postprocess(worker, outputs, False, uid="task-1", session_id=session,
+                                                           global_steps=1))
+            keys += [f"task-1_{session}_{j}" for j in range(len(idx))]
+        meta = KVBatchMeta(keys=keys, tags=[{}] * len(keys), partition_id="train")
+        advantages = {}
+        for estimator, gamma in (("grpo_steps", 1.0), ("g2po", 0.9)):
+            cfg = OmegaConf.create({"algorithm": {"adv_estimator": estimator, "gamma": gamma, "lam": 1.0,
+                                                  "use_kl_in_reward": False, "norm_adv_by_std_in_grpo": True},
+                                    "actor_rollout_ref": {"rollout": {"n": 3}}})
+            trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=cfg), meta, {})
+            got = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages"])["advantages"]
+            advantages[estimator] = np.array([float(a[0]) for a in got.unbind()])
+        batch = _native(rows, step_reward)
+        np.testing.assert_allclose(advantages["g2po"], g2po_advantage(batch, gamma=0.9), atol=1e-5)
+        np.testing.assert_allclose(advantages["grpo_steps"], grpo_advantage(batch), atol=1e-5)
+        cfg = OmegaConf.create({"algorithm": {"adv_estimator": "g2po", "gamma": 0.9, "lam": 1.0,
+                                              "use_kl_in_reward": True}})
+        with pytest.raises(ValueError, match="use_kl_in_reward=True cannot be combined"):
+            trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=cfg), meta, {})
+        tq.close()
+    finally:
+        ray.shutdown()

@@ -20,7 +20,10 @@ What SkyRL 0.3.0's trainer cannot carry (``RayPPOTrainer.compute_advantages_and_
 
 Registry and processes: SkyRL keeps registrations in a named Ray actor; ``register()`` before
 ``ray.init`` is local, and SkyRL's ``sync_registries()`` (called in its entrypoint after Ray starts)
-pushes them to every worker. Call :func:`register` in your entry script before SkyRL's entrypoint.
+cloudpickles them into that actor, from which every worker loads them. The estimators are instances
+of the module-level class :class:`divelab.rl.verl.VerlEstimator` (no closure, no captured context
+variable), so they pickle by reference and a worker only needs divelab importable. Call
+:func:`register` in your entry script before SkyRL's entrypoint.
 
 Python 3.11: ``import skyrl.backends`` fails on Python < 3.12 in 0.3.0 (``skyrl/tinker/types.py``
 declares a pydantic model field with ``typing.TypedDict``, which pydantic 2 rejects before 3.12).

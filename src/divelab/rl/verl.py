@@ -5,8 +5,9 @@ call a registered estimator as ``fn(token_level_rewards, response_mask, index, c
 -> (advantages, returns)`` on ``(bs, resp_len)`` tensors, ``index`` being each row's group id
 (``uid``). In multi-turn agent training every row is **one step** of a trajectory, and the step-level
 estimators (``gigpo``, ``g2po``) also need each row's trajectory, step number and state key. Those
-are the **step fields** (:data:`STEP_FIELDS`): ``traj_uid``, ``step_id``, ``state_key`` (and an
-optional ``next_state_key``; verl-agent's ``anchor_obs`` is accepted for ``state_key``). They reach
+are the **step fields** (:data:`STEP_FIELDS`): ``traj_uid``, ``step_id``, ``state_key`` (and the
+optional ``next_state_key`` and ``step_reward``, the step's own reward, used instead of the row's
+summed token rewards; verl-agent's ``anchor_obs`` is accepted for ``state_key``). They reach
 the estimator as keyword arguments of those names, as a ``non_tensor_batch`` mapping that holds them
 (what verl's agent loop writes from ``AgentLoopOutput.extra_fields``), or through
 :mod:`divelab.rl.verl_plugin` (verl) / :mod:`divelab.rl.skyrl` (SkyRL).
@@ -37,12 +38,13 @@ import torch
 from divelab.rl.advantages import StepBatch, get_advantage
 
 STEP_FIELDS = ("traj_uid", "step_id", "state_key")
-OPTIONAL_STEP_FIELDS = ("next_state_key",)
+OPTIONAL_STEP_FIELDS = ("next_state_key", "step_reward")
 _ALIASES = {"traj_uid": ("traj_index",), "step_id": ("step_ids",), "state_key": ("state_keys", "anchor_obs"),
-            "next_state_key": ("next_state_keys",)}
+            "next_state_key": ("next_state_keys",), "step_reward": ()}
 
-# set by divelab.rl.verl_plugin around verl's compute_advantage: (non_tensor_batch, trainer options)
-CURRENT_BATCH: ContextVar[tuple[Mapping[str, Any], dict[str, Any]] | None] = ContextVar(
+# set by divelab.rl.verl_plugin around verl's compute_advantage: (the batch's non_tensor_batch, the
+# call's trainer options, advice for that trainer path when the step fields are missing)
+CURRENT_BATCH: ContextVar[tuple[Mapping[str, Any], dict[str, Any], str] | None] = ContextVar(
     "divelab_verl_batch", default=None)
 
 
@@ -125,12 +127,22 @@ def _resolve_options(name: str, native: Callable[..., np.ndarray], options: dict
     return opts
 
 
+#: what to do when the step fields are missing, by the trainer path that called (see CURRENT_BATCH)
+GENERAL_ADVICE = (
+    "verl's default trainer (trainer.use_v1=true): return one AgentLoopOutput per step from the agent loop "
+    "(divelab.rl.verl_plugin.step_outputs) with extra_fields['state_key'], and load divelab.rl.verl_plugin in the "
+    "Ray workers (+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=divelab.rl.verl_plugin.setup); "
+    "verl's legacy trainer (trainer.use_v1=false): one row per step with the fields in non_tensor_batch (from "
+    "AgentLoopOutput.extra_fields) and the same hook; SkyRL or a direct call: pass them as keyword arguments "
+    "(traj_uid=, step_id=, state_key=) to compute_advantages_and_returns")
+
+
 def _step_fields(bs: int, kwargs: Mapping[str, Any], non_tensor_batch: Mapping[str, Any] | None,
-                 name: str) -> dict[str, list[Any]]:
+                 name: str, advice: str = GENERAL_ADVICE) -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for field in STEP_FIELDS + OPTIONAL_STEP_FIELDS:
         for src in (kwargs, non_tensor_batch or {}):
-            for key in (field, *_ALIASES[field]):
+            for key in (field, *_ALIASES.get(field, ())):
                 if key in src and src[key] is not None:
                     found[field] = _as_list(src[key])
                     break
@@ -140,32 +152,46 @@ def _step_fields(bs: int, kwargs: Mapping[str, Any], non_tensor_batch: Mapping[s
     if missing:
         raise ValueError(
             f"divelab estimator {name!r} needs the per-row step fields {', '.join(STEP_FIELDS)} (missing: "
-            f"{', '.join(missing)}). Write them into non_tensor_batch from the rollout (verl: AgentLoopOutput."
-            f"extra_fields, and load divelab.rl.verl_plugin in the trainer process) or pass them as keyword "
-            f"arguments. Without them every row would be a one-step trajectory, i.e. row-level GRPO, so this is "
-            f"refused; pass rows='trajectories' to make_verl_estimator if each row really is a whole trajectory.")
+            f"{', '.join(missing)}). {advice}. Without them every row would be a one-step trajectory, i.e. "
+            f"row-level GRPO, so this is refused; pass rows='trajectories' to make_verl_estimator if each row "
+            f"really is a whole trajectory.")
     for f, v in found.items():
         if len(v) != bs:
             raise ValueError(f"step field {f} has {len(v)} entries for {bs} rows")
     return found
 
 
-def make_verl_estimator(name: str, rows: str = "steps", **options: Any) -> Callable[..., tuple[torch.Tensor,
-                                                                                             torch.Tensor]]:
-    """A verl/SkyRL-signature function wrapping the divelab estimator ``name``.
+class VerlEstimator:
+    """divelab's estimator ``name`` with verl's/SkyRL's signature ``fn(token_level_rewards, response_mask,
+    index, config=..., **kwargs) -> (advantages, returns)``.
 
-    ``rows="steps"`` (default): each row is one step; the step fields are required. ``rows="trajectories"``:
-    each row is a whole one-step trajectory (state key = the row); only then may the fields be absent.
-    ``options`` go to the native estimator (``episode_weight``, ``edge_weight``, ...); trainer options
-    (``gamma``, std normalisation, lambda) come from the trainer, see the module docstring.
+    A module-level class, not a closure, so that ``cloudpickle`` ships it by reference: SkyRL pickles
+    registered estimators into a Ray actor, and a closure over :data:`CURRENT_BATCH` (a ``ContextVar``)
+    cannot be pickled.
     """
-    if rows not in ("steps", "trajectories"):
-        raise ValueError(f"rows must be 'steps' or 'trajectories', got {rows!r}")
-    native = get_advantage(name)
 
-    def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
-                  epsilon: float = 1e-6, config: Any = None, non_tensor_batch: Mapping[str, Any] | None = None,
-                  **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def __init__(self, name: str, rows: str = "steps", **options: Any) -> None:
+        if rows not in ("steps", "trajectories"):
+            raise ValueError(f"rows must be 'steps' or 'trajectories', got {rows!r}")
+        get_advantage(name)  # an unknown name fails here, naming the known ones
+        self.name, self.rows, self.options = name, rows, dict(options)
+        self.__name__ = self.__qualname__ = f"divelab_{name}"
+        self.__doc__ = f"divelab estimator {name!r} ({options}) with verl's/SkyRL's signature."
+
+    def __repr__(self) -> str:
+        return f"VerlEstimator({self.name!r}, rows={self.rows!r}, **{self.options!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VerlEstimator) and (self.name, self.rows, self.options) == (
+            other.name, other.rows, other.options)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.rows))
+
+    def __call__(self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                 epsilon: float = 1e-6, config: Any = None, non_tensor_batch: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        name, native = self.name, get_advantage(self.name)
         bs = token_level_rewards.shape[0]
         if response_mask.shape != token_level_rewards.shape:
             raise ValueError(f"response_mask shape {tuple(response_mask.shape)} != token_level_rewards shape "
@@ -178,18 +204,22 @@ def make_verl_estimator(name: str, rows: str = "steps", **options: Any) -> Calla
             raise ValueError(f"index has {len(groups)} entries for {bs} rows")
         ctx = CURRENT_BATCH.get()
         extra: dict[str, Any] = {}
+        advice = GENERAL_ADVICE
         if non_tensor_batch is None and ctx is not None:
-            non_tensor_batch, extra = ctx
-        if rows == "trajectories" and not any(k in kwargs or k in (non_tensor_batch or {})
-                                              for f in STEP_FIELDS for k in (f, *_ALIASES[f])):
+            non_tensor_batch, extra, advice = ctx
+        if self.rows == "trajectories" and not any(k in kwargs or k in (non_tensor_batch or {})
+                                                   for f in STEP_FIELDS for k in (f, *_ALIASES[f])):
             fields = {"traj_uid": list(range(bs)), "step_id": [0] * bs,
                       "state_key": [("row", i) for i in range(bs)]}
         else:
-            fields = _step_fields(bs, kwargs, non_tensor_batch, name)
+            fields = _step_fields(bs, kwargs, non_tensor_batch, name, advice)
         trajs, keys = fields["traj_uid"], fields["state_key"]
         steps = [int(s) for s in fields["step_id"]]
-        opts = _resolve_options(name, native, options, trainer_options(config, kwargs, extra))
-        rewards = (token_level_rewards * response_mask).sum(-1).detach().double().cpu().numpy()
+        opts = _resolve_options(name, native, self.options, trainer_options(config, kwargs, extra))
+        if "step_reward" in fields:  # the rollout's own per-step rewards (verl v1 copies the final one to all)
+            rewards = np.asarray(fields["step_reward"], dtype=np.float64)
+        else:
+            rewards = (token_level_rewards * response_mask).sum(-1).detach().double().cpu().numpy()
         # dense ids for groups and trajectories, whatever their original type (uids are strings)
         gid: dict[Any, int] = {}
         tid: dict[Any, int] = {}
@@ -217,10 +247,16 @@ def make_verl_estimator(name: str, rows: str = "steps", **options: Any) -> Calla
         scores = adv.unsqueeze(-1) * response_mask
         return scores, scores
 
-    estimator.__name__ = f"divelab_{name}"
-    estimator.__qualname__ = estimator.__name__
-    estimator.__doc__ = f"divelab estimator {name!r} ({options}) with verl's/SkyRL's signature."
-    return estimator
+
+def make_verl_estimator(name: str, rows: str = "steps", **options: Any) -> VerlEstimator:
+    """A verl/SkyRL-signature estimator wrapping the divelab estimator ``name`` (a picklable object).
+
+    ``rows="steps"`` (default): each row is one step; the step fields are required. ``rows="trajectories"``:
+    each row is a whole one-step trajectory (state key = the row); only then may the fields be absent.
+    ``options`` go to the native estimator (``episode_weight``, ``edge_weight``, ...); trainer options
+    (``gamma``, std normalisation, lambda) come from the trainer, see the module docstring.
+    """
+    return VerlEstimator(name, rows, **options)
 
 
 def step_fields_for(batch: StepBatch) -> dict[str, np.ndarray]:
