@@ -2,7 +2,9 @@
 
 - :func:`compile_kernel` builds one translation unit into ``kernel.so`` in the divelab cache
   (keyed by source + flags; never in the repository); one ``driver`` per problem dlopens it.
-- :func:`check` runs the kernel through ctypes on seeded inputs against the float64 reference.
+- :func:`verify` is the correctness wall: the kernel runs through ctypes on every input set of the
+  problem (normal, large, integer, spikes at each row edge, ragged tails, a spike sweep over every
+  element) and is compiled and run again at tiny and odd sizes; all must match the float64 reference.
 - :func:`time_call` times any callable properly: warm-up, repeats, median and CV.
 - :func:`disassemble` counts scalar vs packed SIMD arithmetic in ``objdump -d`` of the kernel.
 - :func:`callgrind` runs the driver under valgrind's callgrind with cache simulation, counting only
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import shutil
 import statistics
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from divelab import cache
-from divelab.coding.kernelpro.problems import Problem
+from divelab.coding.kernelpro.problems import Arrays, Problem
 from divelab.coding.kernelpro.program import Config
 
 
@@ -120,16 +123,73 @@ def load(build_: Build) -> Callable[..., None]:
     return call
 
 
+@dataclass
+class Verification:
+    """What the correctness wall found: ``error`` is the worst normalised error over every input set
+    and size (<= 1 passes); ``failed`` names each input set (and size) the kernel got wrong."""
+
+    ok: bool
+    error: float
+    failed: list[str]
+
+
+_REFERENCES: dict[tuple, list[tuple[str, Arrays, float, np.ndarray]]] = {}
+
+
+def _cases(problem: Problem, seed: int) -> list[tuple[str, Arrays, float, np.ndarray]]:
+    """The problem's input sets with their float64 references (computed once per problem and size)."""
+    key = (problem.name, id(problem.reference), tuple(problem.inputs), tuple(sorted(problem.defines.items())), seed)
+    if key not in _REFERENCES:
+        if len(_REFERENCES) > 64:
+            _REFERENCES.clear()
+        sets = [(name, xs, scale, problem.reference(xs)) for name, xs, scale in problem.check_inputs(seed)]
+        # the absolute tolerance follows the output's magnitude: a product of two scaled inputs
+        # (a GEMM, a convolution) grows with the square of their scale
+        rms = float(np.sqrt(np.mean(np.square(sets[0][3])))) or 1.0
+        _REFERENCES[key] = [(name, xs, max(1.0, float(np.sqrt(np.mean(np.square(ref)))) / rms) if scale != 1.0
+                             else 1.0, ref) for name, xs, scale, ref in sets]
+    return _REFERENCES[key]
+
+
+def check_sets(problem: Problem, call: Callable[..., None], seed: int = 0) -> Verification:
+    """Run the kernel on every input set of :meth:`Problem.check_inputs` (output pre-filled with NaN,
+    so an element never written fails) and compare each with the float64 reference."""
+    worst, failed = 0.0, []
+    for name, xs, scale, ref in _cases(problem, seed):
+        out = np.full(problem.output, np.nan, dtype=np.float32)
+        call(*xs, out)
+        if not np.all(np.isfinite(out)):
+            err = math.inf
+        else:
+            err = float(np.max(np.abs(out - ref) / (problem.atol * scale + problem.rtol * np.abs(ref))))
+        worst = max(worst, err)
+        if not err <= 1.0:
+            failed.append(name)
+    return Verification(not failed, worst, failed)
+
+
 def check(problem: Problem, call: Callable[..., None], seed: int = 0) -> tuple[bool, float]:
-    """Run on seeded inputs (output pre-filled with NaN) and compare with the float64 reference."""
-    xs = problem.make_inputs(seed)
-    out = np.full(problem.output, np.nan, dtype=np.float32)
-    call(*xs, out)
-    ref = problem.reference(xs)
-    if not np.all(np.isfinite(out)):
-        return False, float("inf")
-    err = float(np.max(np.abs(out - ref) / (problem.atol + problem.rtol * np.abs(ref))))
-    return err <= 1.0, err
+    """(passed, worst normalised error) over every input set at the problem's own size."""
+    v = check_sets(problem, call, seed)
+    return v.ok, v.error
+
+
+def verify(problem: Problem, config: Config, call: Callable[..., None], seed: int = 0) -> Verification:
+    """The whole correctness wall for a kernel built from ``config``: every input set at the
+    problem's size, then (if those pass) the same kernel compiled and checked at each of the
+    problem's ``edge_sizes``. A kernel that fails any of them is wrong."""
+    v = check_sets(problem, call, seed)
+    if not v.ok:
+        return v
+    for sizes in problem.edge_sizes:
+        at = problem.at(sizes)
+        label = ",".join(f"{k}={n}" for k, n in sizes.items())
+        b = build(at, config)
+        if not b.ok:
+            return Verification(False, math.inf, [f"{label}: does not compile"])
+        e = check_sets(at, load(b), seed)
+        v = Verification(v.ok and e.ok, max(v.error, e.error), v.failed + [f"{label}: {n}" for n in e.failed])
+    return v
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Every search node is a compiled, correctness-checked, profiled kernel: :class:`Evaluator`.
 
 ``evaluate(config)`` compiles the problem's program under ``config``, checks it against the
-float64 reference (the correctness wall), times it (warm-up, repeats, median), disassembles it,
+float64 reference on every input set and at tiny and odd sizes (the correctness wall,
+:func:`backend.verify`), times it (warm-up, repeats, median), disassembles it,
 runs it under callgrind (deterministic counts) and runs the micro-tools. Results are memoised
 per config, so searches that meet the same candidate pay once; ``evaluations`` counts distinct
 candidates (the search budget).
@@ -35,6 +36,7 @@ class Candidate:
     skipped_tools: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     log: str = ""
+    failed_checks: list[str] = field(default_factory=list)  # input sets / sizes the kernel got wrong
 
     @property
     def ok(self) -> bool:
@@ -86,7 +88,7 @@ class Evaluator:
         if not b.ok:
             return Candidate(config, False, False, math.inf, log=b.log)
         call = backend.load(b)
-        correct, err = backend.check(p, call)
+        wall = backend.verify(p, config, call)
         t = backend.time_kernel(p, call, repeats=self.repeats, min_time=1e-3)
         m: dict[str, Any] = {"time_s": t.median_s, "flops": p.flops, "bytes": p.bytes, "restrict": config.restrict,
                              "opt": config.opt, "reduction": p.reduction,
@@ -98,7 +100,8 @@ class Evaluator:
                      libm_calls=d.libm_calls)
             m.update(backend.callgrind(b))
         cost = m["CEst"] if self.cost == "cest" else t.median_s
-        cand = Candidate(config, True, correct, cost, t.median_s, t.cv, err, metrics=m)
+        cand = Candidate(config, True, wall.ok, cost, t.median_s, t.cv, wall.error, metrics=m,
+                         failed_checks=wall.failed)
         if self.profile:
             cand.bound, cand.diagnoses, cand.skipped_tools = diagnose(m, self.roofline, TOOLS)
         return cand

@@ -10,13 +10,19 @@ is wrong (the correctness wall has something to catch). Write your own with :cla
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from divelab.coding.kernelpro.program import Config, render
 
 Arrays = list[np.ndarray]
+# a power of two (sums of spikes and small integers stay exact in float32), and large enough that
+# exp() of it overflows float32: a softmax that misses it in its max is caught
+SPIKE = 256.0
+RAGGED = 15  # the remainder after the last full vector is at most 15 floats (16-wide vectors)
+SWEEP = 16  # spike-sweep input sets; together they put a spike on every element
+LARGE = 1e4  # the large-magnitude set: standard normals times this
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,11 @@ class Problem:
     reduction: bool = False  # the hot loop is a reduction (needs reassociation to vectorise)
     libm: bool = False  # the hot loop calls libm (expf/sqrtf)
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    # the problem at other compile-time sizes: defines -> (input shapes, output shape); with
+    # ``edge_sizes`` (defines to override) the correctness wall also compiles and checks the kernel
+    # there: tiny and 1-element shapes, odd sizes that are no multiple of any vector width
+    shapes: Callable[[dict[str, int]], tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] | None = None
+    edge_sizes: tuple[dict[str, int], ...] = ()
 
     def driver_source(self) -> str:
         """A host program for valgrind: ``driver path/to/kernel.so`` loads the kernel with dlopen,
@@ -80,6 +91,63 @@ int main(int argc, char **argv) {{
     def make_inputs(self, seed: int = 0) -> Arrays:
         rng = np.random.default_rng(seed)
         return [rng.standard_normal(s).astype(np.float32) for s in self.inputs]
+
+    def check_inputs(self, seed: int = 0) -> list[tuple[str, Arrays, float]]:
+        """Named input sets for the correctness wall, so that every element's contribution is checked,
+        each with its magnitude relative to standard normals (the first set; for a set whose magnitude
+        is not 1, the absolute tolerance scales with its output's magnitude).
+
+        - ``normal``: seeded standard normals; ``large``: the same times LARGE;
+        - ``integers``: small integers in [-2, 2]. Sums of them are exact in float32 in any order, so
+          a kernel that drops any non-zero element of a sum is off by at least 1 (far past the
+          tolerance), while a correct kernel that only reorders its sums (vectorised, -ffast-math)
+          is not off at all;
+        - ``head`` and ``tail_k`` (k = 1 .. RAGGED): one spike of +-SPIKE per row (rows = the last
+          axis) of every input, on its first element / its k-th element from the end, over the integer
+          background: the remainder after the last full vector, for vector widths up to 16 floats, is
+          among the tails. One spike per row, because spikes of equal size hide each other from a max;
+        - ``row_k`` (k < SWEEP): one spike per row, at column ``(r * SWEEP + k) mod C`` of row r: over the
+          sets, every column of every multi-row input is spiked alone in some row;
+        - ``sweep_k`` (k < SWEEP): spikes on the elements whose flat index is k modulo SWEEP: over the
+          sets, every element of every input carries a spike once (for sums, which add them up).
+        """
+        rng = np.random.default_rng([seed, 177])
+        normal = self.make_inputs(seed)
+
+        def integers() -> Arrays:
+            return [rng.integers(-2, 3, s).astype(np.float32) for s in self.inputs]
+
+        def spiked(mask: Callable[[tuple[int, ...]], np.ndarray]) -> Arrays:
+            out = integers()
+            for x in out:
+                m = mask(x.shape)
+                x[m] += SPIKE * rng.choice(np.array([-1.0, 1.0], np.float32), size=int(m.sum()))
+            return out
+
+        def column(shape: tuple[int, ...], col: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+            n = shape[-1] if shape else 1
+            rows = np.arange(int(np.prod(shape[:-1])))
+            m = np.zeros((rows.size, n), bool)
+            m[rows, col(rows, n) % n] = True
+            return m.reshape(shape)
+
+        sets = [("normal", normal, 1.0), ("large", [x * np.float32(LARGE) for x in normal], LARGE),
+                ("integers", integers(), 1.0), ("head", spiked(lambda sh: column(sh, lambda r, n: 0 * r)), 1.0)]
+        for k in range(1, RAGGED + 1):
+            sets.append((f"tail_{k}", spiked(lambda sh, k=k: column(sh, lambda r, n: 0 * r + n - k)), 1.0))
+        for k in range(SWEEP):
+            sets.append((f"row_{k}", spiked(lambda sh, k=k: column(sh, lambda r, n: r * SWEEP + k)), 1.0))
+            sets.append((f"sweep_{k}", spiked(lambda sh, k=k: np.arange(int(np.prod(sh))).reshape(sh) % SWEEP == k),
+                         1.0))
+        return sets
+
+    def at(self, defines: dict[str, int]) -> Problem:
+        """The same problem at other compile-time sizes (``defines`` overrides some of them)."""
+        if self.shapes is None:
+            raise ValueError(f"problem {self.name!r} has no shapes(defines) function, so it cannot be resized")
+        d = {**self.defines, **defines}
+        inputs, output = self.shapes(d)
+        return replace(self, defines=d, inputs=inputs, output=output)
 
     def variant(self, config: Config) -> str:
         if config.tile and "tiled" in self.templates:
@@ -238,27 +306,47 @@ def _build() -> dict[str, Problem]:
         return (x - mu) / np.sqrt(var + 1e-5) * a[1].astype(dtype) + a[2].astype(dtype)
 
     nx, kw = 20007, 15
+
+    # the other sizes the wall checks: one element, and small odd sizes (prime, no multiple of 4, 8
+    # or 16, and past a 32-wide tile edge for the tiled GEMMs)
+    def mm_shapes(d):
+        return ((d["M"], d["K"]), (d["K"], d["N"])), (d["M"], d["N"])
+
+    def lr_shapes(d):
+        return ((d["M"], d["K"]), (d["K"], d["N"]), (d["N"],)), (d["M"], d["N"])
+
+    def rows(*extra):
+        return lambda d: (((d["R"], d["C"]), *[(d["C"],)] * len(extra)), (d["R"], d["C"]))
+
+    mm_edges = ({"M": 1, "N": 1, "K": 1}, {"M": 3, "N": 37, "K": 35})
+    row_edges = ({"R": 1, "C": 1}, {"R": 3, "C": 37})
     probs = [
         Problem("matmul", 1, ((100, 100), (100, 100)), (100, 100), mm, mm_t,
                 lambda a: a[0].astype(np.float64) @ a[1].astype(np.float64), lambda a: a[0] @ a[1],
-                flops=2.0 * 100 ** 3, reduction=True, capabilities=frozenset({"order", "tile"})),
+                flops=2.0 * 100 ** 3, reduction=True, capabilities=frozenset({"order", "tile"}), shapes=mm_shapes,
+                edge_sizes=mm_edges),
         Problem("softmax", 1, ((R, C),), (R, C), {"R": R, "C": C},
                 {"ijk": _SOFTMAX.replace("PRE", "x[c]")},
                 lambda a: _softmax_ref(a[0].astype(np.float64)), lambda a: _softmax_ref(a[0]),
-                flops=5.0 * R * C, reduction=True, libm=True),
+                flops=5.0 * R * C, reduction=True, libm=True, shapes=rows(), edge_sizes=row_edges),
         Problem("layernorm", 1, ln_in, (R, C), {"R": R, "C": C}, {"ijk": _LAYERNORM},
-                lambda a: ln(a, np.float64), lambda a: ln(a, np.float32), flops=8.0 * R * C, reduction=True),
+                lambda a: ln(a, np.float64), lambda a: ln(a, np.float32), flops=8.0 * R * C, reduction=True,
+                shapes=rows(1, 2), edge_sizes=row_edges),
         Problem("rowsum", 1, ((256, C),), (256,), {"R": 256, "C": C}, {"ijk": _ROWSUM},
                 lambda a: a[0].astype(np.float64).sum(axis=1), lambda a: a[0].sum(axis=1),
-                flops=256.0 * C, reduction=True),
+                flops=256.0 * C, reduction=True, shapes=lambda d: (((d["R"], d["C"]),), (d["R"],)),
+                edge_sizes=row_edges),
         Problem("conv1d", 1, ((nx,), (kw,)), (nx - kw + 1,), {"NO": nx - kw + 1, "KW": kw},
                 {"ijk": _CONV_IJK, "ikj": _CONV_IKJ},
                 lambda a: _conv_ref(a, np.float64), lambda a: _conv_ref(a, np.float32),
-                flops=2.0 * (nx - kw + 1) * kw, reduction=True, capabilities=frozenset({"order"})),
+                flops=2.0 * (nx - kw + 1) * kw, reduction=True, capabilities=frozenset({"order"}),
+                shapes=lambda d: (((d["NO"] + d["KW"] - 1,), (d["KW"],)), (d["NO"],)),
+                edge_sizes=({"NO": 1, "KW": 1}, {"NO": 37, "KW": 15})),
         Problem("linear_relu", 2, ((100, 100), (100, 100), (100,)), (100, 100), mm, lr_t,
                 lambda a: np.maximum(a[0].astype(np.float64) @ a[1].astype(np.float64) + a[2], 0.0),
                 lambda a: np.maximum(a[0] @ a[1] + a[2], 0.0),
-                flops=2.0 * 100 ** 3 + 2e4, reduction=True, capabilities=frozenset({"order", "tile"})),
+                flops=2.0 * 100 ** 3 + 2e4, reduction=True, capabilities=frozenset({"order", "tile"}),
+                shapes=lr_shapes, edge_sizes=mm_edges),
         Problem("scale_softmax", 2, ((R, C), (C,)), (R, C), {"R": R, "C": C},
                 {"ijk": _SOFTMAX.replace("PRE", "(x[c] * 0.125f + x1[c])").replace(
                     "float m = x[0];\n    for (int c = 1; c < C; c++) m = x[c] > m ? x[c] : m;",
@@ -266,7 +354,7 @@ def _build() -> dict[str, Problem]:
                     "{ const float t = x[c] * 0.125f + x1[c]; m = t > m ? t : m; }")},
                 lambda a: _softmax_ref(a[0].astype(np.float64) * 0.125 + a[1]),
                 lambda a: _softmax_ref(a[0] * np.float32(0.125) + a[1]),
-                flops=7.0 * R * C, reduction=True, libm=True),
+                flops=7.0 * R * C, reduction=True, libm=True, shapes=rows(1), edge_sizes=row_edges),
     ]
     return {p.name: p for p in probs}
 
