@@ -42,7 +42,10 @@ def test_report_navigation_in_chromium(fake_system, tmp_path):
     dom = proc.stdout
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the summary lists all eighteen systems plus the run one, planned ones marked as such
+    # a smoke run says so before anything else; the run's own system is the summary's first row
+    assert dom.index('id="smoke-warning"') < dom.index('<table id="summary">')
     summary = dom.split('<table id="summary">', 1)[1].split("</table>", 1)[0]
+    assert 'href="#sys-fake"' in summary.split("</tr>", 2)[1]
     assert summary.count("<tr") == 1 + len(registry.SYSTEMS)  # the fake system is registered too
     assert "planned: no reproduction yet" in summary or not [s for s in registry.SYSTEMS if not s.implemented]
     # every section is reachable from the summary, every figure decoded

@@ -130,7 +130,7 @@ def test_readme_first_screen_gives_a_first_result_and_speaks_to_a_newcomer():
     first_screen = text.split("## How a claim earns its verdict", 1)[0]
     assert "divelab reproduce fugu --scale smoke" in first_screen and "make demo" in first_screen
     assert "docs/img/report-top.png" in first_screen and "docs/index.md" in first_screen
-    words = re.compile(r"\b(lent|the brief|the notes|the issue's|this task)\b", re.I)
+    words = re.compile(r"\b(lent|the brief|the notes|the issue's|this task|issue #\d+|engineer [A-Z])\b", re.I)
     for page in [README, *DOCS.rglob("*.md")]:
         prose = "\n".join(x for x in page.read_text().splitlines() if not x.startswith("|"))  # tables are generated
         assert not words.search(prose), f"{page.name}: {words.search(prose).group(0)!r}"
@@ -143,3 +143,21 @@ def test_readme_links_point_at_files_that_exist():
     assert local, "README has no relative links"
     missing = [x for x in local if not (README.parent / x).exists()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_screenshots_are_current():
+    """docs/img/report-top.png shows the saved results' tally (tools/screenshots.py regenerates it and
+    records what it shows); the docs home and a system page are there at 1280 px."""
+    import importlib.util
+    import json
+    import struct
+
+    spec = importlib.util.spec_from_file_location("screenshots", README.parent / "tools" / "screenshots.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    stamp = json.loads((DOCS / "img" / "report-top.json").read_text())
+    assert stamp == json.loads(json.dumps(tool.what_the_report_shows(tool.saved_reps()))), \
+        "docs/img/report-top.png no longer shows the saved results: run tools/screenshots.py report"
+    for name in ("report-top.png", "docs-home.png", "docs-system.png"):
+        head = (DOCS / "img" / name).read_bytes()[:24]
+        assert head[:4] == b"\x89PNG" and struct.unpack(">I", head[16:20])[0] == tool.WIDTH, name
