@@ -52,6 +52,26 @@ class RQGMConfig:
             raise ValueError(f"budget must be >= 1, got {self.budget}")
 
 
+class DegenerateAnchor(ValueError):
+    """The anchor holds items of one label only: a judge that always gives that label is perfect on it,
+    so replacement on the anchor would reward the judge for not judging."""
+
+
+def check_anchor(anchor: list[Task]) -> dict[bool, int]:
+    """How many anchor items carry each label; raises :class:`DegenerateAnchor` when one is missing."""
+    counts = {True: 0, False: 0}
+    for task in anchor:
+        for _, label in task:
+            counts[bool(label)] += 1
+    if not counts[True] or not counts[False]:
+        only = "good" if counts[True] else "bad"
+        raise DegenerateAnchor(
+            f"the anchor is degenerate: all {counts[True] + counts[False]} of its items are labelled {only}, so a "
+            f"judge that calls everything {only} scores perfectly on it; an anchor needs items of both labels "
+            "(make it stricter or more lenient, or draw more items)")
+    return counts
+
+
 def judge_score(world: World, judge: Any, tasks: list[Task]) -> tuple[int, int]:
     """(successes, failures) of a judge on labelled tasks (a task succeeds iff every item is judged right)."""
     s = sum(all(world.accepts(judge, x) == y for x, y in t) for t in tasks)
@@ -98,6 +118,8 @@ def run(world: World, cfg: RQGMConfig, seed: int = 0) -> RunResult:
     marks = checkpoints(cfg.budget, cfg.first_checkpoint, cfg.rho)
     res = RunResult(archive, 0, None, None, incumbent, marks)
     anchor = world.anchor(cfg.adversarial)
+    if cfg.mode in ("rqgm", "no_erasure"):  # the modes that replace judges on the anchor
+        check_anchor(anchor)
     epoch = 0
     erased_nodes: set[int] = set()
     for t in range(1, cfg.budget + 1):
