@@ -47,7 +47,8 @@ th{background:#f3f4f6}
 .v-noise{background:#e8e2f8;color:#4b2f91} .v-dir{background:#e3f3e6;color:#2f6b3c}
 .v-un{background:#f1ece4;color:#6b5a3a} .kind{font-size:.8rem;color:#444;white-space:nowrap}
 td.n{text-align:right} tr.planned td{color:#777} nav h2{margin-top:1.2rem}
-#summary{font-size:.85rem} #summary td,#summary th{padding:.25rem .4rem} #summary td:nth-child(2){min-width:24rem}
+#summary{font-size:.85rem} #summary td,#summary th{padding:.25rem .4rem} #summary th{font-size:.74rem}
+#summary td:nth-child(2){min-width:16rem}
 #summary .rule{display:inline;margin-left:.4rem}
 .rule{display:block;font-size:.78rem;color:#555;margin-top:.2rem}
 figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #e5e7eb}
