@@ -3,7 +3,9 @@
 For each server mode (``dspark``: target + drafter; ``plain``: the same target, no drafter) and
 each arrival rate, ``--requests`` streamed requests arrive as a Poisson process (open loop: a
 request is sent at its arrival time whether or not earlier ones finished), bounded by
-``--time-limit`` seconds per rate. Measured on the client side over loopback HTTP:
+``--time-limit`` seconds per rate. With ``--users 1,4,16`` the load is a closed loop instead: that
+many clients at once, each sending ``--requests-per-user`` requests one after another (per-user
+speed and total throughput at each concurrency). Measured on the client side over loopback HTTP:
 
 * per-user tokens/s  = completion tokens / (last chunk − first chunk) of each request (decode speed);
 * TTFT               = first content chunk − send time;
@@ -15,6 +17,7 @@ Greedy decoding (temperature 0), so both modes must return identical texts; the 
 
     python benchmarks/serving_load.py --model small --drafter auto --rates 1,2,4 --requests 8
     python benchmarks/serving_load.py --model smollm2-135m-instruct --drafter none --chat --rates 0.5 --requests 4
+    python benchmarks/serving_load.py --model small --drafter none --users 1,4,16 --threads 2   # closed loop
 """
 
 from __future__ import annotations
@@ -109,14 +112,34 @@ async def run_rate(base: str, model: str, prompts: list, rate: float, max_tokens
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, size=len(prompts)))
     arrivals = arrivals[arrivals <= time_limit]
-    url = base + ("/chat/completions" if chat else "/completions")
-    key = "messages" if chat else "prompt"
+    url, body = endpoint(base, model, max_tokens, chat)
     async with httpx.AsyncClient(timeout=httpx.Timeout(time_limit * 4 + 60)) as client:
         t0 = time.perf_counter()
-        tasks = [one_request(client, url, {"model": model, key: p, "max_tokens": max_tokens, "temperature": 0,
-                                           "stream": True, "stream_options": {"include_usage": True}},
-                             float(a), chat) for p, a in zip(prompts, arrivals, strict=False)]
+        tasks = [one_request(client, url, body(p), float(a), chat) for p, a in zip(prompts, arrivals, strict=False)]
         res = await asyncio.gather(*tasks)
+        wall = max(r["end"] for r in res) - t0 if res else 0.0
+    return summarise(res, wall), [r.get("text", "") for r in res]
+
+
+def endpoint(base: str, model: str, max_tokens: int, chat: bool):
+    """The URL and a body maker for one streamed greedy request."""
+    key = "messages" if chat else "prompt"
+    return base + ("/chat/completions" if chat else "/completions"), lambda p: {
+        "model": model, key: p, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+        "stream_options": {"include_usage": True}}
+
+
+async def run_users(base: str, model: str, prompts: list, users: int, max_tokens: int,
+                    chat: bool) -> tuple[dict, list[str]]:
+    """Closed loop: ``users`` clients at once, each sending its share of ``prompts`` one after another."""
+    url, body = endpoint(base, model, max_tokens, chat)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
+        t0 = time.perf_counter()
+
+        async def user(k: int) -> list[dict]:
+            return [await one_request(client, url, body(p), 0.0, chat) for p in prompts[k::users]]
+
+        res = [r for rs in await asyncio.gather(*(user(k) for k in range(users))) for r in rs]
         wall = max(r["end"] for r in res) - t0 if res else 0.0
     return summarise(res, wall), [r.get("text", "") for r in res]
 
@@ -138,6 +161,10 @@ def main() -> None:
     ap.add_argument("--scheduler", default="dspark")
     ap.add_argument("--rates", default="1,2,4", help="arrival rates, requests/s, comma separated")
     ap.add_argument("--requests", type=int, default=8, help="requests per rate (upper bound)")
+    ap.add_argument("--users", default=None,
+                    help="closed-loop concurrent users, comma separated (e.g. 1,4,16); replaces --rates")
+    ap.add_argument("--requests-per-user", type=int, default=3, help="requests each user sends (with --users)")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--time-limit", type=float, default=30.0, help="arrival window per rate, seconds")
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--max-batch", type=int, default=8)
@@ -154,6 +181,8 @@ def main() -> None:
     from divelab.serving.server import BackgroundServer, create_app
 
     torch.manual_seed(a.seed)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     target, tok = load_model(a.model)
     target = target.to(a.device).eval()
     dpath = auto_drafter(target) if a.drafter == "auto" else (None if a.drafter == "none" else Path(a.drafter))
@@ -162,11 +191,14 @@ def main() -> None:
         d, cal = load_drafter(dpath, target)
         modes = {"dspark": (d.to(a.device), cal), "plain": (None, None)}
     rates = [float(r) for r in a.rates.split(",")]
-    prompts = prompts_for(tok, a.chat, a.requests, a.seed)
+    users = [int(u) for u in a.users.split(",")] if a.users else []
+    points = [f"{u} users" for u in users] if users else [str(r) for r in rates]
+    prompts = prompts_for(tok, a.chat, max(users) * a.requests_per_user if users else a.requests, a.seed)
     out: dict = {"model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
                  "device": a.device, "host": platform.node(), "max_tokens": a.max_tokens, "max_batch": a.max_batch,
-                 "requests_per_rate": a.requests, "rates": rates, "endpoint": "chat" if a.chat else "completions",
-                 "results": {}}
+                 "threads": torch.get_num_threads(), "endpoint": "chat" if a.chat else "completions",
+                 **({"users": users, "requests_per_user": a.requests_per_user} if users
+                    else {"requests_per_rate": a.requests, "rates": rates}), "results": {}}
     texts: dict[str, dict] = {}
     servers = {}
     for mode, (d, cal) in modes.items():  # both servers up at once; the idle one only waits on an event
@@ -174,18 +206,23 @@ def main() -> None:
         servers[mode] = BackgroundServer(app).start()
         asyncio.run(run_rate(servers[mode].base_url, "m", prompts[:1], 100.0, 4, a.chat, a.seed, 1.0))  # warm-up
     try:
-        for rate in rates:  # modes interleaved per rate, so machine-load drift hits both alike
+        for point in points:  # modes interleaved per load point, so machine-load drift hits both alike
             for mode, srv in servers.items():
                 r0 = scrape(srv.base_url, "divelab_verify_rounds_total")
                 c0 = scrape(srv.base_url, "divelab_committed_tokens_total")
-                summary, tx = asyncio.run(run_rate(srv.base_url, "m", prompts, rate, a.max_tokens, a.chat, a.seed,
-                                                   a.time_limit))
+                if users:
+                    u = int(point.split()[0])
+                    summary, tx = asyncio.run(run_users(srv.base_url, "m", prompts[: u * a.requests_per_user], u,
+                                                        a.max_tokens, a.chat))
+                else:
+                    summary, tx = asyncio.run(run_rate(srv.base_url, "m", prompts, float(point), a.max_tokens,
+                                                       a.chat, a.seed, a.time_limit))
                 r1 = scrape(srv.base_url, "divelab_verify_rounds_total")
                 c1 = scrape(srv.base_url, "divelab_committed_tokens_total")
                 summary["tau"] = (c1 - c0) / (r1 - r0) if r1 > r0 else float("nan")
-                out["results"].setdefault(str(rate), {})[mode] = summary
-                texts.setdefault(str(rate), {})[mode] = tx
-                print(f"{mode:6s} rate {rate:5.2f}/s: per-user {summary['per_user_tok_s_mean']:7.1f} tok/s, "
+                out["results"].setdefault(point, {})[mode] = summary
+                texts.setdefault(point, {})[mode] = tx
+                print(f"{mode:6s} {point:>9s}: per-user {summary['per_user_tok_s_mean']:7.1f} tok/s, "
                       f"TTFT p50 {summary['ttft_s_p50']:.3f}s, ITL p50/p99 {summary['itl_s_p50'] * 1e3:.1f}/"
                       f"{summary['itl_s_p99'] * 1e3:.1f} ms, total {summary['total_throughput_tok_s']:.1f} tok/s, "
                       f"τ {summary['tau']:.2f}", flush=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
@@ -55,3 +57,74 @@ def test_bad_requests_get_openai_errors_not_500(server):
 
     r = httpx.post(f"{server}/chat/completions", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def _post(url: str, body) -> httpx.Response:
+    """JSON as Python writes it (ASCII escapes), so lone surrogates reach the server."""
+    return httpx.post(url, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"temperature": "hot"}, "temperature"),
+    ({"temperature": -1}, "temperature"),
+    ({"max_tokens": -5}, "max_tokens"),
+    ({"messages": "x"}, "messages"),
+    ({"messages": [{"role": "user", "content": "a\ud800"}]}, None),
+    ({"stream": True}, "stream"),
+    ({"n": 2}, "n"),
+    ({"logprobs": True}, "logprobs"),
+    ({"tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}]}, "tool_choice"),
+])
+def test_bad_types_ranges_and_unsupported_fields_are_400(server, body, param):
+    full = {"model": "fugu", "messages": [{"role": "user", "content": "Reverse 'abc'."}], **body}
+    r = _post(f"{server}/chat/completions", full)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["type"] == "invalid_request_error"
+    if param:
+        assert err["param"].startswith(param) and param in err["message"]
+
+
+def test_deep_json_is_400_and_connection_survives(server):
+    with httpx.Client() as c:
+        deep = '{"model": "fugu", "messages": ' + "[" * 5000 + "]" * 5000 + "}"
+        r = c.post(f"{server}/chat/completions", content=deep.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.headers["content-type"].startswith("application/json")
+        ok = c.post(f"{server}/chat/completions", json={"model": "fugu",
+                                                         "messages": [{"role": "user", "content": "Sort 3 1 2."}]})
+        assert ok.status_code == 200
+
+
+def test_health_and_bounded_metrics(server):
+    base = server.replace("/v1", "")
+    assert httpx.get(f"{base}/health").json()["status"] == "ok"
+    for i in range(30):
+        httpx.get(f"{base}/nope/{i}")
+    text = httpx.get(f"{base}/metrics").text
+    assert 'divelab_requests_total{endpoint="unmatched",status="404"}' in text and "/nope/" not in text
+
+
+def test_property_no_request_body_gets_a_5xx(server):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    junk = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=6),
+                     st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+    message = st.fixed_dictionaries({}, optional={"role": st.one_of(st.sampled_from(["user", "system", "tool"]), junk),
+                                                  "content": st.one_of(st.text(max_size=20), junk)})
+    body = st.fixed_dictionaries({}, optional={
+        "model": st.one_of(st.just("fugu"), junk), "messages": st.one_of(st.lists(message, max_size=3), junk),
+        "temperature": st.one_of(st.floats(-1, 3), junk), "max_tokens": st.one_of(st.integers(-3, 50), junk),
+        "stream": junk, "n": junk, "tools": junk, "tool_choice": junk})
+
+    @settings(max_examples=60, deadline=None)
+    @given(body)
+    def check(b):
+        r = httpx.post(f"{server}/chat/completions", content=json.dumps(b).encode(),
+                       headers={"content-type": "application/json"}, timeout=30)
+        assert r.status_code < 500, r.text[:300]
+        if r.status_code >= 400:
+            assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+    check()
+    assert httpx.get(server.replace("/v1", "/health")).json()["status"] == "ok"

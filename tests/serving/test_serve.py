@@ -1,4 +1,4 @@
-"""`divelab serve`: the OpenAI-compatible server on loopback with a tiny zoo model and a tiny
+"""`divelab serve` (the `model`, `server` and `sdk` fixtures are in conftest.py): the OpenAI-compatible server on loopback with a tiny zoo model and a tiny
 (untrained, so often rejected) DSpark drafter: endpoints through the `openai` SDK and divelab's
 client, losslessness through HTTP, seeded sampling, errors, disconnect, 429, /metrics."""
 
@@ -15,34 +15,10 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from divelab.chat import Message, OpenAIChatClient
-from divelab.lm import load_model
 from divelab.serving.dspark import Drafter, DrafterConfig, plain_greedy, save_drafter
-from divelab.serving.dspark.sps import SPSCurve
 from divelab.serving.server import BackgroundServer, build_app, create_app, top_p_filter
 
-SPS = SPSCurve.synthetic_accelerator(0.01, 8)
 PROMPTS = ["def add(a, b):", "import os\n", "class Stack:\n    def", "for i in range(10):"]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model("smoke")
-
-
-@pytest.fixture(scope="module")
-def server(model):
-    target, tok = model
-    torch.manual_seed(0)
-    drafter = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=8, rank=8))
-    app = create_app(target, tok, "smoke", drafter, sps=SPS, max_batch=4, max_queue=8)
-    with BackgroundServer(app) as srv:
-        srv.app = app
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def sdk(server):
-    return openai.OpenAI(base_url=server.base_url, api_key="-", max_retries=0)
 
 
 def test_greedy_through_http_is_token_identical_to_plain_greedy(model, sdk):

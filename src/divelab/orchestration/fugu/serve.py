@@ -1,73 +1,95 @@
 """An OpenAI-compatible ``/v1/chat/completions`` endpoint in front of any divelab chat model (e.g. a FuguRouter).
 
 ``create_app(model, model_name)`` returns a FastAPI app; ``divelab fugu serve`` runs it with uvicorn.
-Bad requests get OpenAI-style error JSON (``{"error": {"message", "type", "param", "code"}}``) with a
-4xx status; the orchestrator's own failures get a 502 with the same shape, never a traceback.
+Bodies are validated by pydantic with the same rules and the same OpenAI error shape as
+``divelab serve`` (:mod:`divelab.serving.server.openai_http`): bad types, out-of-range values and
+unsupported fields are a 400 naming the field; the orchestrator's own failures are a 502, never a
+traceback. ``/health`` and ``/metrics`` (Prometheus, responses by route template) come with it.
 """
 
+import asyncio
+import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
+from pydantic import Field, field_validator
 
-from divelab.chat import ChatModel, Message
+from divelab.chat import ChatModel
+from divelab.serving.server.metrics import HTTPMetrics
+from divelab.serving.server.openai_http import APIError, RouteMetrics, guarded, install_errors, read_body
+from divelab.serving.server.schemas import GREEDY_BELOW, ChatMessage, ToolFields
+
+log = logging.getLogger("divelab.fugu.serve")
 
 
-def _error(status: int, message: str, param: str | None = None, code: str | None = None) -> Any:
-    kind = "invalid_request_error" if status < 500 else "upstream_error"
-    return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind, "param": param,
-                                                                "code": code}})
+class FuguChatRequest(ToolFields):
+    """What a routed chat model honours: the messages, temperature, a token budget and tools."""
+
+    model: str | None = Field(None, max_length=512)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=4096)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1, le=2**31)
+    max_completion_tokens: int | None = Field(None, ge=1, le=2**31)
+    n: Literal[1] = 1
+    stream: Literal[False] = False
+
+    @field_validator("temperature")
+    @classmethod
+    def _greedy(cls, v: float | None) -> float | None:
+        return 0.0 if v is not None and v < GREEDY_BELOW else v
 
 
 def create_app(model: ChatModel, model_name: str = "fugu") -> Any:
     app = FastAPI(title="divelab fugu", docs_url=None, redoc_url=None)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> Any:
-        return _error(400, f"invalid request: {exc.errors()[:3]}")
+    metrics = HTTPMetrics()
+    install_errors(app, log)
+    app.add_middleware(RouteMetrics, counter=metrics.requests, routes=lambda: app.router.routes)
+    guard = guarded(log)
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "divelab"}]}
 
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name}
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
     @app.post("/v1/chat/completions")
+    @guard
     async def chat(request: Request) -> Any:
+        body = await read_body(request, FuguChatRequest)
+        if body.model not in (model_name, None):
+            raise APIError(404, f"model {body.model!r} does not exist; available: {model_name}", "not_found_error",
+                           "model", "model_not_found")
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return _error(400, "request body must be a JSON object")
-        if body.get("model") not in (model_name, None):
-            return _error(404, f"model {body.get('model')!r} does not exist; available: {model_name}", "model",
-                          "model_not_found")
-        if body.get("stream"):
-            return _error(400, "stream=true is not supported by this server", "stream")
-        raw = body.get("messages")
-        if not isinstance(raw, list) or not raw:
-            return _error(400, "'messages' must be a non-empty list", "messages")
-        msgs: list[Message] = []
-        for k, m in enumerate(raw):
-            if not isinstance(m, dict) or not isinstance(m.get("content", ""), str):
-                return _error(400, f"messages[{k}] must be an object with string 'content'", f"messages[{k}]")
-            try:
-                msgs.append(Message(str(m.get("role")), m.get("content") or ""))
-            except (ValueError, TypeError) as e:
-                return _error(400, f"messages[{k}]: {e}", f"messages[{k}]")
-        try:
-            resp = model.complete(msgs, temperature=body.get("temperature"), max_tokens=body.get("max_tokens"))
+            msgs = [m.to_message() for m in body.messages]
+        except (ValueError, TypeError) as e:
+            raise APIError(400, f"malformed messages: {e}", "invalid_request_error", "messages") from None
+        budget = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+        try:  # the orchestrator may call slow workers: keep the event loop free
+            resp = await asyncio.to_thread(model.complete, msgs, body.offered_tools() or None,
+                                           temperature=body.temperature, max_tokens=budget)
         except ValueError as e:
-            return _error(400, str(e))
+            raise APIError(400, str(e)) from None
         except Exception as e:  # noqa: BLE001  (an upstream worker failed: report it, never a traceback)
-            return _error(502, f"orchestrator failed: {type(e).__name__}: {e}")
+            log.exception("orchestrator failed")
+            raise APIError(502, f"orchestrator failed: {type(e).__name__}: {e}", "upstream_error") from None
         fugu = (resp.raw or {}).get("fugu", {})
+        msg = resp.message.to_openai()
+        if not body.parallel_tool_calls and msg.get("tool_calls"):
+            msg["tool_calls"] = msg["tool_calls"][:1]
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
             "model": model_name,
-            "choices": [{"index": 0, "message": resp.message.to_openai(), "finish_reason": resp.finish_reason}],
+            "choices": [{"index": 0, "message": msg, "logprobs": None,
+                         "finish_reason": "tool_calls" if msg.get("tool_calls") else resp.finish_reason}],
             "usage": {"prompt_tokens": resp.prompt_tokens or 0, "completion_tokens": resp.completion_tokens or 0,
                       "total_tokens": (resp.prompt_tokens or 0) + (resp.completion_tokens or 0)},
             "fugu": fugu,

@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
         max_queue: int = typer.Option(64, help="waiting requests before new ones get HTTP 429"),
         name: str = typer.Option(None, help="the model id clients send (default: the model name)"),
         seed: int = typer.Option(0),
+        threads: int = typer.Option(None, help="torch intra-op threads (default: one per core); on a CPU shared "
+                                               "with other work, 1-2 is often much faster"),
     ) -> None:
         """Serve a causal LM behind an OpenAI-compatible API, decoded by DSpark (lossless)."""
         import uvicorn
@@ -28,7 +30,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             application = build_app(model, drafter, scheduler=scheduler, device=device, max_batch=max_batch,
-                                    max_queue=max_queue, seed=seed, name=name)
+                                    max_queue=max_queue, seed=seed, name=name,
+                                    threads=threads)
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

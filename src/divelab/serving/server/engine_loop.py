@@ -1,18 +1,22 @@
 """One continuously-batched decoding loop shared by every HTTP request.
 
 A background thread owns the target. Each iteration it (1) drops requests whose client went
-away, (2) admits waiting requests into free batch slots (``SpecEngine.prefill``), and (3) runs
-``SpecEngine.step`` over the live requests — one batched draft + schedule + verify forward for all
-greedy requests together, one for all unseeded sampled requests together, and one per seeded
-request (its own generator, stepped alone, so the same seed gives the same tokens whatever else
-is being served). New tokens go back to the request's handler as text deltas, with stop strings
-and ``max_tokens`` enforced here.
+away, (2) admits waiting requests into free batch slots with one batched prefill per kind
+(``SpecEngine.prefill_many``: greedy together, unseeded sampled together, each seeded request
+alone), and (3) runs ``SpecEngine.step`` over the live requests — one batched draft + schedule +
+verify forward for all greedy requests together, one for all unseeded sampled requests together,
+and one per seeded request (its own generator, stepped alone, so the same seed gives the same
+tokens whatever else is being served). New tokens go back to the request's handler as text
+deltas (incremental detokenisation), with stop strings and ``max_tokens`` enforced here.
 
-Per-request temperature and top-p are applied by a forward hook on the target that rescales and
-nucleus-filters each batch row's logits before the engine's (lossless) verification sees them;
-the sampling engine runs at temperature 1, so ``softmax(hooked logits)`` is exactly the request's
-distribution. The drafter proposes from its own logits, which changes only how often drafts are
-accepted, never the output distribution.
+Per-request temperature, top-p, presence/frequency penalties and logit bias are applied by a
+forward hook on the target that processes each batch row's logits before the engine's (lossless)
+verification sees them (see :mod:`divelab.serving.server.logits`); the sampling engine runs at
+temperature 1, so ``softmax(hooked logits)`` is exactly the request's distribution. The same hook
+records the raw log-probabilities a request asked for.
+
+Isolation: a request whose logits turn non-finite, or whose forward raises, is finished with its
+own error event; the loop repairs the batch and keeps serving every other request.
 """
 
 from __future__ import annotations
@@ -28,9 +32,14 @@ import numpy as np
 import torch
 
 from divelab.serving.dspark import Request, SpecEngine, measure_sps
+from divelab.serving.dspark.engine import _crop
+from divelab.serving.server.detok import IncrementalDetokenizer
+from divelab.serving.server.logits import bias_vector, entries, penalise, top_p_filter
 from divelab.serving.server.metrics import ServerMetrics
+from divelab.serving.server.schemas import GREEDY_BELOW
 
 log = logging.getLogger("divelab.serve")
+__all__ = ["EngineLoop", "Job", "QueueFull", "SamplingParams", "top_p_filter"]
 
 
 class QueueFull(RuntimeError):
@@ -44,6 +53,11 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    logprobs: int | None = None  # None: none; k >= 0: the chosen token's logprob and the top k
+    prompt_logprobs: bool = False  # also the prompt tokens' logprobs (``echo`` with ``logprobs``)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -52,6 +66,19 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < GREEDY_BELOW
+
+    @property
+    def penalised(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty)
+
+    @property
+    def processed(self) -> bool:
+        """Does this request need the logits hook at all?"""
+        return not self.greedy or self.penalised or bool(self.logit_bias) or self.logprobs is not None
 
 
 @dataclass(eq=False)
@@ -66,19 +93,16 @@ class Job:
     state: object = None
     gen: torch.Generator | None = None
     n_seen: int = 0
-    emitted: int = 0
     t_last: float | None = None
     finished: bool = False
-
-
-def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Set logits outside the smallest nucleus with mass >= top_p to -inf (last dim; in place)."""
-    srt, idx = torch.sort(logits, dim=-1, descending=True)
-    p = torch.softmax(srt.double(), dim=-1)
-    drop = (p.cumsum(-1) - p) >= top_p  # mass strictly before this token already reaches top_p
-    drop[..., 0] = False
-    logits.scatter_(-1, idx, srt.masked_fill(drop, float("-inf")))
-    return logits
+    detok: IncrementalDetokenizer | None = None
+    text: str = ""  # detokenised output so far
+    emitted: int = 0  # characters of ``text`` sent
+    searched: int = 0  # characters of ``text`` already searched for stop strings
+    bias: torch.Tensor | None = None
+    raw_lsm: torch.Tensor | None = None  # raw log-softmax of the last forward's positions (logprobs)
+    prompt_lp: list | None = None
+    poisoned: str | None = None
 
 
 class EngineLoop:
@@ -104,7 +128,7 @@ class EngineLoop:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._rows: list[tuple[float, float]] | None = None
+        self._ctx: tuple[list[Job], bool] | None = None  # (rows of the forward in flight, is it a prefill)
         self._tid: int | None = None
         self._rid = 0
         self._prefilling = 0
@@ -123,20 +147,25 @@ class EngineLoop:
             self._thread.join(timeout=10)
         self._hook.remove()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def submit(self, jobs: list[Job]) -> None:
         """Queue the jobs of one request together (all or none); raises :class:`QueueFull`."""
+        for j in jobs:  # everything that can fail happens before any job is queued
+            if j.params.seed is not None:
+                j.gen = torch.Generator(device=self.device).manual_seed(int(j.params.seed) % 2**64)
+            j.detok = IncrementalDetokenizer(self.tok)
         with self._lock:
             if len(self.pending) + len(jobs) > self.max_queue:
                 raise QueueFull(f"{len(self.pending)} requests already waiting (limit {self.max_queue})")
-            for j in jobs:
-                if j.params.seed is not None:
-                    j.gen = torch.Generator(device=self.device).manual_seed(int(j.params.seed))
-                self.pending.append(j)
+            self.pending.extend(jobs)
             self.metrics.queue.set(len(self.pending))
         self._wake.set()
 
     def cancel(self, jobs: list[Job]) -> None:
-        """The client went away: the loop frees these slots at its next iteration."""
+        """The client went away (or a sibling choice failed): the loop frees these slots at its next iteration."""
         for j in jobs:
             j.cancelled = True
         self._wake.set()
@@ -144,33 +173,54 @@ class EngineLoop:
     @property
     def load(self) -> dict:
         return {"waiting": len(self.pending), "running": len(self.active) + self._prefilling,
-                "max_batch": self.max_batch,
-                "max_queue": self.max_queue}
+                "max_batch": self.max_batch, "max_queue": self.max_queue}
 
-    # ------------------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------------------ the logits hook
     def _logits_hook(self, module, args, output):
-        rows = self._rows
-        if rows is None or threading.get_ident() != self._tid:
+        ctx = self._ctx
+        if ctx is None or threading.get_ident() != self._tid:
             return None
+        jobs, prefill = ctx
         logits = output.logits
-        for i, (temp, top_p) in enumerate(rows[: logits.shape[0]]):
-            if temp != 1.0:
-                logits[i].div_(temp)
-            if top_p < 1.0:
-                top_p_filter(logits[i], top_p)
+        ids = args[0] if args else None
+        for i, job in enumerate(jobs[: logits.shape[0]]):
+            p = job.params
+            x = logits[i, -1:] if prefill else logits[i]
+            if p.logprobs is not None:
+                job.raw_lsm = torch.log_softmax(x.float(), -1)
+                if prefill and p.prompt_logprobs:
+                    n = len(job.prompt)
+                    lsm = torch.log_softmax(logits[i, -n:-1].float(), -1)
+                    job.prompt_lp = entries(lsm, job.prompt[1:], p.logprobs)
+            if p.logit_bias:
+                if job.bias is None:
+                    job.bias = bias_vector(p.logit_bias, x.shape[-1], x)
+                x += job.bias
+            if p.penalised and not prefill:
+                penalise(x, job.state.out, ids[i] if ids is not None else None, p.presence_penalty,
+                         p.frequency_penalty)
+            if not p.greedy:
+                if p.temperature != 1.0:
+                    x.div_(p.temperature)
+                if p.top_p < 1.0:
+                    top_p_filter(x, p.top_p)
+            if torch.isnan(x).any() or not torch.isfinite(x).any(-1).all():
+                job.poisoned = "the request's logits became non-finite (NaN or all -inf) after its sampling parameters"
+                x.zero_()  # keep the batch computable; this row is failed after the forward
         return None
 
+    # ------------------------------------------------------------------------------ the loop
     def _run(self) -> None:
         self._tid = threading.get_ident()
         while not self._stop.is_set():
             try:
                 self._iteration()
-            except Exception as exc:  # never let one bad step kill the server: fail the live jobs
-                log.exception("engine loop step failed")
+            except Exception as exc:  # a last resort: each group step isolates its own failures first
+                log.exception("engine loop iteration failed")
                 for j in list(self.active):
                     self._fail(j, f"internal engine error: {type(exc).__name__}: {exc}")
                 self.active = []
-                self._rows = None
+                self._ctx = None
 
     def _iteration(self) -> None:
         self.active = [j for j in self.active if not j.cancelled and not j.finished]
@@ -180,74 +230,123 @@ class EngineLoop:
             self._wake.wait(0.05)
             self._wake.clear()
             return
-        for eng, jobs, gen in self._groups():
+        for eng, jobs, gen in self._groups(self.active):
             if self._stop.is_set():
                 return
-            self._step(eng, jobs, gen)
+            self._step_isolated(eng, jobs, gen)
 
     def _engine(self, job: Job) -> SpecEngine:
-        return self.greedy if job.params.temperature == 0 else self.sampler
+        return self.greedy if job.params.greedy else self.sampler
 
-    def _set_context(self, jobs: list[Job], gen: torch.Generator | None) -> None:
-        sampled = jobs[0].params.temperature > 0
-        self._rows = [(j.params.temperature, j.params.top_p) for j in jobs] if sampled else None
+    def _set_context(self, jobs: list[Job], gen: torch.Generator | None, prefill: bool) -> None:
+        self._ctx = (jobs, prefill) if any(j.params.processed for j in jobs) else None
         self.sampler.gen = gen if gen is not None else self.shared_gen
 
+    def _groups(self, jobs: list[Job]) -> list[tuple[SpecEngine, list[Job], torch.Generator | None]]:
+        greedy = [j for j in jobs if j.params.greedy]
+        shared = [j for j in jobs if not j.params.greedy and j.gen is None]
+        groups = [(self.greedy, greedy, None)] if greedy else []
+        if shared:
+            groups.append((self.sampler, shared, None))
+        groups += [(self.sampler, [j], j.gen) for j in jobs if not j.params.greedy and j.gen is not None]
+        return groups
+
     def _admit(self) -> None:
-        while len(self.active) < self.max_batch:
-            with self._lock:
-                if not self.pending:
-                    break
+        """Take waiting jobs into free slots; one batched prefill per group."""
+        take: list[Job] = []
+        with self._lock:
+            while self.pending and len(self.active) + len(take) < self.max_batch:
                 job = self.pending.popleft()
-                self.metrics.queue.set(len(self.pending))
-            if job.cancelled:
-                continue
+                if not job.cancelled:
+                    take.append(job)
+            self.metrics.queue.set(len(self.pending))
+        if not take:
+            return
+        self._prefilling = len(take)
+        try:
+            for eng, jobs, gen in self._groups(take):
+                self._prefill_isolated(eng, jobs, gen)
+        finally:
+            self._prefilling = 0
+
+    def _prefill_isolated(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
+        reqs = []
+        for j in jobs:
             self._rid += 1
-            self._set_context([job], job.gen)
-            self._prefilling = 1
-            try:
-                job.state = self._engine(job).prefill(Request(job.prompt, job.params.max_tokens, rid=self._rid),
-                                                      time.perf_counter())
-            except Exception as exc:  # e.g. a prompt the model cannot take
-                log.exception("prefill failed")
-                self._fail(job, f"prefill failed: {type(exc).__name__}: {exc}")
-                continue
-            finally:
-                self._rows = None
-                self._prefilling = 0
+            reqs.append(Request(j.prompt, j.params.max_tokens, rid=self._rid))
+        self._set_context(jobs, gen, prefill=True)
+        try:
+            states = eng.prefill_many(reqs, time.perf_counter())
+        except Exception as exc:  # noqa: BLE001  (split the batch: only the requests that fail alone fail)
+            self._ctx = None
+            if len(jobs) > 1:
+                for j in jobs:
+                    self._prefill_isolated(eng, [j], gen)
+                return
+            log.exception("prefill failed")
+            self._fail(jobs[0], f"prefill failed: {type(exc).__name__}: {exc}")
+            return
+        finally:
+            self._ctx = None
+        for job, st in zip(jobs, states, strict=True):
+            job.state = st
             self.metrics.prompt_tokens.inc(len(job.prompt))
+            if job.poisoned:
+                self._fail(job, job.poisoned)
+                continue
             self._emit(job)
             if not job.finished:
                 self.active.append(job)
 
-    def _groups(self) -> list[tuple[SpecEngine, list[Job], torch.Generator | None]]:
-        greedy = [j for j in self.active if j.params.temperature == 0]
-        shared = [j for j in self.active if j.params.temperature > 0 and j.gen is None]
-        groups = [(self.greedy, greedy, None)] if greedy else []
-        if shared:
-            groups.append((self.sampler, shared, None))
-        groups += [(self.sampler, [j], j.gen) for j in self.active if j.params.temperature > 0 and j.gen is not None]
-        return groups
-
-    def _step(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
+    def _step_isolated(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
         jobs = [j for j in jobs if not j.cancelled and not j.finished]
         if not jobs:
             return
-        self._set_context(jobs, gen)
+        try:
+            self._step(eng, jobs, gen)
+        except Exception as exc:  # noqa: BLE001  (roll the batch back and retry each request alone)
+            self._ctx = None
+            self._rollback(jobs)
+            if len(jobs) > 1:
+                for j in jobs:
+                    self._step_isolated(eng, [j], gen)
+                return
+            log.exception("decoding step failed")
+            self._fail(jobs[0], f"decoding failed: {type(exc).__name__}: {exc}")
+        for j in jobs:
+            if j.poisoned and not j.finished:
+                self._fail(j, j.poisoned)
+
+    @staticmethod
+    def _rollback(jobs: list[Job]) -> None:
+        """Undo a failed step's cache writes: crop every batch back to its committed slots."""
+        for b in {id(g): g for g in (getattr(j.state, "_group", None) for j in jobs) if g is not None}.values():
+            _crop(b.cache, b.mask.shape[1])
+
+    def _step(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
+        self._set_context(jobs, gen, prefill=False)
         try:
             rec = eng.step([j.state for j in jobs])
         finally:
-            self._rows = None
+            self._ctx = None
         self.metrics.record_round(len(jobs), int(np.asarray(rec.accepted).sum()) + len(jobs))
         self.metrics.step_batch.observe(rec.verify_tokens)
         for j in jobs:
-            self._emit(j)
+            if not j.poisoned:
+                self._emit(j)
 
     # ------------------------------------------------------------------------------ output
+    def _send(self, job: Job, event: dict) -> None:
+        try:
+            job.sink(event)
+        except RuntimeError:  # the handler's event loop is gone (server shutting down)
+            job.cancelled = True
+
     def _emit(self, job: Job) -> None:
         st = job.state
         now = time.perf_counter()
-        k = len(st.out) - job.n_seen
+        new = st.out[job.n_seen:]
+        k = len(new)
         if k > 0:
             self.metrics.generation_tokens.inc(k)
             if job.t_last is None:
@@ -257,18 +356,26 @@ class EngineLoop:
                     self.metrics.itl.observe((now - job.t_last) / k)
             job.t_last = now
         job.n_seen = len(st.out)
-        text = self.tok.decode(st.out, skip_special_tokens=True)
+        lps = None
+        if job.params.logprobs is not None and job.raw_lsm is not None:
+            lps = entries(job.raw_lsm, new, job.params.logprobs)
+            job.raw_lsm = None
+        job.text += job.detok.push(new)
+        if st.done:
+            job.text += job.detok.flush()
         finish = None
         stops = job.params.stop
-        cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
-        if cut >= 0:
-            text, finish = text[:cut], "stop"
-        elif st.done:
+        if stops:
+            start = max(0, job.searched - max(len(s) for s in stops) + 1)
+            cut = min((i for i in (job.text.find(s, start) for s in stops) if i >= 0), default=-1)
+            job.searched = len(job.text)
+            if cut >= 0:
+                job.text, finish = job.text[:cut], "stop"
+        if finish is None and st.done:
             finish = "stop" if (self.eos is not None and st.out and st.out[-1] == self.eos) else "length"
-        if finish is None:  # hold back what may still become a stop string or a multi-byte char
+        text = job.text
+        if finish is None:  # hold back what may still become a stop string
             safe = len(text)
-            if text.endswith("\ufffd"):
-                safe -= 1
             for s in stops:
                 for m in range(min(len(s) - 1, len(text)), 0, -1):
                     if text.endswith(s[:m]):
@@ -277,14 +384,20 @@ class EngineLoop:
             delta = text[job.emitted: max(safe, job.emitted)]
         else:
             delta = text[job.emitted:]
-        if delta or (k > 0 and finish is None):
+        if delta or (k > 0 and finish is None) or lps:
             job.emitted += len(delta)
-            job.sink({"type": "delta", "text": delta, "tokens": k})
+            ev = {"type": "delta", "text": delta, "tokens": k}
+            if lps is not None:
+                ev["logprobs"] = lps
+            self._send(job, ev)
         if finish is not None:
             job.finished = True
-            job.sink({"type": "done", "finish_reason": finish, "completion_tokens": len(st.out),
-                      "prompt_tokens": len(job.prompt), "rounds": st.rounds})
+            st.done = True
+            self._send(job, {"type": "done", "finish_reason": finish, "completion_tokens": len(st.out),
+                             "prompt_tokens": len(job.prompt), "rounds": st.rounds})
 
     def _fail(self, job: Job, message: str) -> None:
         job.finished = True
-        job.sink({"type": "error", "message": message})
+        if job.state is not None:
+            job.state.done = True  # its batch row is dropped by index at the next step
+        self._send(job, {"type": "error", "message": message})

@@ -8,13 +8,24 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 _LAT = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-class ServerMetrics:
+class HTTPMetrics:
+    """Responses by route template (bounded: one series per route and status) in an own registry."""
+
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("divelab_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
-                                registry=r)
+        self.requests = Counter("divelab_requests", "HTTP requests by route template and status",
+                                ["endpoint", "status"], registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class ServerMetrics(HTTPMetrics):
+    def __init__(self) -> None:
+        super().__init__()
+        r = self.registry
         self.prompt_tokens = Counter("divelab_prompt_tokens", "prompt tokens admitted", registry=r)
         self.generation_tokens = Counter("divelab_generation_tokens", "tokens generated", registry=r)
         self.rounds = Counter("divelab_verify_rounds", "per-request verification rounds (target steps)", registry=r)
@@ -36,6 +47,3 @@ class ServerMetrics:
         self.committed.inc(committed)
         n = self.rounds._value.get()
         self.tau.set(self.committed._value.get() / n if n else 0.0)
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)

@@ -19,8 +19,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "dspark", device: str = "cpu",
-              max_batch: int = 8, max_queue: int = 64, seed: int = 0, name: str | None = None, **kw):
-    """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``.
+              max_batch: int = 8, max_queue: int = 64, seed: int = 0, name: str | None = None,
+              threads: int | None = None, **kw):
+    """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``;
+    ``threads``: torch intra-op threads (None: torch's default, one per core).
     Raises ValueError / FileNotFoundError with a clear message (e.g. a drafter for another model)."""
     import torch
 
@@ -31,6 +33,10 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda given but no CUDA device is available")
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
     target, tok = load_model(model)
     target = target.to(device).eval()
     d, cal = (None, None)
