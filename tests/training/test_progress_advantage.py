@@ -316,6 +316,9 @@ def test_reproduce_smoke_computes_claims() -> None:
     assert pg.rule["name"] == "bound" and (pg.verdict is Verdict.REPRODUCED) == (pg.measured <= 1e-6)  # can fail
     bon = [c for c in rep.claims if c.statement.startswith("best-of-") and c.verdict is not Verdict.NOT_CHECKABLE]
     assert len(bon) == 2 and all(c.rule["name"] == "direction" and "best-of-" in c.baseline for c in bon)
+    # every confidence baseline is recorded beside the verdict, which is taken on the strongest
+    assert all({b["name"] for b in c.baselines} == set(lm[next(iter(lm))]["policy"]["baselines"]) for c in bon)
+    assert all(c.rule["args"]["exact"] for c in rep.claims if c.rule and c.rule["name"] == "bound")
     agg = [c for c in rep.claims if c.statement.startswith("dependence on the aggregation")]
     assert len(agg) == 2 and all(c.rule["name"] == "direction" and "sum/sum" in c.baseline for c in agg)
     assert all(c.measured is not None for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE)

@@ -77,6 +77,8 @@ def test_summary_and_claims_from_scored_candidates(lora_pair) -> None:
     assert t["policy log-prob (sum)"]["best_of_k"] == pytest.approx(y[np.arange(6), fav].mean())
     claims = R.claims(res)
     assert len(claims) == 3 and all(c.verdict is not None for c in claims)
+    assert all(c.compared_with and len(c.baselines) == len(R.BASELINES) for c in claims[:2])
+    assert claims[2].kind.value == "check"  # the fine-tune improving on its reference is the method's premise
     pub = R.public(res)
     assert "_scores" not in pub and "_picks" not in pub["table"][R.PROGRESS]
 

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from divelab import stats, verdicts
-from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable, strongest
+from divelab.comparisons import baseline_records
 from divelab.scale import pick
 from divelab.threads import torch_threads
 from divelab.training.progress_advantage import mdp as M
@@ -207,7 +208,7 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
         statement="beta*log pi*/pi_ref equals Q* - V* in a stochastic MDP (max abs error, slippery chain at every "
                   f"slip and {ex['n_random_mdps']} random stochastic MDPs)",
         paper_value="exact (Proposition 1)", measured=err, unit="", kind=Kind.CHECK,
-        ruling=verdicts.bound(err, 1e-8, sense="<="), source=NOTES,
+        ruling=verdicts.bound(err, 1e-8, sense="<=", exact=True), source=NOTES,  # exact MDPs: no sample
         note="A check of the mathematics on exact MDPs: the largest error must be below 1e-8 (float64 precision "
              "after convergence). The optimal policy comes from soft policy iteration, independent of the value "
              "iteration giving Q*, V*."))
@@ -230,7 +231,7 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
         statement="a policy trained by KL-regularised policy gradient approaches the identity (max |beta log "
                   "pi/pi_ref - A*| at the end of training; exact gradient)",
         paper_value="exact only for an optimal RL policy", measured=pe["identity_error"][-1], kind=Kind.CHECK,
-        ruling=verdicts.bound(pe["identity_error"][-1], 1e-6, sense="<="), source=NOTES,
+        ruling=verdicts.bound(pe["identity_error"][-1], 1e-6, sense="<=", exact=True), source=NOTES,
         note=f"Exact-gradient PG: {pe['identity_error'][0]:.2f} at start -> {pe['identity_error'][-1]:.1e} after "
              f"{pe['steps'][-1]} steps; the rule fails if it has not fallen below 1e-6. Sampled REINFORCE (64 "
              f"episodes per step) stalls at max error {ps['identity_error'][-1]:.3f} (occupancy-weighted mean "
@@ -263,7 +264,7 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
                       f"{gammas[-1]:g} ({len(grid)} random stochastic MDPs, log-space solver; max error relative to "
                       "the value scale)",
             paper_value="exact (Proposition 1)", measured=rel, kind=Kind.CHECK,
-            ruling=verdicts.bound(rel, 1e-8, sense="<="), source=NOTES,
+            ruling=verdicts.bound(rel, 1e-8, sense="<=", exact=True), source=NOTES,
             note=f"{n_under}/{len(grid)} optimal policies have probabilities below float64's range (min log pi "
                  f"{min(r['min_log_pi'] for r in grid):.0f}), so they exist only as log-policies; the solver and "
                  "the identity run in log space and raise instead of returning NaN. Largest absolute error "
@@ -289,9 +290,11 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
         fit = cross_fitted(pol["_per_task"])
         prog_tasks = fit["per_task"]
         base_tasks = {k: best_of_n_per_task(np.array(sc[k]), success, n) for k in pol["baselines"]}
-        best_base = max(base_tasks, key=lambda k: base_tasks[k].mean())
         order = np.concatenate([np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 1),
                                 np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 0)])
+        # every confidence baseline, in the same task order as the progress score; the verdict is on the best
+        records = baseline_records({k: 100 * v[order] for k, v in base_tasks.items()}, seed=seed)
+        best_base = strongest(records, "higher")["name"]
         diff = 100 * (prog_tasks - base_tasks[best_base][order])
         ci = stats.bootstrap_ci(diff, seed=seed, method="percentile")
         default = pol["progress"]["sum/sum"]["best_of_n"]
@@ -309,6 +312,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             baseline=f"{best_base}: best-of-{n} {100 * base_tasks[best_base].mean():.1f}% (progress "
                      f"{100 * measured:.1f}%)",
             ruling=verdicts.direction(float(diff.mean()), ci, paper=(7.1, 11.4), tol=0.5, tol_kind="rel"),
+            baselines=records, better="higher", compared_with=best_base,
             source=NOTES + " (review: aiweekly)",
             note=f"Random pick {100 * pol['mean_success']:.1f}%, any-of-{n} {100 * pol['oracle_best_of_n']:.1f}%; "
                  + ", ".join(f"{k} {100 * v['best_of_n']:.1f}%" for k, v in pol["baselines"].items())
@@ -319,7 +323,8 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
         pa = pol["progress"]
         if pol["baselines"]["mean token log-prob"]["auroc"] is not None:
             au_fit, au_ci = _crossfit_auroc_ci(pol, seed, n_boot)
-            best_k = max(pol["baselines"], key=lambda k: pol["baselines"][k]["auroc"])
+            aus = [{"name": k, "value": float(v["auroc"]), "ci": None} for k, v in pol["baselines"].items()]
+            best_k = strongest(aus, "higher")["name"]
             best_au = pol["baselines"][best_k]["auroc"]
             rep.add(Claim(
                 statement=f"AUROC of the progress score for trajectory success, above the best confidence baseline "
@@ -327,6 +332,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                 paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", measured=au_fit, ci=au_ci,
                 kind=Kind.EMPIRICAL, baseline=f"{best_k}: AUROC {best_au:.3f}",
                 ruling=verdicts.value(au_fit, paper=0.87, tol=0.05, tol_kind="abs", ci=au_ci, chance=best_au),
+                baselines=aus, better="higher", compared_with=best_k,
                 source=NOTES,
                 note="Confidence baselines: " + ", ".join(f"{k} {v['auroc']:.3f}" for k, v in pol["baselines"].items())
                      + f"; progress sum/sum {pa['sum/sum']['auroc']:.3f}, min/last {pa['min/last']['auroc']:.3f}"
@@ -338,6 +344,8 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             acc, k_loc = loc["progress (sum)"], pol["n_localised"]
             rnd, lc = loc["random step"], loc["least-confident step"]
             ci_l = stats.proportion_ci(int(round(acc * k_loc)), k_loc)
+            locs = [{"name": "random step", "value": 100 * rnd, "ci": None},
+                    {"name": "least-confident step", "value": 100 * lc, "ci": None}]
             rep.add(Claim(
                 statement=f"failure localisation: argmin of the running sum of step advantages = the known first "
                           f"wrong step ({env_name}, {k_loc} failed policy rollouts)",
@@ -346,6 +354,8 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                 baseline=f"least-confident step {100 * lc:.1f}%, random step {100 * rnd:.1f}%",
                 ruling=verdicts.value(100 * acc, ci=(100 * ci_l[0], 100 * ci_l[1]), chance=100 * max(rnd, lc),
                                       why="the notes give no localisation accuracy"),
+                baselines=locs,
+                better="higher", compared_with=strongest(locs, "higher")["name"],
                 source=NOTES,
                 note="Per token aggregation: "
                      + ", ".join(f"{k[10:-1]} {100 * v:.1f}%" for k, v in loc.items() if k.startswith("progress"))
@@ -373,6 +383,8 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                 ruling=verdicts.value(rho_p, ci=ci_r, chance=max(0.0, rho_lp or 0.0),
                                       why="the paper states an identity at the optimum, not a correlation for a "
                                           "trained policy"),
+                **({"baselines": [{"name": "policy log-prob", "value": float(rho_lp), "ci": None}],
+                    "better": "higher", "compared_with": "policy log-prob"} if rho_lp is not None else {}),
                 source=NOTES,
                 note=(f"Command-level progress rho {_r(mc['progress (command level)'])}; "
                       if "progress (command level)" in mc else "")
