@@ -88,20 +88,23 @@ def list_systems() -> None:
 
 
 def print_summary(reps: list[Reproduction], out: Path) -> None:
-    """One line per system (what a person reads at the end of a run), and where the report is."""
-    from divelab.claims import VERDICT_VALUES
-
-    t = Table(title="reproductions (counts of empirical claims; --verbose lists every claim)")
+    """One row per system (what a person reads at the end of a run): its empirical claims by verdict,
+    in words that fit any width, and a warning when the numbers come from smoke scale."""
+    t = Table(title="reproductions (empirical claims by verdict; --verbose lists every claim)")
     t.add_column("system", no_wrap=True)
-    for v in VERDICT_VALUES:
-        t.add_column(v, justify="right", style=VERDICT_STYLE[v])
+    t.add_column("empirical claims")
     t.add_column("other", justify="right")
     t.add_column("time", justify="right", no_wrap=True)
     for r in reps:
         counts = r.verdict_counts()
         other = sum(r.kind_counts().values()) - sum(counts.values())
-        t.add_row(r.system, *(str(counts[v]) for v in VERDICT_VALUES), str(other), f"{r.runtime_s:.0f} s")
+        text = ", ".join(f"[{VERDICT_STYLE.get(v, '')}]{v} {n}[/]" if VERDICT_STYLE.get(v) else f"{v} {n}"
+                         for v, n in counts.items() if n) or "none"
+        t.add_row(r.system, text, str(other), f"{r.runtime_s:.0f} s")
     out_console.print(t)
+    if any(r.scale == "smoke" for r in reps):
+        out_console.print("[yellow]smoke scale: these numbers check that each step runs; they are not evidence "
+                          "(run --scale quick for evidence)[/yellow]")
 
 
 def print_claims(reps: list[Reproduction]) -> None:
