@@ -51,7 +51,7 @@ def validation_error(errors: list[dict]) -> APIError:
         loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         msg = e.get("msg", "invalid")
         if e.get("type") == "extra_forbidden":
-            msg = "this server does not support this field (see GET /docs or docs/serving.md for the supported ones)"
+            msg = "this server does not support this field (docs/serving.md lists the supported ones)"
         problems.append(f"{loc or 'body'}: {msg}")
     first = errors[0].get("loc", ()) if errors else ()
     param = ".".join(str(x) for x in first if x != "body") or None
