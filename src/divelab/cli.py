@@ -162,6 +162,9 @@ def reproduce(
                 from divelab.scaleout.tasks import RAY_HINT
 
                 raise ValueError(RAY_HINT)
+            from divelab.scaleout import connect_ray
+
+            connect_ray(None if ray == "local" else ray)  # a bad address: one line now, not a hang later
     except ValueError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -201,7 +204,7 @@ def reproduce(
             _log(f"{head}: FAILED after {o.runtime_s:.1f} s")
             lines = o.error.strip().splitlines()
             failed.append({"system": s.key, "seed": o.task.seed, "error": lines[-1] if lines else "",
-                           "traceback": o.error, "attempts": o.attempts})
+                           "traceback": o.error, **o.record()})
         else:
             rep = o.reproduction
             counts = ", ".join(f"{v} {n}" for v, n in rep.verdict_counts().items() if n)

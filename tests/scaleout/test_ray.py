@@ -128,3 +128,106 @@ def test_rollouts_on_ray_actors_equal_in_process(cluster):
     policy.invalidate()
     assert batch(remote) == batch(ShardedSampler(workers=3, backend="inprocess", max_steps=6))
     remote.close()
+
+
+DIES_ONCE = '''
+import os
+from divelab import verdicts
+from divelab.claims import Claim, Kind, Reproduction
+
+MARK = {mark!r}
+
+def reproduce(scale="smoke", seed=0):
+    if not os.path.exists(MARK):  # the first attempt takes its worker process down, as an OOM kill would
+        open(MARK, "w").close()
+        os._exit(1)
+    rep = Reproduction(system="dies", title="dies", scale=scale, seed=seed)
+    rep.add(Claim("ran", "1", 1.0, kind=Kind.EMPIRICAL, ruling=verdicts.value(1.0, paper=1.0, tol=0.1)))
+    return rep
+'''
+
+
+def _dies_once(root, tmp_path) -> str:
+    name = f"raysys_dies_{tmp_path.name.replace('-', '_')}"
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reproduce.py").write_text(textwrap.dedent(DIES_ONCE.format(mark=str(tmp_path / "died"))))
+    return name
+
+
+def test_a_killed_worker_is_retried_and_recorded_in_results_and_report(cluster, tmp_path):
+    from divelab.report import write_report
+
+    (out,) = run_tasks([Task(_dies_once(cluster, tmp_path), "dies", "smoke", 3)], backend="ray", retries=1)
+    assert out.ok and out.attempts == 2 and out.worker_deaths == 1
+    assert out.failed_attempts[0].startswith("attempt 1: worker died")
+    (run,) = out.reproduction.details["scaleout"]
+    assert run == {"seed": 3, "where": "ray", "attempts": 2, "worker_deaths": 1,
+                   "failed_attempts": out.failed_attempts}
+    paths = write_report([out.reproduction], tmp_path / "report")
+    import json
+
+    saved = json.loads(paths["json"].read_text())["reproductions"][0]["details"]["scaleout"]
+    assert saved[0]["worker_deaths"] == 1 and saved[0]["attempts"] == 2
+    for kind in ("markdown", "html"):
+        assert "Retried: seed 3 took 2 attempts (ray, 1 worker death(s)): attempt 1: worker died" in \
+            paths[kind].read_text()
+
+
+def test_a_killed_worker_without_retries_fails_naming_the_death(cluster, tmp_path):
+    (out,) = run_tasks([Task(_dies_once(cluster, tmp_path), "dies", "smoke", 0)], backend="ray")
+    assert not out.ok and out.attempts == 1 and out.worker_deaths == 1
+    assert out.record()["failed_attempts"] == out.failed_attempts and "worker died" in out.failed_attempts[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("address, says", [
+    (f"127.0.0.1:{_free_port()}", "is unreachable (connection refused"),
+    ("head-node:notaport", "is malformed; allowed: 'local'"),
+    ("http://head:6379", "is malformed"),
+    ("head:99999", "is malformed"),
+])
+def test_cli_bad_ray_address_is_one_line_in_seconds(fake_system, tmp_path, address, says):
+    import time
+
+    from typer.testing import CliRunner
+
+    from divelab.cli import app
+
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(app, ["reproduce", "fake", "--ray", address, "--out", str(tmp_path / "out")],
+                             env={"COLUMNS": "400"})
+    assert time.perf_counter() - t0 < 15
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: Ray address") and says in lines[0], res.output
+    assert not (tmp_path / "out" / "results.json").exists()  # nothing ran
+
+
+def test_silent_address_fails_within_the_timeout_in_one_error_line():
+    """10.255.255.1 routes nowhere; where a proxy answers for it instead, Ray's handshake never completes.
+    Either way the CLI stops within its deadline with one error line, never a traceback or a long hang."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from divelab.scaleout import check_ray_address
+
+    assert check_ray_address("local") is None and check_ray_address(None) is None
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "divelab.cli", "reproduce", "backtrack", "--ray", "10.255.255.1:6379"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DIVELAB_RAY_TIMEOUT": "3", "COLUMNS": "400"})
+    assert time.perf_counter() - t0 < 60
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.returncode == 2 and len(errors) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "Ray address '10.255.255.1:6379'" in errors[0]

@@ -109,6 +109,18 @@ def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None 
     return sorted(rows, key=lambda row: row["rep"] is None)
 
 
+def runs_note(rep: Reproduction) -> str:
+    """A line on retried tasks and dead workers (``details["scaleout"]``), or "" when every task ran once."""
+    notes = []
+    for r in rep.details.get("scaleout", []) if isinstance(rep.details, dict) else []:
+        if not isinstance(r, dict) or (r.get("attempts", 1) <= 1 and not r.get("worker_deaths")):
+            continue
+        deaths = f", {r.get('worker_deaths')} worker death(s)" if r.get("worker_deaths") else ""
+        why = "; ".join(str(x) for x in r.get("failed_attempts", []))
+        notes.append(f"seed {r.get('seed')} took {r.get('attempts')} attempts ({r.get('where')}{deaths}): {why}")
+    return "Retried: " + " · ".join(notes) if notes else ""
+
+
 def _heading(rep: Reproduction) -> str:
     """A consistent section title: E-number, divelab's name for the system, arXiv id."""
     from divelab import registry
@@ -156,7 +168,7 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
         sections.append({"rep": r, "anchor": _anchor(r), "heading": heading,
                          "subtitle": r.title if r.title not in heading else "",
                          "claims_figure": figures.get(r.system),
-                         "env": ", ".join(f"{k} {v}" for k, v in r.environment.items())})
+                         "env": ", ".join(f"{k} {v}" for k, v in r.environment.items()), "runs": runs_note(r)})
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
         verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE, cite=cite,
@@ -181,10 +193,14 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
         lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
     lines.append("")
     for f in failed or []:
-        lines += [f"**FAILED**: `{f.get('system')}` seed {f.get('seed')}: {_md_cell(f.get('error'))}", ""]
+        tries = f" (after {f.get('attempts')} attempts, {f.get('worker_deaths', 0)} worker death(s))" if (
+            f.get("attempts", 1) > 1 or f.get("worker_deaths")) else ""
+        lines += [f"**FAILED**: `{f.get('system')}` seed {f.get('seed')}{tries}: {_md_cell(f.get('error'))}", ""]
     for rep in reps:
         lines += [f"## {rep.title}", "",
                   f"system `{rep.system}` · scale `{rep.scale}` · seed {rep.seed} · ran {rep.runtime_s:.1f} s", ""]
+        if runs_note(rep):
+            lines += [runs_note(rep), ""]
         if rep.setup:
             lines += [rep.setup, ""]
         if rep.planted:

@@ -127,4 +127,7 @@ def aggregate_seeds(reps: list[Reproduction]) -> Reproduction:
     out.figures = [type(f)(name=f.name, caption=f"{f.caption} (seed {first.seed})", png_base64=f.png_base64)
                    for f in first.figures]
     out.details = {"seeds": seeds, "per_seed_runtime_s": [r.runtime_s for r in reps]}
+    runs = [rec for r in reps for rec in r.details.get("scaleout", [])]
+    if runs:  # how each seed's task ran (attempts, dead workers), kept through the aggregation
+        out.details["scaleout"] = runs
     return out

@@ -3,7 +3,12 @@
 A task is (system package, scale, seed). On Ray each becomes one remote call with its own
 resource request: a system's ``reproduce`` module may set ``RAY_RESOURCES`` (default one CPU; a
 GPU only where the system can use one). A task that raises comes back as a failed
-:class:`Outcome` carrying its error, never dropped; ``retries`` re-runs it first. Workers share the
+:class:`Outcome` carrying its error, never dropped; ``retries`` re-runs it first. Retries are the
+driver's own (Ray's are off), so every attempt is seen: each outcome records its attempts, how many
+ended with a dead worker (crash, OOM kill, lost node) and why each failed attempt failed, and a
+finished reproduction carries that record in ``details["scaleout"]`` (hence in ``results.json``
+and the report). A cluster address is checked before any work (:func:`check_ray_address`): a
+malformed or unreachable one is a one-line error within seconds, not a hang. Workers share the
 cache: every entry is written atomically and model builds hold a lock (``divelab.cache.lock``), so
 two workers wanting one model train it once.
 """
@@ -11,7 +16,11 @@ two workers wanting one model train it once.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import re
+import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -40,10 +49,106 @@ class Outcome:
     runtime_s: float = 0.0
     attempts: int = 1
     where: str = field(default="in-process")
+    worker_deaths: int = 0  # attempts that ended because the worker process or its node died
+    failed_attempts: list[str] = field(default_factory=list)  # one line per failed attempt, in order
 
     @property
     def ok(self) -> bool:
         return self.reproduction is not None
+
+    def record(self) -> dict[str, Any]:
+        """How the task ran: what ``results.json`` keeps per task (``details["scaleout"]``, ``failed``)."""
+        return {"seed": self.task.seed, "where": self.where, "attempts": self.attempts,
+                "worker_deaths": self.worker_deaths, "failed_attempts": list(self.failed_attempts)}
+
+
+def _finish(task: Task, payload: dict[str, Any] | None, error: str, t0: float, attempts: int, where: str,
+            deaths: int, failures: list[str]) -> Outcome:
+    rep = Reproduction.from_dict(payload) if payload is not None else None
+    out = Outcome(task, rep, error, time.perf_counter() - t0, attempts, where, deaths, list(failures))
+    if rep is not None:
+        rep.details["scaleout"] = [out.record()]
+    return out
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "failed"
+
+
+ADDRESS_FORMS = ("'local' (start Ray on this machine), 'auto' (the cluster `ray start` made here, or RAY_ADDRESS), "
+                 "'HOST:PORT' (a head node's GCS port, e.g. 10.0.0.5:6379) or 'ray://HOST:PORT' (Ray Client, "
+                 "e.g. ray://head:10001)")
+_ADDRESS = re.compile(r"(ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9._-]*):(\d{1,5})")
+
+
+# HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 §3.4, §6.5)
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+class _NotGrpc(Exception):
+    pass
+
+
+def _resolve_auto() -> str:
+    """The cluster address ``auto`` means (RAY_ADDRESS, else the latest ``ray start`` on this machine)."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    try:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+    except ImportError:  # a Ray without this helper: let ray.init resolve it
+        return "auto"
+    try:
+        return canonicalize_bootstrap_address_or_die("auto")
+    except ConnectionError:
+        raise ValueError("Ray address 'auto': no running Ray cluster found on this machine; start one with "
+                         "`ray start --head`, or give its address (HOST:PORT or ray://HOST:PORT)") from None
+
+
+def check_ray_address(address: str | None, timeout: float = 5.0) -> str | None:
+    """Check a Ray address before any work: the form, then that something answers there.
+
+    Returns what ``ray.init`` gets (None: start Ray here). Raises ``ValueError`` with one line naming
+    the address, what is wrong and the allowed forms; an unreachable host fails within ``timeout``
+    seconds (``ray.init`` itself would retry for many minutes)."""
+    if address is None or address == "local":
+        return None
+    shown = address
+    if address == "auto":
+        address = _resolve_auto()
+        if address == "auto":
+            return address
+        shown = f"auto (= {address})"
+    m = _ADDRESS.fullmatch(str(address).strip())
+    if m is None or not 0 < int(m.group(3)) < 65536:
+        raise ValueError(f"Ray address {shown!r} is malformed; allowed: {ADDRESS_FORMS}")
+    host, port = m.group(2).strip("[]"), int(m.group(3))
+    t0 = time.perf_counter()
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            # A Ray head (GCS, or the Ray Client server) speaks gRPC, i.e. HTTP/2: it answers a client's
+            # connection preface with a SETTINGS frame at once. A port that accepts and stays silent (a
+            # proxy, a firewall, another service) is where ray.init would otherwise wait for many minutes.
+            conn.settimeout(max(timeout - (time.perf_counter() - t0), 0.1))
+            conn.sendall(_H2_PREFACE)
+            head = conn.recv(9)
+        if len(head) < 4 or head[3] != 0x04:
+            raise _NotGrpc("it accepted the connection but did not answer as a gRPC server"
+                           if not head else "it answered, but not as a gRPC server (not a Ray head)")
+    except socket.gaierror:
+        why = f"the host name {host!r} does not resolve"
+    except TimeoutError:
+        why = f"no answer within {timeout:.0f} s"
+    except ConnectionRefusedError:
+        why = "connection refused: nothing listens on that port"
+    except _NotGrpc as exc:
+        why = str(exc)
+    except OSError as exc:
+        why = f"{type(exc).__name__}: {exc.strerror or exc}"
+    else:
+        return str(address).strip()
+    raise ValueError(f"Ray address {shown!r} is unreachable ({why}, after {time.perf_counter() - t0:.1f} s); "
+                     f"start the head with `ray start --head --port {port}` or check the address and firewall")
 
 
 def run_one(module: str, scale: str, seed: int, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -86,22 +191,71 @@ def _run_inprocess(tasks: Sequence[Task], retries: int, on_result: Callable[[Out
     for task in tasks:
         t0 = time.perf_counter()
         error = ""
-        rep = None
+        payload = None
         attempts = 0
-        while rep is None and attempts <= retries:
+        failures: list[str] = []
+        while payload is None and attempts <= retries:
             attempts += 1
             try:
-                rep = Reproduction.from_dict(run_one(task.module, task.scale, task.seed))
+                payload = run_one(task.module, task.scale, task.seed)
                 error = ""
             except KeyboardInterrupt:
                 raise
             except Exception:  # a broken system must not hide the others' results
                 error = traceback.format_exc()
-        out = Outcome(task, rep, error, time.perf_counter() - t0, attempts)
+                failures.append(f"attempt {attempts}: raised {_last_line(error)}")
+        out = _finish(task, payload, error, t0, attempts, "in-process", 0, failures)
         outcomes.append(out)
         if on_result:
             on_result(out)
     return outcomes
+
+
+CONNECT_TIMEOUT_S = 30.0  # DIVELAB_RAY_TIMEOUT overrides: how long joining a cluster may take
+
+
+def connect_ray(address: str | None, timeout: float | None = None) -> None:
+    """Join (or start) Ray before any work, or fail with a one-line ``ValueError`` within seconds.
+
+    The address is checked first (:func:`check_ray_address`); then ``ray.init`` runs with a deadline,
+    because against a host that accepts connections but never completes Ray's handshake (a proxy, a
+    different Ray version, token authentication that does not match) it would retry for many minutes."""
+    if timeout is None:
+        timeout = float(os.environ.get("DIVELAB_RAY_TIMEOUT", CONNECT_TIMEOUT_S))
+    target = check_ray_address(address, timeout=min(timeout, 5.0))
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs = {"include_dashboard": False, "log_to_driver": False, "ignore_reinit_error": True}
+    if target is None:
+        ray.init(**kwargs)
+        return
+    box: dict[str, BaseException] = {}
+    kwargs["logging_level"] = logging.ERROR
+
+    def join() -> None:
+        try:
+            ray.init(address=target, **kwargs)
+        except BaseException as exc:  # reported below, in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=join, name="divelab-ray-connect", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise ValueError(f"Ray address {address!r}: no Ray cluster completed the connection within {timeout:.0f} s "
+                         f"(something answers there, but not a Ray head this Ray {ray.__version__} can join: check "
+                         f"the address, the head's Ray version and token authentication, see docs/scaleout.md)")
+    if "error" in box:
+        exc = box["error"]
+        raise ValueError(f"Ray address {address!r}: could not connect: {type(exc).__name__}: {_last_line(str(exc))}")
+
+
+def _death_errors(ray: Any) -> tuple[type, ...]:
+    """Ray's errors for an attempt whose worker process (or node) died, as far as this Ray has them."""
+    names = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRayletDiedError", "RaySystemError")
+    return tuple(t for t in (getattr(ray.exceptions, n, None) for n in names) if isinstance(t, type))
 
 
 def _run_ray(tasks: Sequence[Task], address: str | None, retries: int,
@@ -110,26 +264,52 @@ def _run_ray(tasks: Sequence[Task], address: str | None, retries: int,
         import ray
     except ImportError:
         raise RuntimeError(RAY_HINT) from None
-    if not ray.is_initialized():
-        ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True)
+    try:
+        connect_ray(address)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+    # Ray's own retries are off (max_retries=0): the driver re-submits, so it sees every failed attempt.
     remote = ray.remote(run_one)
     env = _forwarded_env()
-    pending: dict[Any, tuple[int, float]] = {}
-    for i, task in enumerate(tasks):
-        ref = remote.options(max_retries=retries, retry_exceptions=retries > 0,
-                             **resources_of(task.module)).remote(task.module, task.scale, task.seed, env)
-        pending[ref] = (i, time.perf_counter())
-    results: list[Outcome | None] = [None] * len(tasks)
+    deaths_t = _death_errors(ray)
+    n = len(tasks)
+    attempts, deaths = [0] * n, [0] * n
+    failures: list[list[str]] = [[] for _ in range(n)]
+    started = [time.perf_counter()] * n
+    pending: dict[Any, int] = {}
+
+    def submit(i: int) -> None:
+        task = tasks[i]
+        attempts[i] += 1
+        opts = {"max_retries": 0, "retry_exceptions": False, **resources_of(task.module)}
+        pending[remote.options(**opts).remote(task.module, task.scale, task.seed, env)] = i
+
+    for i in range(n):
+        started[i] = time.perf_counter()
+        submit(i)
+    results: list[Outcome | None] = [None] * n
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         ref = done[0]
-        i, t0 = pending.pop(ref)
+        i = pending.pop(ref)
+        payload, error = None, ""
         try:
-            out = Outcome(tasks[i], Reproduction.from_dict(ray.get(ref)), "", time.perf_counter() - t0,
-                          where="ray")
-        except Exception as exc:  # RayTaskError carries the worker's traceback
-            out = Outcome(tasks[i], None, str(exc), time.perf_counter() - t0, attempts=retries + 1, where="ray")
+            payload = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:  # the reproduction raised; carries the worker's traceback
+            error = str(exc)
+            failures[i].append(f"attempt {attempts[i]}: raised {_last_line(error)}")
+        except deaths_t as exc:
+            deaths[i] += 1
+            error = str(exc)
+            failures[i].append(f"attempt {attempts[i]}: worker died ({type(exc).__name__}: "
+                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'})")
+        except ray.exceptions.RayError as exc:
+            error = str(exc)
+            failures[i].append(f"attempt {attempts[i]}: {type(exc).__name__}: {_last_line(error)}")
+        if payload is None and attempts[i] <= retries:
+            submit(i)
+            continue
+        out = _finish(tasks[i], payload, error, started[i], attempts[i], "ray", deaths[i], failures[i])
         results[i] = out
         if on_result:
             on_result(out)
