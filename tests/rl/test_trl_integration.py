@@ -97,3 +97,30 @@ def test_tree_aware_path_in_grpo_trainer(docs_run) -> None:
                 assert any(ids[m][:k] == ids[j][:k] for m in range(j))
     with pytest.raises(ValueError, match="needs leaf_reward"):
         adapters.trl_rollout_func(selector="uucb")
+
+
+def test_rows_per_process_when_a_prompt_group_spans_two_processes(docs_run) -> None:
+    """2 processes × per-device batch 2 × num_generations 4 (valid in TRL): each process gets 2 slots of one
+    prompt and must return 2 rows (the old function returned 8); together they are the 4 leaves of one tree."""
+    from types import SimpleNamespace
+
+    trainer = docs_run["tree_trainer"]
+    fn = adapters.trl_rollout_func(selector="uucb", leaf_reward=lambda p, ids: float(ids[0] % 2), tree_fields=True,
+                                   seed=3)
+    outs = []
+    for rank in (0, 1):
+        view = SimpleNamespace(model=trainer.model, num_generations=4, num_generations_eval=4,
+                               processing_class=trainer.processing_class, max_completion_length=6, temperature=1.0,
+                               accelerator=SimpleNamespace(process_index=rank, num_processes=2))
+        fn_rank = adapters.trl_rollout_func(selector="uucb", leaf_reward=lambda p, ids: float(ids[0] % 2),
+                                            tree_fields=True, seed=3)
+        outs.append(fn_rank(["go north", "go north"], view))
+    assert [len(o["completion_ids"]) for o in outs] == [2, 2]
+    leaves = outs[0]["tree_leaf"] + outs[1]["tree_leaf"]
+    assert len(set(leaves)) == 4  # four distinct leaves of the one tree both processes grew
+    view.top_k, view.top_p = 1, 1.0  # top_k=1 is greedy: every leaf from the root is the argmax token
+    one = fn(["go north"] * 4, SimpleNamespace(**{**vars(view), "accelerator": None}))
+    assert len({ids[0] for ids in one["completion_ids"]}) == 1 and all(lp[0] == 0.0 for lp in one["logprobs"])
+    view.repetition_penalty = 1.2
+    with pytest.raises(ValueError, match="repetition_penalty=1.2 is not supported"):
+        fn(["go north"] * 4, view)

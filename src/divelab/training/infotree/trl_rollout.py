@@ -4,9 +4,13 @@
 ``rollout_func(prompts, trainer)`` with the prompts of this process and expects ``prompt_ids``,
 ``completion_ids`` and ``logprobs`` with **one row per completion and exactly ``num_generations``
 completions per prompt**, in the order GRPOTrainer reshapes them (consecutive rows of a prompt). TRL
-1.16.0 hands the prompts already repeated ``num_generations`` times in a row (its ``RepeatSampler``);
-each such block becomes one tree, and every other list is treated as distinct prompts that each get
-``num_generations`` rows.
+1.16.0 hands each process its slice of a generation batch in which every prompt is repeated
+``num_generations`` times in a row (its ``RepeatSampler``), so the function returns exactly one row per
+prompt slot it was given. Each block of ``num_generations`` slots is one tree; a block split over
+processes (e.g. 2 per device, 4 generations, 2 processes) is grown identically from the same seed on
+each of them and each process returns its own leaves. TRL's ``top_k``, ``top_p`` and ``min_p`` truncate
+the sampling distribution (the log-probabilities returned are of the truncated, renormalised one);
+``repetition_penalty`` != 1 and ``generation_kwargs`` are refused with an error naming them.
 
 For each prompt the tree grows over tokens: a node is a prefix, an expansion samples one continuation
 from a node to EOS or ``max_completion_length`` with the model (``softmax(logits / temperature)``,
@@ -80,12 +84,35 @@ class TokenEnv:
 
 
 class ModelPolicy:
-    """``softmax(logits / temperature)`` of a causal LM at the end of each observation (token ids)."""
+    """``softmax(logits / temperature)`` of a causal LM at the end of each observation (token ids),
+    truncated as TRL's sampling settings ask (``top_k``, ``top_p``, ``min_p``) and renormalised; the
+    recorded log-probabilities are those of the distribution actually sampled."""
 
-    def __init__(self, model: torch.nn.Module, temperature: float = 1.0):
+    def __init__(self, model: torch.nn.Module, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, min_p: float | None = None):
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
         self.model, self.temperature = model, temperature
+        self.top_k = int(top_k) if top_k and top_k > 0 else None
+        self.top_p = float(top_p) if top_p is not None and top_p < 1 else None
+        self.min_p = float(min_p) if min_p else None
+
+    def _truncate(self, p: np.ndarray) -> np.ndarray:
+        keep = np.ones_like(p, dtype=bool)
+        if self.top_k is not None and self.top_k < len(p):
+            keep &= p >= np.sort(p)[-self.top_k]
+        if self.top_p is not None:
+            order = np.argsort(-p, kind="stable")
+            before = np.cumsum(p[order]) - p[order]  # mass of the strictly more likely tokens
+            nucleus = np.zeros_like(keep)
+            nucleus[order[before < self.top_p]] = True
+            keep &= nucleus
+        if self.min_p is not None:
+            keep &= p >= self.min_p * p.max()
+        q = np.where(keep, p, 0.0)
+        return q / q.sum()
 
     @torch.no_grad()
     def action_probs(self, observations: list[tuple[int, ...]]) -> list[np.ndarray]:
@@ -94,7 +121,7 @@ class ModelPolicy:
         for obs in observations:  # one unpadded sequence each: the log-probs are exact
             ids = torch.tensor([obs], dtype=torch.long, device=device)
             logits = self.model(input_ids=ids).logits[0, -1].double() / self.temperature
-            out.append(torch.softmax(logits, -1).cpu().numpy())
+            out.append(self._truncate(torch.softmax(logits, -1).cpu().numpy()))
         return out
 
 
@@ -107,12 +134,19 @@ def _tokenize(tokenizer: Any, prompt: Any) -> list[int]:
     raise ValueError(f"prompt must be a string or a list of chat messages; got {type(prompt).__name__}")
 
 
-def _blocks(prompts: Sequence[Any], g: int) -> tuple[list[Any], int]:
-    """(distinct prompts, rows each already occupies): TRL's repeated layout or plain prompts."""
+def _layout(prompts: Sequence[Any], g: int, rank: int) -> list[tuple[int, int]]:
+    """(global block, leaf within it) of each of this process's prompt slots. TRL repeats every prompt
+    ``g`` times in a row over the whole generation batch and hands process ``rank`` the slice
+    ``[rank * n, (rank + 1) * n)``, so a block may span processes; slots of one block must hold one prompt."""
     n = len(prompts)
-    if g > 1 and n % g == 0 and all(prompts[i] == prompts[i - i % g] for i in range(n)):
-        return [prompts[i] for i in range(0, n, g)], g
-    return list(prompts), 1
+    slots = [divmod(rank * n + i, g) for i in range(n)]
+    for i in range(1, n):
+        if slots[i][0] == slots[i - 1][0] and prompts[i] != prompts[i - 1]:
+            raise ValueError(f"rollout_func: prompt slots {i - 1} and {i} of process {rank} belong to one group of "
+                             f"num_generations={g} but hold different prompts; TRL's GRPOTrainer repeats each prompt "
+                             f"num_generations times in a row (per_device_train_batch_size × processes × "
+                             f"steps_per_generation must be a multiple of num_generations)")
+    return slots
 
 
 def trl_rollout_func(max_completion_length: int | None = None, selector: str = "independent",
@@ -131,7 +165,7 @@ def trl_rollout_func(max_completion_length: int | None = None, selector: str = "
                          f"leaf_reward(prompt, completion_ids) -> float; use selector='independent' without one")
     if init_rollouts < 1:
         raise ValueError(f"init_rollouts must be >= 1; got {init_rollouts}")
-    rng = np.random.default_rng(seed)
+    calls = [0]  # generation rounds so far: the same count on every process
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         model = trainer.model
@@ -141,20 +175,40 @@ def trl_rollout_func(max_completion_length: int | None = None, selector: str = "
         tok = getattr(tok, "tokenizer", tok)
         max_new = int(max_completion_length or trainer.max_completion_length)
         eos = [t for t in (getattr(trainer, "eos_token_ids", None) or [tok.eos_token_id]) if t is not None]
-        policy = ModelPolicy(model, float(getattr(trainer, "temperature", 1.0)))
-        distinct, _ = _blocks(prompts, g)
+        rep = float(getattr(trainer, "repetition_penalty", 1.0) or 1.0)
+        if rep != 1.0:
+            raise ValueError(f"rollout_func samples from softmax(logits / temperature) with top_k/top_p/min_p; "
+                             f"repetition_penalty={rep} is not supported (allowed: 1.0)")
+        extra_gen = getattr(getattr(trainer, "args", None), "generation_kwargs", None) or {}  # the user's extras
+        if extra_gen:
+            raise ValueError(f"rollout_func does not apply generation_kwargs {sorted(extra_gen)}; allowed: none "
+                             f"(temperature, top_k, top_p and min_p are honoured)")
+        policy = ModelPolicy(model, float(getattr(trainer, "temperature", 1.0) or 1.0),
+                             top_k=getattr(trainer, "top_k", None), top_p=getattr(trainer, "top_p", None),
+                             min_p=getattr(trainer, "min_p", None))
+        acc = getattr(trainer, "accelerator", None)
+        rank = int(getattr(acc, "process_index", 0) or 0)
+        calls[0] += 1
+        slots = _layout(prompts, g, rank)
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": []}
         if tree_fields:
             out.update(tree_group=[], tree_branch_len=[], tree_leaf=[])
         model.eval()
         try:
-            for b, prompt in enumerate(distinct):
-                env = TokenEnv(prompt, _tokenize(tok, prompt), eos, max_new, leaf_reward)
-                tree = RolloutTree(env, success_threshold=cfg.success_threshold)
-                while len(tree.leaves) < g:
-                    node = 0 if len(tree.leaves) < init_rollouts else tree.select(cfg, rng)[0]
-                    tree.expand([node], policy, rng)
-                for leaf in tree.leaves[:g]:
+            trees: dict[int, tuple[TokenEnv, RolloutTree]] = {}
+            for (b, leaf_no), prompt in zip(slots, prompts, strict=True):
+                if b not in trees:
+                    # every process grows a block's tree from the same seed, so a block split over
+                    # processes is one tree: each takes its own leaves
+                    block_rng = np.random.default_rng([seed, calls[0], b])
+                    env = TokenEnv(prompt, _tokenize(tok, prompt), eos, max_new, leaf_reward)
+                    tree = RolloutTree(env, success_threshold=cfg.success_threshold)
+                    while len(tree.leaves) < g:
+                        node = 0 if len(tree.leaves) < init_rollouts else tree.select(cfg, block_rng)[0]
+                        tree.expand([node], policy, block_rng)
+                    trees[b] = (env, tree)
+                env, tree = trees[b]
+                for leaf in tree.leaves[leaf_no:leaf_no + 1]:
                     path, u = [], leaf
                     while u > 0:
                         path.append(u)
