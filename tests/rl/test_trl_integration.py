@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 
 import pytest
@@ -124,3 +125,72 @@ def test_rows_per_process_when_a_prompt_group_spans_two_processes(docs_run) -> N
     view.repetition_penalty = 1.2
     with pytest.raises(ValueError, match="repetition_penalty=1.2 is not supported"):
         fn(["go north"] * 4, view)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> dict[int, dict]:
+    """trl_two_process_job.py under ``accelerate launch`` with 2 CPU processes: each rank's evidence.
+
+    accelerate 1.15's ``--cpu`` starts one process unless given an MPI hostfile; ``--multi_gpu`` is its
+    torchrun launcher, and the job's ``use_cpu=True`` makes the two processes a gloo (MULTI_CPU) group,
+    which the job records and the tests check."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("accelerate", reason="accelerate is not installed")
+    out = tmp_path_factory.mktemp("trl-two-processes")
+    job = Path(__file__).with_name("trl_two_process_job.py")
+    threads = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {**os.environ, **threads, "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--num_cpu_threads_per_process", "1", "--main_process_port", str(_free_port()), str(job), str(out)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)}
+
+
+@pytest.mark.slow
+def test_two_process_grpo_trainer_gets_one_row_per_prompt_slot(two_processes) -> None:
+    """A real 2-process GRPOTrainer (per-device batch 2, num_generations 4): every prompt group is split
+    over the two processes; each returns 2 rows, TRL scores 2 locally and 4 after gathering, training
+    finishes, and the two processes' rows are the 4 leaves of the one tree a single process grows."""
+    runs = {r: two_processes[r]["train"] for r in (0, 1)}
+    for run in runs.values():
+        assert run["error"] is None, run.get("traceback")
+        assert (run["num_processes"], run["backend"], run["global_step"]) == (2, "gloo", 2)
+        assert run["distributed_type"].endswith("MULTI_CPU")
+        assert run["reward_rows_local"] == [2, 2] and run["reward_rows_gathered"] == [4, 4]
+        for call in run["rollout_calls"]:
+            assert call["rows"] == 2 and len(set(call["prompts"])) == 1
+            assert call["prompt_ids"] == call["tokenized"]  # the real prompt ids
+    calls = list(zip(runs[0]["rollout_calls"], runs[1]["rollout_calls"], strict=True))
+    assert len(calls) == 2
+    for c0, c1 in calls:  # one prompt group of 4 split 2 + 2: four distinct leaves of one tree
+        assert c0["prompts"] == c1["prompts"]
+        leaves = c0["tree_leaf"] + c1["tree_leaf"]
+        assert len(leaves) == len(set(leaves)) == 4
+    ref = runs[0]["reference"]
+    assert ref == runs[1]["reference"] and ref["prompt"] == calls[0][0]["prompts"][0]
+    c0, c1 = calls[0]
+    assert c0["completion_ids"] + c1["completion_ids"] == ref["completion_ids"]
+    assert c0["tree_leaf"] + c1["tree_leaf"] == ref["tree_leaf"]
+
+
+@pytest.mark.slow
+def test_two_process_grpo_trainer_refuses_repetition_penalty(two_processes) -> None:
+    """GRPOConfig(repetition_penalty=1.1) in the same 2-process job: every process stops at the
+    rollout_func's error naming the setting and the allowed value, before any row reaches TRL."""
+    for r in (0, 1):
+        run = two_processes[r]["repetition_penalty"]
+        assert run["error"].startswith("ValueError") and "repetition_penalty=1.1 is not supported" in run["error"]
+        assert "allowed: 1.0" in run["error"] and run["rollout_calls"] == []
