@@ -114,3 +114,26 @@ def test_input_sets_put_a_spike_on_every_element_and_on_each_edge():
     assert np.logical_or.reduce(x).any(axis=0).all()  # every column is spiked alone in some row
     with pytest.raises(ValueError, match="cannot be resized"):
         dataclasses.replace(p, shapes=None).at({"C": 5})
+
+
+@needs_gcc
+def test_loading_a_fast_math_kernel_leaves_the_process_floating_point_mode_alone(tmp_path):
+    # gcc links crtfastmath.o into anything linked with -ffast-math; its constructor turns on
+    # flush-to-zero for the whole process on load. Checked in a child so a failure cannot leak here.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from divelab.coding.kernelpro import Config, backend, get_problem\n"
+        "import sys\n"
+        "tiny = sys.float_info.min / 4  # a subnormal\n"
+        "assert tiny * 1.0 > 0\n"
+        "p = get_problem(sorted(__import__('divelab.coding.kernelpro.problems', fromlist=['x']).PROBLEMS)[0])\n"
+        "backend.load(backend.build(p, Config(opt='-O3', avx2=True, fast_math=True)))\n"
+        "print('subnormals kept' if tiny * 1.0 > 0 else 'flushed to zero')\n"
+    )
+    env = {**os.environ, "DIVELAB_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "subnormals kept"

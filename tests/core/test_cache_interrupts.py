@@ -17,6 +17,9 @@ import pytest
 
 CHILD = r'''
 import importlib, random, signal, sys, threading, time
+
+# a parent started in the background (nohup, CI) passes SIGINT on ignored: restore Ctrl-C
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 
 cache = importlib.import_module(sys.argv[1])
@@ -87,6 +90,8 @@ def test_random_interrupts_leave_no_temporary_and_no_half_entry(tmp_path, kind, 
 
 SANDBOX_CHILD = r'''
 import random, signal, sys, threading, time
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as above: never inherit an ignored Ctrl-C
 from divelab.sandbox import Limits, run_python
 
 rng = random.Random(int(sys.argv[1]))

@@ -38,7 +38,9 @@ def test_rule_following_agent_is_protected_by_pinning():
     full = next(c for k, c in by.items() if k.startswith("violation rate with the policy"))
     assert full.verdict.value == "reproduced" and full.kind.value == "empirical"
     pin = next(c for c in claims if "Pinning" in c.statement)
-    assert pin.measured == 1.0 and pin.direction == "holds"
+    # a scripted agent obeys on every episode: a floor against a ceiling, which the evidence rules
+    # call uninformative rather than a reproduction
+    assert pin.measured == 1.0 and pin.verdict.value == "uninformative" and "zero-width" in pin.reason
 
 
 def test_always_violating_agent_is_reported_as_such():

@@ -57,3 +57,28 @@ def test_cli_seeds_aggregates_in_process(fake_system, tmp_path):
     first = rep["claims"][0]
     assert first["measured"] == pytest.approx(2.0)  # the fake measures 1 + seed
     assert first["ci"][0] < 2.0 < first["ci"][1] and "Mean over 3 seeds" in first["note"]
+
+
+def _method_rep(seed: int, effect: float, tie: bool) -> Reproduction:
+    rep = Reproduction(system="x", title="x", scale="smoke", seed=seed)
+    ruling = (verdicts.direction(0.0, (0.0, 0.0), paper=0.2) if tie
+              else verdicts.direction(effect, (effect - 0.05, effect + 0.05), paper=0.2, training_runs=1))
+    rep.add(Claim("method gain", "+0.2", 0.0 if tie else effect, kind=Kind.EMPIRICAL, ruling=ruling,
+                  baselines=[{"name": "a", "value": 0.1 * seed, "ci": None}, {"name": "b", "value": 0.3, "ci": None}],
+                  better="higher", compared_with="b" if 0.1 * seed < 0.3 else "a"))
+    rep.add(Claim("rate", "<=5%", 0.02, kind=Kind.EMPIRICAL, ruling=verdicts.bound(0.02, 0.05, ci=(0.0, 0.04))))
+    return rep
+
+
+def test_seeds_replicate_the_training_run_and_uninformative_seeds_do_not_vote():
+    # one training run per seed cannot carry a method claim; three seeds are three training runs
+    agg = aggregate_seeds([_method_rep(s, e, False) for s, e in zip([0, 1, 2], [0.18, 0.22, 0.2], strict=True)])
+    gain = agg.claims[0]
+    assert gain.rule["args"]["training_runs"] == 3 and gain.verdict is verdicts.Verdict.REPRODUCED
+    assert gain.compared_with == "b" and {b["name"] for b in gain.baselines} == {"a", "b"}
+    assert agg.claims[1].rule["args"]["ci"] is not None  # a bound across seeds reads the seeds' interval
+    # a seed at an exact tie is left out, and the note says so
+    agg = aggregate_seeds([_method_rep(0, 0.2, True), _method_rep(1, 0.2, False), _method_rep(2, 0.21, False)])
+    assert "1 of 3 seeds were uninformative" in agg.claims[0].note
+    agg = aggregate_seeds([_method_rep(s, 0, True) for s in range(2)])
+    assert agg.claims[0].verdict is verdicts.Verdict.UNINFORMATIVE

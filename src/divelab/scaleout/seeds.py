@@ -54,6 +54,8 @@ def _aggregate_rule(rules: list[dict[str, Any]]) -> verdicts.Ruling:
         eff = [float(a["effect"]) for a in args]
         a0.pop("effect"), a0.pop("ci")
         a0["exact"] = False
+        # every seed trains its own run, so the seeds replicate the training run
+        a0["training_runs"] = len(args) * int(a0.get("training_runs") or 1)
         return verdicts.direction(float(np.mean(eff)), _ci(eff), **a0)
     if name == "value":
         vals = [float(a["measured"]) for a in args]
@@ -61,7 +63,10 @@ def _aggregate_rule(rules: list[dict[str, Any]]) -> verdicts.Ruling:
         a0["ci"] = list(_ci(vals))
         return verdicts.value(float(np.mean(vals)), **a0)
     if name == "bound":
-        return verdicts.bound(float(np.mean([a["measured"] for a in args])), a0["limit"], sense=a0["sense"])
+        vals = [float(a["measured"]) for a in args]
+        exact = all(a.get("exact") for a in args) and len(set(vals)) == 1
+        return verdicts.bound(float(np.mean(vals)), a0["limit"], sense=a0["sense"],
+                              ci=None if exact else _ci(vals), exact=exact)
     if name == "found":
         return verdicts.found(sum(a["count"] for a in args), sum(a["trials"] for a in args))
     passed = sum(bool(a["passed"]) for a in args)
@@ -79,6 +84,19 @@ def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
                          for s, c in zip(seeds, claims, strict=True))
     note = (first.note + " " if first.note else "") + f"Mean over {len(claims)} seeds; {per_seed}."
     names = {c.rule["name"] for c in checkable}
+    informative = [c for c in checkable if c.verdict is not Verdict.UNINFORMATIVE]
+    if informative and len(informative) < len(checkable):
+        # a seed whose data could not speak does not vote: judge the seeds that could, and say so
+        dropped = len(checkable) - len(informative)
+        kept = [s for s, c in zip(seeds, claims, strict=True) if c in informative]
+        out = aggregate_claims(informative, kept)
+        out.note += f" {dropped} of {len(claims)} seeds were uninformative and are left out."
+        return out
+    if not informative:
+        reasons = sorted({c.reason or "uninformative" for c in checkable})
+        return Claim(statement=first.statement, paper_value=first.paper_value, measured=first.measured,
+                     unit=first.unit, source=first.source, note=note, kind=first.kind, baseline=first.baseline,
+                     ruling=verdicts.uninformative("; ".join(reasons) + f" (in all {len(claims)} seeds)"))
     if len(checkable) != len(claims) or len(names) != 1:
         raise ValueError(f"claim {first.statement!r} is checked by different rules across seeds ({sorted(names)}); "
                          "it cannot be aggregated")
@@ -92,7 +110,23 @@ def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
     else:
         measured = "; ".join(str(c.measured) for c in claims)
     return Claim(statement=first.statement, paper_value=first.paper_value, measured=measured, unit=first.unit,
-                 source=first.source, note=note, ci=ci, kind=first.kind, baseline=first.baseline, ruling=ruling)
+                 source=first.source, note=note, ci=ci, kind=first.kind, baseline=first.baseline, ruling=ruling,
+                 **_mean_baselines(claims))
+
+
+def _mean_baselines(claims: list[Claim]) -> dict[str, Any]:
+    """Each baseline's value averaged across seeds; the strongest of the averages is the one named."""
+    first = claims[0]
+    if not first.baselines or any(c.baselines == [] for c in claims):
+        return {}
+    names = [b["name"] for b in first.baselines]
+    if any(sorted(b["name"] for b in c.baselines) != sorted(names) for c in claims):
+        return {}
+    mean = [{"name": n, "value": float(np.mean([b["value"] for c in claims for b in c.baselines if b["name"] == n])),
+             "ci": None} for n in names]
+    from divelab.claims import strongest
+
+    return {"baselines": mean, "better": first.better, "compared_with": strongest(mean, first.better)["name"]}
 
 
 def aggregate_seeds(reps: list[Reproduction]) -> Reproduction:

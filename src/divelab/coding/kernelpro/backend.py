@@ -66,11 +66,17 @@ def _driver(problem: Problem, cc: str) -> Path:
 
 
 def compile_kernel(problem: Problem, config: Config) -> Build:
-    """One gcc call: the kernel's translation unit -> ``kernel.so`` (cached by source + flags)."""
+    """The kernel's translation unit -> ``kernel.so`` (cached by source + flags).
+
+    Compiled and linked in two gcc calls: linking with ``-ffast-math`` adds gcc's crtfastmath.o, whose
+    constructor turns on flush-to-zero / denormals-are-zero for the whole process when the library is
+    loaded, silently changing every later float computation in divelab (and in the caller's program).
+    The optimisation flags apply to the code; the link never sees them.
+    """
     cc = find_compiler()
     src = problem.source(config)
-    flags = ["-fPIC", "-shared", "-g0", *config.cflags()]
-    d = cache.entry_path("kernelpro", cache.stable_hash({"src": src, "flags": flags, "cc": cc}))
+    flags = ["-fPIC", "-g0", *config.cflags()]
+    d = cache.entry_path("kernelpro", cache.stable_hash({"src": src, "flags": flags, "cc": cc, "link": "separate"}))
     so = d / "kernel.so"
     exe = _driver(problem, cc)
     if so.exists():
@@ -81,8 +87,11 @@ def compile_kernel(problem: Problem, config: Config) -> Build:
     d.parent.mkdir(parents=True, exist_ok=True)
     with cache.atomic_dir(d) as tmp:
         (tmp / "kernel.c").write_text(src)
-        cmd = [cc, *flags, "kernel.c", "-o", "kernel.so", "-lm"]
+        cmd = [cc, *flags, "-c", "kernel.c", "-o", "kernel.o"]
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if r.returncode == 0:
+            cmd = [cc, "-shared", "kernel.o", "-o", "kernel.so", "-lm"]
+            r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         if r.returncode != 0:
             log = f"$ {' '.join(cmd)}\n{r.stderr[-2000:]}"
             cache.atomic_write_text(fail, log)
