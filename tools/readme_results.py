@@ -49,6 +49,22 @@ def _reps() -> dict[str, object]:
     return reps
 
 
+def serving_before_after(b: dict) -> str:
+    """The server now against an earlier version: medians over interleaved rounds, ratio with interval."""
+    m = b["machine"]
+    lines = [f"`{b['command']}`: {b['rounds']} interleaved rounds against revision `{b['rev_then']}`, "
+             f"{m['cpus']} CPUs, {m['threads']} torch threads, load average before {m['loadavg_before'][0]:.2f}.", "",
+             "| users | per-user tok/s now / then | ratio [95% CI] | total tok/s now / then | ratio [95% CI] |",
+             "|---|---|---|---|---|"]
+    for level, f in b["summary"].items():
+        pu, tt = f["per_user_tok_s_mean"], f["total_throughput_tok_s"]
+        lines.append(f"| {level.split()[0]} | {pu['now_median']:.0f} / {pu['then_median']:.0f} | "
+                     f"{pu['ratio_median']:.2f} [{pu['ratio_ci'][0]:.2f}, {pu['ratio_ci'][1]:.2f}] | "
+                     f"{tt['now_median']:.0f} / {tt['then_median']:.0f} | "
+                     f"{tt['ratio_median']:.2f} [{tt['ratio_ci'][0]:.2f}, {tt['ratio_ci'][1]:.2f}] |")
+    return "\n".join(lines) + "\n"
+
+
 def headline(reps: list) -> str:
     """The first-screen sentence: what the empirical claims came to, the other kinds apart."""
     tally = tallies_by_kind(reps)
@@ -72,11 +88,15 @@ def render_block(key: str, reps: dict) -> str:
             lines.append(f"| {kind} | " + " | ".join(str(n) for n in counts.values()) + " |")
         systems = ", ".join(sorted(reps))
         return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
+    if key == "serving-before-after":
+        return serving_before_after(json.loads((ROOT / "benchmarks" / "serving_before_after.json").read_text()))
     if key == "headline":
         return headline(list(reps.values()))
     if key == "runtime":
         total = sum(r.runtime_s for r in reps.values())
-        return f"{total:.0f} s ({total / 60:.0f} minutes) for the {len(reps)} saved systems\n"
+        slow = sorted(reps.values(), key=lambda r: -r.runtime_s)[:3]
+        return (f"{total:.0f} s ({total / 60:.0f} minutes) for the {len(reps)} saved systems; the slowest: "
+                + ", ".join(f"{r.system} {r.runtime_s:.0f} s" for r in slow) + "\n")
     if key not in reps:
         raise SystemExit(f"README has a results block for {key!r} but docs/results/{key}.json does not exist")
     rep = reps[key]

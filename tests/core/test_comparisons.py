@@ -61,3 +61,12 @@ def test_the_report_shows_every_baseline_with_the_strongest_first():
               ruling=verdicts.direction(cmp.effect, cmp.ci, why="n"), **cmp.claim_fields())
     row = claims_table_md([c])[-1]
     assert "judged against the strongest baseline, kNN" in row and "also measured: random" in row
+
+
+def test_the_claims_page_example_runs(capsys):
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "claims.md").read_text()
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(block, "docs/claims.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("kNN router ")

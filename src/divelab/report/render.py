@@ -25,7 +25,6 @@ VERDICT_CLASS = {
     "not checkable here": "v-nc",
 }
 RESULTS_VERSION = 3  # 3: planted kind, uninformative verdict, baselines judged on the strongest
-READABLE_VERSIONS = (2, 3)  # 2 lacks only the fields 3 added; TRANSITION: drop once docs/results is re-saved
 
 KIND_NOTE = {
     "empirical": "could have failed for a reason outside our code and our constants; only these count in the headline",
@@ -271,7 +270,7 @@ def load_results(path: str | Path) -> list[Reproduction]:
     if not isinstance(data, dict) or not isinstance(data.get("reproductions"), list):
         raise ValueError(f"{p} is not a divelab results.json: no 'reproductions' list")
     version = data.get("divelab_results_version")
-    if version is not None and version not in READABLE_VERSIONS:
+    if version is not None and version != RESULTS_VERSION:
         raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
                          f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
     reps = []
