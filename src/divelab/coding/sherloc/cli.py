@@ -1,4 +1,4 @@
-"""``divelab localize --repo PATH --issue FILE [--failing-test ID] [--llm heuristic|smollm2|URL]``."""
+"""``divelab sherloc localize --repo PATH --issue FILE [--failing-test ID] [--llm heuristic|smollm2|URL]``."""
 
 from __future__ import annotations
 

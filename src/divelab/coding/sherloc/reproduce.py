@@ -297,7 +297,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         rep.add(not_checkable("SHERLOC driven by SmolLM2-135M-Instruct on a slice",
                           "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
                               "run at full scale only (SmolLM2 generates ~4-16 tok/s on this CPU); "
-                              "`divelab localize --llm smollm2` runs the loop with it on one task", SOURCE))
+                              "`divelab sherloc localize --llm smollm2` runs the loop with it on one task", SOURCE))
     rep.setup = (f"{n} bugs planted by E170's mutation operators into {', '.join(plan.repos)} (CPython stdlib "
                  "packages and pyflakes), each detected by the package's own unittest suite run in divelab.sandbox; "
                  "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "

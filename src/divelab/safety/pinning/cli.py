@@ -1,4 +1,4 @@
-"""``divelab audit-compaction``: the ConstraintRot-style benchmark from the command line.
+"""``divelab pinning audit-compaction``: the ConstraintRot-style benchmark from the command line.
 
 Without ``--base-url`` it runs the rule-survival audit (mode 1, no LLM). With ``--base-url`` and
 ``--model`` it runs the violation benchmark (mode 2) against that OpenAI-compatible endpoint.

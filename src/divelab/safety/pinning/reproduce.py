@@ -50,7 +50,7 @@ FAMILY_NOTE = {
     "summarise": "Empirical: whether a rule sentence survives depends on what the summary writer picks.",
 }
 TYPICAL_WINDOW = 32_000  # tokens; a common compaction window, for the overhead break-even note
-NEEDS_MODEL = "needs a chat model acting as the agent; set DIVELAB_CHAT_BASE_URL and DIVELAB_CHAT_MODEL (or run `divelab audit-compaction --base-url ... --model ...`)"
+NEEDS_MODEL = "needs a chat model acting as the agent; set DIVELAB_CHAT_BASE_URL and DIVELAB_CHAT_MODEL (or run `divelab pinning audit-compaction --base-url ... --model ...`)"
 
 
 def _pct(x: float) -> str:
@@ -306,7 +306,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "summary) and sumy (LexRank/TextRank) plus divelab's keep-last-N and head+tail. The summarising framework "
         "paths write their summaries with sumy LexRank here (LLM-free stand-in for the summariser LLM). Tokens: "
         f"{counter.name}. Violation rates need an agent model and are measured only with an endpoint "
-        "(DIVELAB_CHAT_BASE_URL/DIVELAB_CHAT_MODEL, or `divelab audit-compaction`)."
+        "(DIVELAB_CHAT_BASE_URL/DIVELAB_CHAT_MODEL, or `divelab pinning audit-compaction`)."
     )
     details.update({
         "loss_by_compactor": loss_by_comp, "loss_mean_over_compactors": mean_loss, "loss_by_budget": by_budget, "soft_loss": soft_loss, "hard_loss": hard_loss,

@@ -1,4 +1,4 @@
-"""``divelab train-drafter`` and ``divelab generate`` (heavy imports stay inside the commands)."""
+"""``divelab dspark train-drafter`` and ``divelab dspark generate`` (heavy imports stay inside the commands)."""
 
 from __future__ import annotations
 
