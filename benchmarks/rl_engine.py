@@ -21,7 +21,7 @@ import torch
 from divelab.envs.textworld import TextWorldEnv, generate_game, textworld_env_factory
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.testbed import build_testbed
-from divelab.training.g2po.reproduce import experiment_config
+from divelab.training.g2po.setup import experiment_config
 
 
 def env_steps_per_s(env, steps: int = 200) -> float:

@@ -55,7 +55,7 @@ def rollout_speedup(repeats: int, testbed: str) -> dict:
 
     from divelab.rl.ray_rollout import ShardedSampler
     from divelab.rl.testbed import build_testbed
-    from divelab.training.g2po.reproduce import experiment_config
+    from divelab.training.g2po.setup import experiment_config
 
     tb_cfg, _ = experiment_config(testbed, 0)
     bed = build_testbed(tb_cfg)

@@ -80,7 +80,7 @@ def _arena_families(scale: str, seed: int) -> list[tuple[str, Any, Any, list[str
     # TextWorld: the G2PO reproduction's test bed and training settings (games a small policy
     # measurably learns; the warm start is cached and shared with that reproduction)
     from divelab.rl.testbed import build_testbed
-    from divelab.training.g2po.reproduce import experiment_config
+    from divelab.training.g2po.setup import experiment_config
 
     tb_cfg, train = experiment_config(scale, seed)
     tb = build_testbed(tb_cfg)
