@@ -17,6 +17,7 @@ import time
 from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
+from divelab.formatting import format_number  # noqa: F401  (re-exported)
 from divelab.verdicts import KIND_VALUES, VERDICT_VALUES, Kind, Ruling, Verdict  # noqa: F401  (re-exported)
 
 
@@ -157,17 +158,6 @@ def strongest(baselines: list[dict[str, Any]], better: str) -> dict[str, Any]:
     """The strongest of a claim's baselines: the highest value if higher is better, else the lowest."""
     pick = max if better == "higher" else min
     return pick(baselines, key=lambda b: float(b["value"]))
-
-
-def format_number(x: float) -> str:
-    if x == 0:
-        return "0"
-    ax = abs(x)
-    if ax >= 1000 or ax < 0.001:
-        return f"{x:.3g}"
-    if ax >= 100:
-        return f"{x:.1f}"
-    return f"{x:.3g}"
 
 
 @dataclass

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from divelab.formatting import format_number
+
 
 class Verdict(StrEnum):
     REPRODUCED = "reproduced"  # direction holds and the size agrees with the paper's
@@ -100,8 +102,6 @@ class Ruling:
 
 
 def _fmt(x: float) -> str:
-    from divelab.claims import format_number
-
     return format_number(float(x))
 
 

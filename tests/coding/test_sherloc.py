@@ -25,7 +25,7 @@ from divelab.coding.sherloc import (
     render,
 )
 from divelab.coding.sherloc.finding import CaseFile, Finding, Location
-from divelab.coding.sherloc.reproduce import hit
+from divelab.coding.sherloc.scoring import hit
 
 OPS = '''\
 """Small arithmetic helpers."""

@@ -27,7 +27,7 @@ from divelab.coding.sherloc import (
 )
 from divelab.coding.sherloc import runner as sherloc_runner
 from divelab.coding.sherloc.finding import Location
-from divelab.coding.sherloc.reproduce import hit
+from divelab.coding.sherloc.scoring import hit
 
 OPS = '''\
 def clamp(x, lo, hi):

@@ -146,7 +146,7 @@ def test_growth_fits_tell_linear_from_exponential() -> None:
 
 
 def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
-    from divelab.training.backtrack import reproduce
+    from divelab.training.backtrack.reproduce import reproduce
 
     rep = reproduce("smoke", seed=0)
     assert rep.system == "backtrack" and len(rep.claims) >= 6

@@ -29,14 +29,15 @@ from divelab.coding.sherloc.agent import SherlocLocalizer
 from divelab.coding.sherloc.baselines import bm25_localize, ochiai_localize
 from divelab.coding.sherloc.benchmark import Repo, Task
 from divelab.coding.sherloc.finding import Location
+from divelab.coding.sherloc.plan import plan_for
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
+from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "agents-coding-safety.md §E169; week-in-review E169"
-GRANS = ("file", "function", "line")
 RECOVERY_PATHS = ("reask", "tool_error", "forced_finalise", "fallback")
 
 
@@ -69,7 +70,6 @@ def measure(chat: ChatModel, tasks: list[Task], repos: dict[str, Repo], cfg: Rea
     ``others`` maps a localizer name to its predictions for the same ``tasks``; when None, BM25,
     Ochiai and the programmatic diagnostician are run here.
     """
-    from divelab.coding.sherloc.reproduce import hit
 
     if not tasks:
         raise ValueError("measure() needs at least one task")
@@ -164,7 +164,6 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
               chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
     """Stand-alone: the quick benchmark's tasks (cached), sliced, with SmolLM2 (or ``chat``)."""
     from divelab.coding.sherloc.benchmark import build_benchmark, open_repo
-    from divelab.coding.sherloc.reproduce import plan_for
     from divelab.threads import torch_threads
 
     names = list(repos or plan_for("quick").repos)

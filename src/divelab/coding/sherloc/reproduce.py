@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,66 +26,22 @@ from divelab.coding.sherloc.baselines import (
 from divelab.coding.sherloc.benchmark import Task, build_benchmark, open_repo
 from divelab.coding.sherloc.finding import CaseFile, Finding, Location, render
 from divelab.coding.sherloc.mutate import functions
+from divelab.coding.sherloc.plan import Plan, plan_for
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.repair import RepairAgent, gate
+from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
-from divelab.scale import check_scale, pick
+from divelab.scale import check_scale
 from divelab.threads import torch_threads
 
 SOURCE = "agents-coding-safety.md §E169; week-in-review E169"
 SEEN_REPOS = ("json", "tomllib", "textlib")  # the surprisal LM is trained on these packages' clean code
-GRANS = ("file", "function", "line")
-MAX_LINE_SPAN = 5
 # What the repair side of the set-up writes into its outcomes (shown with every run).
 PLANTED = ("The repair agent is our search over the inverse of the same mutation operators that planted the "
            "bugs, and it tries the locations a report names first: a report that names the right place makes "
            "it resolve within its budget, and a wrong one spends that budget, by how the agent is built.")
-
-
-@dataclass(frozen=True)
-class Plan:
-    repos: tuple[str, ...]
-    n_per_repo: int
-    lm_steps: int
-    repair_budget: int
-    repair_every: int = 1  # repair every k-th task (the repair side dominates the run time)
-
-
-def plan_for(scale: str) -> Plan:
-    return pick(scale,
-                smoke=Plan(("html",), 2, 5, 2),
-                quick=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 4, 120, 4, repair_every=2),
-                full=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 20, 600, 8))
-
-
-def hit(locs: list[Location], task: Task, gran: str, k: int) -> bool:
-    """Is the gold location among the first ``k`` distinct predictions at granularity ``gran``?"""
-    seen: list = []
-    for loc in locs:
-        if gran == "file":
-            key = loc.file
-        elif gran == "function":
-            key = (loc.file, loc.symbol)
-        else:
-            key = (loc.file, loc.span)
-        if key in seen:
-            continue
-        seen.append(key)
-        if len(seen) > k:
-            return False
-        if loc.file != task.file:
-            continue
-        if gran == "file":
-            return True
-        if gran == "function":
-            if loc.symbol == task.function:  # qualified: Counter.bump is not Timer.bump
-                return True
-        elif loc.span and loc.span[1] - loc.span[0] < MAX_LINE_SPAN and loc.span[0] <= task.span[1] \
-                and task.span[0] <= loc.span[1]:
-            return True
-    return False
 
 
 def _train_surprisal_lm(plan: Plan, seed: int):

@@ -40,12 +40,11 @@ from divelab.oversight.first_token.probe import (
     text_control,
     valley_test,
 )
-from divelab.oversight.first_token.reproduce import reproduce
 from divelab.oversight.first_token.rollout import Rollout, ThinkFormat, sample_rollouts
 
 __all__ = [
     "Activations", "CVResult", "FirstTokenProbe", "Flip", "HFContinuer", "ProbeResult", "ProbeSettings",
     "RegexLabeler", "ReplayRow", "Rollout", "ThinkFormat", "VoteLabeler", "answer_word_labeler",
     "continuation_variance", "cut_replay", "default_refusal_vote", "find_flips", "fisher_curve", "harvest",
-    "reproduce", "run_probe", "sample_rollouts", "stance_judge", "text_control", "valley_test",
+    "run_probe", "sample_rollouts", "stance_judge", "text_control", "valley_test",
 ]

@@ -83,10 +83,11 @@ def autora_cycle(loop: object, cycle: int) -> object:
     import pandas as pd
     from autora.state import Delta, StandardState, on_state
 
-    from divelab.science.autocog.loop import AutoCog
-
-    if not isinstance(loop, AutoCog):
-        raise TypeError(f"autora_cycle needs an AutoCog loop, got {type(loop).__name__}")
+    # checked by what the cycle calls, not by class: the loop module imports this one (design uses
+    # AutoRA's disagreement scores), so importing it back here would close an import cycle
+    needed = ("propose", "run_experiments", "judge_and_revise", "theories")
+    if not all(hasattr(loop, name) for name in needed):
+        raise TypeError(f"autora_cycle needs an AutoCog loop (with {', '.join(needed)}), got {type(loop).__name__}")
 
     pending: dict[str, list] = {"proposals": []}
 

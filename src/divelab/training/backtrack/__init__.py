@@ -7,10 +7,9 @@ solutions never backtrack), so it gets no signal there and needs Θ(W·L^K) step
 while RL on the model's own attempts learns to back out of dead ends and needs Θ(W·K); distilling RL
 traces into the base model transfers the backtracking.
 
->>> from divelab.training.backtrack import MazeSpec, reproduce   # doctest: +SKIP
+>>> from divelab.training.backtrack import MazeSpec                # doctest: +SKIP
 >>> MazeSpec(K=4, L=2, W=2).optimal_backtracking_steps()          # doctest: +SKIP
 20.0
->>> rep = reproduce("smoke")                                     # doctest: +SKIP
 """
 
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, fit_growth, hitting_time, probe_states
@@ -24,7 +23,6 @@ from divelab.training.backtrack.policy import (
     rollout,
     sample_mazes,
 )
-from divelab.training.backtrack.reproduce import reproduce
 from divelab.training.backtrack.train import (
     DistillConfig,
     ModelSpec,
@@ -40,6 +38,6 @@ from divelab.training.backtrack.train import (
 __all__ = [
     "VOCAB", "DistillConfig", "Episode", "Explorer", "GrowthFit", "HittingTime", "Maze", "MazeSpec", "MazeWalker",
     "ModelSpec", "RLConfig", "SFTConfig", "fit_growth", "golden_episode", "hitting_time", "legal_actions",
-    "move_distribution", "probe_states", "reproduce", "rollout", "sample_mazes", "signal_share", "train_base",
+    "move_distribution", "probe_states", "rollout", "sample_mazes", "signal_share", "train_base",
     "train_distilled", "train_rl", "train_sft",
 ]
