@@ -17,7 +17,7 @@ import time
 from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
-from divelab.formatting import format_number  # noqa: F401  (re-exported)
+from divelab.formatting import format_number
 from divelab.verdicts import KIND_VALUES, VERDICT_VALUES, Kind, Ruling, Verdict  # noqa: F401  (re-exported)
 
 

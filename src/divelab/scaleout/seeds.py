@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from divelab import stats, verdicts
-from divelab.claims import Claim, Reproduction, Verdict
+from divelab.claims import Claim, Reproduction, Verdict, strongest
 
 MAX_SEEDS = 1000
 
@@ -117,15 +117,11 @@ def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
 def _mean_baselines(claims: list[Claim]) -> dict[str, Any]:
     """Each baseline's value averaged across seeds; the strongest of the averages is the one named."""
     first = claims[0]
-    if not first.baselines or any(c.baselines == [] for c in claims):
-        return {}
     names = [b["name"] for b in first.baselines]
-    if any(sorted(b["name"] for b in c.baselines) != sorted(names) for c in claims):
+    if not names or any(sorted(b["name"] for b in c.baselines) != sorted(names) for c in claims):
         return {}
     mean = [{"name": n, "value": float(np.mean([b["value"] for c in claims for b in c.baselines if b["name"] == n])),
              "ci": None} for n in names]
-    from divelab.claims import strongest
-
     return {"baselines": mean, "better": first.better, "compared_with": strongest(mean, first.better)["name"]}
 
 
