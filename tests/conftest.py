@@ -31,8 +31,17 @@ import matplotlib.pyplot as plt
 from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 
-def reproduce(scale="quick", seed=0):
-    rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale=scale, seed=seed,
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Plan:
+    points: int
+    """points on the curve."""
+
+PLANS = {"smoke": Plan(2), "quick": Plan(3), "full": Plan(4)}
+
+def run(plan, seed=0):
+    rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale="", seed=seed,
                        setup="a stand-in for plumbing tests")
     rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, unit="x", kind=Kind.EMPIRICAL,
                   ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5)))
@@ -40,7 +49,7 @@ def reproduce(scale="quick", seed=0):
                   ruling=verdicts.bound(3.0, 2.0, exact=True)))
     rep.add(not_checkable("needs a GPU", "5", "no GPU here"))
     fig, ax = plt.subplots()
-    ax.plot([0, 1], [0, seed])
+    ax.plot(list(range(plan.points)), [seed] * plan.points)
     rep.figures.append(Figure.from_matplotlib(fig, "curve", "a curve"))
     return rep
 '''

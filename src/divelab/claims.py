@@ -222,6 +222,8 @@ class Reproduction:
     environment: dict[str, str] = field(default_factory=environment_facts)
     runtime_s: float = 0.0
     started_at: float = field(default_factory=time.time)
+    plan: dict[str, Any] = field(default_factory=dict)  # the resolved plan the run used (divelab.plans)
+    overrides: dict[str, str] = field(default_factory=dict)  # --set key=value applied to that plan
 
     def add(self, claim: Claim) -> Claim:
         self.claims.append(claim)
@@ -255,6 +257,8 @@ class Reproduction:
             "environment": self.environment,
             "runtime_s": self.runtime_s,
             "started_at": self.started_at,
+            "plan": self.plan,
+            "overrides": self.overrides,
         }
 
     @classmethod
@@ -272,6 +276,8 @@ class Reproduction:
             environment=d.get("environment", {}),
             runtime_s=d.get("runtime_s", 0.0),
             started_at=d.get("started_at", 0.0),
+            plan=d.get("plan", {}),
+            overrides=d.get("overrides", {}),
         )
 
     def to_json(self) -> str:

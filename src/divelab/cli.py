@@ -139,6 +139,9 @@ def reproduce(
                             help="run each (system, seed) as a Ray task: 'local' starts Ray on this machine, "
                                  "or a cluster address ('auto', 'ray://head:10001'); needs divelab[ray]"),
     retries: int = typer.Option(0, help="re-run a failed task this many times before reporting it failed"),
+    set_: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE",
+                                   help="override one field of the system's plan (repeatable; one system only), "
+                                        "e.g. --set seeds=3 or --set rl.updates=50; recorded in results.json"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print every claim, not only the summary"),
 ) -> None:
     """Run reproductions and write the report of every claim."""
@@ -152,6 +155,7 @@ def reproduce(
             check_seed(s_)
         out = check_out_dir(out)
         chosen = registry.resolve_implemented(systems or [])
+        sets = _check_sets(set_ or [], chosen, scale)
         if retries < 0:
             raise ValueError(f"--retries {retries} is negative; allowed: 0 or more")
         kept, kept_failed = earlier_results(out, {s.key for s in chosen})
@@ -171,7 +175,7 @@ def reproduce(
     if not chosen:
         err_console.print("[red]error:[/red] no system is implemented yet")
         raise typer.Exit(2)
-    tasks = [Task(s.module, s.key, scale, sd) for s in chosen for sd in seed_list]
+    tasks = [Task(s.module, s.key, scale, sd, tuple(sets.items())) for s in chosen for sd in seed_list]
     by_key = {s.key: s for s in chosen}
     got: dict[str, list[Reproduction]] = {s.key: [] for s in chosen}
     reps: list[Reproduction] = []
@@ -244,6 +248,19 @@ def reproduce(
     if failed:
         err_console.print("[red]error:[/red] failed: " + ", ".join(f"{f['system']} (seed {f['seed']})" for f in failed))
         raise typer.Exit(1)
+
+
+def _check_sets(items: list[str], chosen: list[registry.System], scale: str) -> dict[str, str]:
+    """Parse and check ``--set`` against the one chosen system's plan now, not minutes into a run."""
+    if not items:
+        return {}
+    from divelab import plans
+
+    if len(chosen) != 1:
+        raise ValueError(f"--set overrides one system's plan; name exactly one system (got {len(chosen)})")
+    sets = plans.parse_sets(items)
+    plans.resolve(chosen[0].reproduce_module(), scale, sets)
+    return sets
 
 
 def earlier_results(out: Path, keys: set[str]) -> tuple[list[Reproduction], list[dict[str, object]]]:

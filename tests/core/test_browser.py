@@ -9,6 +9,7 @@ import pytest
 
 from divelab import registry
 from divelab.report import write_report
+from divelab.scaleout import run_reproduction
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -33,7 +34,7 @@ def _chromium(tmp_path, *args):
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_report_navigation_in_chromium(fake_system, tmp_path):
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    rep = run_reproduction(fake_system.module, "smoke", 0)
     paths = write_report([rep], tmp_path / "out")
     probed = tmp_path / "probed.html"
     probed.write_text(paths["html"].read_text().replace("</body>", PROBE + "</body>"))

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from divelab.cli import app
+from divelab.scaleout import run_reproduction
 
 runner = CliRunner()
 
@@ -72,6 +73,29 @@ def test_list_never_truncates_keys_at_80_columns():
 
     for s in registry.SYSTEMS:
         assert s.key in res.output, f"{s.key} truncated or wrapped at 80 columns"
+
+
+def test_set_overrides_a_plan_field_and_the_run_records_plan_and_override(fake_system, tmp_path):
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--set", "points=5", "--out", str(tmp_path)],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "results.json").read_text())["reproductions"][0]
+    assert rep["plan"] == {"points": 5} and rep["overrides"] == {"points": "5"}
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)], env={"COLUMNS": "200"})
+    rep = json.loads((tmp_path / "results.json").read_text())["reproductions"][0]
+    assert rep["plan"] == {"points": 2} and rep["overrides"] == {}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--set", "pints=5"], "no field 'pints' in Plan; allowed: points"),
+    (["--set", "points"], "not KEY=VALUE"),
+    (["--set", "points=many"], "cannot read it as int"),
+])
+def test_bad_set_is_a_one_line_error_before_any_work(fake_system, tmp_path, args, message):
+    res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", *args, "--out", str(tmp_path)],
+                        env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and message in res.output.replace("\n", " ")
+    assert not (tmp_path / "results.json").exists()
 
 
 def test_reproduce_off_a_terminal_logs_lines_and_prints_a_summary(fake_system, tmp_path):
@@ -244,7 +268,7 @@ def test_report_defaults_to_where_reproduce_writes(fake_system, tmp_path, monkey
 def test_second_run_into_the_same_out_keeps_the_first_runs_results(fake_system, tmp_path):
     from divelab.report import load_results, write_report
 
-    first = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    first = run_reproduction(fake_system.module, "smoke", 0)
     first.system = "backtrack"
     write_report([first], tmp_path)
     res = runner.invoke(app, ["reproduce", "fake", "--scale", "smoke", "--out", str(tmp_path)], env={"COLUMNS": "300"})

@@ -3,10 +3,11 @@ import json
 import pytest
 
 from divelab.report import load_results, render_html, render_markdown, write_report
+from divelab.scaleout import run_reproduction
 
 
 def test_write_report_files_and_reload(fake_system, tmp_path):
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=2)
+    rep = run_reproduction(fake_system.module, "smoke", 2)
     paths = write_report([rep], tmp_path / "out")
     assert {p.name for p in paths.values()} == {"results.json", "report.md", "report.html"}
     assert (tmp_path / "out" / "figures" / "fake-curve.png").read_bytes()[:4] == b"\x89PNG"
@@ -17,7 +18,7 @@ def test_write_report_files_and_reload(fake_system, tmp_path):
 
 
 def test_html_is_self_contained_and_escaped(fake_system):
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    rep = run_reproduction(fake_system.module, "smoke", 0)
     page = render_html([rep])
     assert "data:image/png;base64," in page
     assert "<b>escaped</b>" not in page and "&lt;b&gt;escaped&lt;/b&gt;" in page
@@ -26,7 +27,7 @@ def test_html_is_self_contained_and_escaped(fake_system):
 
 
 def test_markdown_escapes_pipes(fake_system):
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    rep = run_reproduction(fake_system.module, "smoke", 0)
     md = render_markdown([rep])
     assert "a \\| pipe in text" in md
     assert "**not checkable here**" in md
@@ -41,7 +42,7 @@ def test_load_results_errors(tmp_path):
 
 
 def test_report_files_are_world_readable_and_report_keeps_results(fake_system, tmp_path):
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    rep = run_reproduction(fake_system.module, "smoke", 0)
     paths = write_report([rep], tmp_path)
     assert all(p.stat().st_mode & 0o044 == 0o044 for p in paths.values())
     before = paths["json"].stat().st_mtime_ns
@@ -52,7 +53,7 @@ def test_report_files_are_world_readable_and_report_keeps_results(fake_system, t
 def test_summary_lists_planned_systems_and_tallies_by_kind(fake_system):
     from divelab import registry
 
-    rep = fake_system.reproduce_module().reproduce(scale="smoke", seed=0)
+    rep = run_reproduction(fake_system.module, "smoke", 0)
     page = render_html([rep])
     planned = [s for s in registry.SYSTEMS if not s.implemented]
     assert page.count("planned: no reproduction yet") == len(planned)

@@ -10,6 +10,7 @@ RL rollouts fan out over Ray actors with :class:`divelab.rl.ray_rollout.ShardedS
 """
 
 from divelab.scaleout.seeds import aggregate_seeds, parse_seeds
-from divelab.scaleout.tasks import Outcome, Task, check_ray_address, connect_ray, run_tasks
+from divelab.scaleout.tasks import Outcome, Task, check_ray_address, connect_ray, run_reproduction, run_tasks
 
-__all__ = ["Outcome", "Task", "aggregate_seeds", "check_ray_address", "connect_ray", "parse_seeds", "run_tasks"]
+__all__ = ["Outcome", "Task", "aggregate_seeds", "check_ray_address", "connect_ray", "parse_seeds", "run_reproduction",
+           "run_tasks"]

@@ -139,7 +139,8 @@ def aggregate_seeds(reps: list[Reproduction]) -> Reproduction:
     seeds = [r.seed for r in reps]
     first = reps[0]
     out = Reproduction(system=first.system, title=first.title, scale=first.scale, seed=first.seed,
-                       setup=first.setup + f" Aggregated over seeds {seeds}.", environment=first.environment)
+                       setup=first.setup + f" Aggregated over seeds {seeds}.", environment=first.environment,
+                       planted=first.planted, plan=first.plan, overrides=first.overrides)
     out.runtime_s = float(sum(r.runtime_s for r in reps))
     by_statement: dict[str, list[Claim]] = {}
     order: list[str] = []

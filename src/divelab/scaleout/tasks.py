@@ -39,6 +39,7 @@ class Task:
     key: str  # its registry key (for messages and the report)
     scale: str
     seed: int
+    sets: tuple[tuple[str, str], ...] = ()  # plan overrides (--set key=value)
 
 
 @dataclass
@@ -151,14 +152,46 @@ def check_ray_address(address: str | None, timeout: float = 5.0) -> str | None:
                      f"start the head with `ray start --head --port {port}` or check the address and firewall")
 
 
-def run_one(module: str, scale: str, seed: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_one(module: str, scale: str, seed: int, env: dict[str, str] | None = None,
+            sets: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one reproduction and return it as a dict (what travels back from a Ray worker)."""
     for k, v in (env or {}).items():
         os.environ.setdefault(k, v)
+    return run_reproduction(module, scale, seed, sets).to_dict()
+
+
+def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | None = None) -> Reproduction:
+    """Run the reproduction of the system package ``module`` at ``scale`` (the one way to run one).
+
+    The runner owns what every reproduction shares: the scale check and the resolved plan (with
+    ``sets`` applied, both recorded), the thread count (``THREADS`` in the module, default 1: float
+    reductions split over a different number of threads round differently, so results depend on it),
+    the plotting backend (no display) and the timing."""
+    import matplotlib
+
+    from divelab import plans
+    from divelab.threads import torch_threads
+
+    matplotlib.use("Agg")
+    mod = importlib.import_module(f"{module}.reproduce")
     t0 = time.perf_counter()
-    rep = importlib.import_module(f"{module}.reproduce").reproduce(scale=scale, seed=seed)
+    if not hasattr(mod, "PLANS"):  # a reproduction not yet written as a plan
+        if sets:
+            raise ValueError(f"{module} has no Plan, so --set cannot override anything in it")
+        rep = mod.reproduce(scale=scale, seed=seed)
+    else:
+        plan = plans.resolve(mod, scale, sets)
+        threads = getattr(mod, "THREADS", 1)
+        if threads is None:
+            rep = mod.run(plan, seed)
+        else:
+            with torch_threads(threads):
+                rep = mod.run(plan, seed)
+        rep.scale = scale
+        rep.plan = plans.to_dict(plan)
+        rep.overrides = dict(sets or {})
     rep.runtime_s = time.perf_counter() - t0
-    return rep.to_dict()
+    return rep
 
 
 def resources_of(module: str) -> dict[str, float]:
@@ -197,7 +230,7 @@ def _run_inprocess(tasks: Sequence[Task], retries: int, on_result: Callable[[Out
         while payload is None and attempts <= retries:
             attempts += 1
             try:
-                payload = run_one(task.module, task.scale, task.seed)
+                payload = run_one(task.module, task.scale, task.seed, sets=dict(task.sets))
                 error = ""
             except KeyboardInterrupt:
                 raise
@@ -282,7 +315,7 @@ def _run_ray(tasks: Sequence[Task], address: str | None, retries: int,
         task = tasks[i]
         attempts[i] += 1
         opts = {"max_retries": 0, "retry_exceptions": False, **resources_of(task.module)}
-        pending[remote.options(**opts).remote(task.module, task.scale, task.seed, env)] = i
+        pending[remote.options(**opts).remote(task.module, task.scale, task.seed, env, dict(task.sets))] = i
 
     for i in range(n):
         started[i] = time.perf_counter()
