@@ -53,9 +53,9 @@ def test_tool_earned_in_game_and_executed_as_black_box(study) -> None:
 
 
 def test_smoke_reproduction() -> None:
-    from divelab.selfimprove.metis.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.selfimprove.metis", "smoke", 0)
     kinds = {c.kind for c in rep.claims}
     assert Kind.EMPIRICAL in kinds and Kind.CHECK in kinds
     for c in rep.claims:

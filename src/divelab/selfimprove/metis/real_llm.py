@@ -15,7 +15,7 @@ One live configuration on the study's TextWorld worlds (seed 0):
    the heuristic explorer. A random agent and the heuristic explorer play the same tasks as
    references.
 
-Runs only at ``full`` scale from :func:`divelab.selfimprove.metis.reproduce.reproduce`.
+Runs only at ``full`` scale from :func:`divelab.selfimprove.metis.reproduce.run` (its plan's ``live_llm``).
 
 >>> from divelab.selfimprove.metis.real_llm import measure      # doctest: +SKIP
 >>> claims, details = measure("full", seed=0)
@@ -45,7 +45,7 @@ from divelab.selfimprove.metis.study import Study, StudyConfig, _rng, sample_tas
 from divelab.selfimprove.metis.tools import ChatCodifier
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "agents-coding-safety.md §E168"
+SRC = "arXiv 2606.24151; week-in-review E168"
 
 
 @dataclass
