@@ -177,9 +177,9 @@ def test_smoke_reproduction(tmp_path, monkeypatch):
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
     from divelab import verdicts
     from divelab.claims import Verdict
-    from divelab.coding.kernelpro.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.coding.kernelpro", "smoke", 0)
     assert rep.claims and rep.details["roofline"]["peak_GFLOPs"] > 0
     for c in rep.claims:
         if c.verdict is not Verdict.NOT_CHECKABLE:
