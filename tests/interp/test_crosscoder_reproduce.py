@@ -1,9 +1,9 @@
-from divelab.interp.crosscoder.reproduce import reproduce
+from divelab.scaleout import run_reproduction
 
 
 def test_smoke_reproduction(tmp_path, monkeypatch):
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.interp.crosscoder", "smoke", 0)
     names = [c.statement for c in rep.claims]
     assert any("exclusivity holds exactly" in n for n in names)
     assert all(c.kind is not None for c in rep.claims)

@@ -37,7 +37,7 @@ from divelab.interp.crosscoder.interventions import PairEdit, add_direction, rec
 from divelab.interp.crosscoder.ranking import rank_features
 
 SYSTEM = "Reply with only <call NAME>, NAME = the right tool."
-SOURCE = "oversight-interp-science.md §3; issue #15 (real LLM)"
+SOURCE = "arXiv 2606.26474; week-in-review E175 (on a real LLM)"
 CACHE_VERSION = 1
 
 
@@ -306,5 +306,5 @@ def add_to(rep, scale: str, seed: int = 0) -> None:
     from divelab.lm.real import add_claims_at_full
 
     add_claims_at_full(rep, scale, lambda: measure(seed), statement="single-feature steering and recon patch on "
-                       "SmolLM2-135M-Instruct vs a LoRA tool sibling", paper_value="(issue: beside the tiny models)",
+                       "SmolLM2-135M-Instruct vs a LoRA tool sibling", paper_value="(not in the paper: the tiny models' measurement on a real LLM)",
                        source=SOURCE)

@@ -3,7 +3,7 @@ tiny base LM and its RL-trained tool-calling sibling."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -25,20 +25,28 @@ from divelab.interp.crosscoder.interventions import (
 )
 from divelab.interp.crosscoder.models import PairSpec, load_pair, tool_correctness
 from divelab.interp.crosscoder.ranking import latent_scaling, rank_features, relative_decoder_norm
-from divelab.scale import check_scale, pick
-from divelab.threads import torch_threads
 
-SOURCE = "oversight-interp-science.md §3"
+# the notes give no paper section per number, so every claim cites the paper and the episode
+SOURCE = "arXiv 2606.26474; week-in-review E175"
 
 
 @dataclass(frozen=True)
 class Plan:
     pair: PairSpec
-    harvest: int  # prompts (50/50 tool/generic) for the crosscoder's training activations
+    """the base LM and its RL tool-calling sibling: corpus size, pre-training steps, RL iterations."""
+    harvest: int
+    """prompts (half tool, half generic) whose activations train every crosscoder."""
     cells: tuple[CrosscoderConfig, ...]
-    select: int  # tool prompts used to pick α (steering) — disjoint from the evaluation prompts
-    eval: int  # tool prompts for every reported correctness
-    alphas: tuple[float, ...] = (4.0, 8.0, 16.0, 32.0)
+    """the crosscoders trained: dedicated-feature (DFC) and plain cells over dictionary size, top-k and
+    shared-feature penalty, with their training steps."""
+    select: int
+    """tool prompts used to pick the steering strength α (disjoint from the evaluation prompts)."""
+    eval: int
+    """held-out tool prompts behind every reported tool correctness."""
+    alphas: tuple[float, ...]
+    """steering strengths tried on the selection prompts."""
+    real_llm: bool
+    """also measure SmolLM2-135M-Instruct against a LoRA tool sibling (minutes of CPU and the model download)."""
 
 
 def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
@@ -48,32 +56,87 @@ def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
     return tuple(dfc + cc)
 
 
-def plan_for(scale: str) -> Plan:
-    return pick(scale,
-                smoke=Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120,
-                           cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,)),
-                # quick: 4 DFC cells (2 dictionary sizes x 2 shared-feature penalties at k=8), to stay
-                # near the time budget; full sweeps k too
-                quick=Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600),
-                           select=40, eval=60),
-                full=Plan(PairSpec(), harvest=4000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
-                          select=80, eval=300))
+PLANS = {
+    "smoke": Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120,
+                  cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,), real_llm=False),
+    # quick: 4 DFC cells (2 dictionary sizes x 2 shared-feature penalties at k=8), to stay near the time
+    # budget; full sweeps k too
+    "quick": Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600), select=40,
+                  eval=60, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=False),
+    "full": Plan(PairSpec(), harvest=4000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
+                 select=80, eval=300, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=True),
+}
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    plan = plan_for(scale)
-    plan = replace(plan, pair=replace(plan.pair, seed=seed))
-    t0 = time.perf_counter()
+@dataclass
+class Measured:
+    """Everything the claims read: the pair's clean scores, the harvested activations, the
+    difference-of-means baselines and one row per crosscoder cell."""
+    base: torch.nn.Module
+    layer: int
+    texts: list[task.Prompt]
+    labels: np.ndarray
+    acts_a: torch.Tensor
+    acts_b: torch.Tensor
+    ev: list[task.Prompt]
+    sel: list[task.Prompt]
+    clean_a: dict
+    clean_b: dict
+    meta: dict
+    dom_a: dict
+    dom_b: dict
+    b_dom: float
+    rows: list[dict]
+    score: Callable[..., dict]
+    """score(model, prompts=ev, **kw): per-prompt tool correctness, format and selection."""
+
+    @property
+    def dfc(self) -> list[dict]:
+        return [r for r in self.rows if r["arch"] == "DFC"]
+
+    @property
+    def ccs(self) -> list[dict]:
+        return [r for r in self.rows if r["arch"] == "CC"]
+
+    @property
+    def tool(self) -> torch.Tensor:
+        return torch.tensor(self.labels == 1)
+
+    @property
+    def best(self) -> dict:
+        """The DFC cell whose steering gained most on the selection prompts."""
+        return max(self.dfc, key=lambda r: r["sel_gain"])
+
+    @property
+    def dead(self) -> str:
+        # A failed set-up is detected from the measurement, never by hand: when no DFC cell has a live
+        # A-exclusive feature, every claim about steering or ablating those features is uninformative.
+        return failed_setup([r["excl_alive"] for r in self.dfc], len(self.texts))
+
+    def excl(self, ruling: verdicts.Ruling) -> verdicts.Ruling:
+        return verdicts.uninformative(self.dead) if self.dead else ruling
+
+
+def run(plan: Plan, seed: int) -> Reproduction:
     rep = Reproduction(system="crosscoder", title="A dedicated-feature crosscoder localises RL-induced tool use",
-                       scale=scale, seed=seed)
-    with torch_threads(1), torch.no_grad():
-        _run(rep, plan, seed)
-    # SmolLM2-135M-Instruct vs a LoRA tool sibling, at full scale only
-    from divelab.interp.crosscoder import real_llm
+                       scale="", seed=seed)
+    with torch.no_grad():
+        m = _measure(replace(plan, pair=replace(plan.pair, seed=seed)), seed)
+        rep.setup = _setup(m, plan)
+        rep.claims += _claims_precondition(m, plan, seed)
+        rep.claims += _claims_checks(m)
+        rep.claims += _claims_steering(m, seed)
+        rep.claims += _claims_recon_patch(m, seed)
+        rep.claims += _claims_spillover(m)
+        rep.claims += _claims_exclusive_block(m)
+        rep.claims += _claims_base_steering(m, seed)
+        rep.claims += _claims_cc_vs_dfc(m, seed)
+        rep.claims += _claims_template_detector(m)
+        rep.details = _details(m)
+    if plan.real_llm:  # SmolLM2-135M-Instruct vs a LoRA tool sibling (pins its own threads)
+        from divelab.interp.crosscoder import real_llm
 
-    real_llm.add_to(rep, scale, seed)
-    rep.runtime_s = time.perf_counter() - t0
+        real_llm.add_to(rep, "full", seed)
     return rep
 
 
@@ -86,11 +149,9 @@ def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
     return out[:n]
 
 
-def _ci(x: np.ndarray, seed: int) -> tuple[float, float]:
-    return stats.bootstrap_ci(x, seed=seed, method="percentile")
-
-
-def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
+def _measure(plan: Plan, seed: int) -> Measured:
+    """Train the pair and every crosscoder cell; score the sibling and the base clean, through each
+    cell's reconstruction, steered and ablated, and along the difference-of-means baselines."""
     with torch.enable_grad():
         base, sib, tok, meta = load_pair(plan.pair)
     layer = base.config.num_hidden_layers // 2
@@ -102,26 +163,9 @@ def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
 
     clean_a, clean_b = score(sib), score(base)
     clean_a_sel = score(sib, sel)
-    d, lo, hi = stats.diff_ci(clean_a["correct"], clean_b["correct"], seed=seed)
-    rep.add(Claim(statement="the RL sibling calls the right tool in strict format far more often than the base",
-                  paper_value="ToolRL 19–22.5% vs base 0%", measured=d, ci=(lo, hi), kind=Kind.BY_CONSTRUCTION,
-                  source="§3.5", ruling=verdicts.direction(d, (lo, hi), why="a precondition; the paper's pair differs"),
-                  note=f"sibling {clean_a['correct'].mean():.2f}, base {clean_b['correct'].mean():.2f} on "
-                       f"{len(ev)} held-out tool prompts (greedy); RL stopped once held-out correctness reached "
-                       f"{plan.pair.target} (after {meta['rl_iters']} iterations), to leave headroom as the paper's "
-                       "19% sibling does"))
-
     texts = task.prompts(plan.harvest, seed=5000 + seed)
     labels = np.array([p.is_tool for p in texts], dtype=int)
     acts_a, acts_b = harvest_pairs(sib, base, tok, [p.text for p in texts], layer, progress=False)
-    rep.setup = (f"Base: a {sum(p.numel() for p in base.parameters()):,}-parameter Llama-style divelab LM trained "
-                 f"from scratch on {plan.pair.corpus} prompts (half list three numbered tools with a request, half "
-                 f"generic text), where the strict call `<call NAME>` follows only {plan.pair.call_rate:.0%} of tool "
-                 "prompts. Sibling (model A): the base further trained with group-normalised REINFORCE (GRPO "
-                 "advantage from divelab.rl) rewarded 1 for a strict call to the right tool. Crosscoders on "
-                 f"last-token residuals after layer {layer} of {plan.harvest} prompts (50/50), {len(plan.cells)} "
-                 f"cells; every correctness on {len(ev)} held-out tool prompts (greedy); steering α picked on "
-                 f"{len(sel)} other prompts. The other model runs in lockstep so the crosscoder encodes both.")
 
     # difference-of-means baselines (sibling − base on tool prompts)
     tool = torch.tensor(labels == 1)
@@ -161,48 +205,71 @@ def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
             row["ablate_block"] = score(sib, layer=layer, edit=ablate_features(cc, A, range(cc.n_a)),
                                         other=base)["correct"]
         rows.append(row)
-    dfc = [r for r in rows if r["arch"] == "DFC"]
-    ccs = [r for r in rows if r["arch"] == "CC"]
-    ca = clean_a["correct"]
-    # A failed set-up is detected from the measurement, never by hand: when no DFC cell has a live
-    # A-exclusive feature, every claim about steering or ablating those features is uninformative.
-    dead = failed_setup([r["excl_alive"] for r in dfc], len(texts))
+    return Measured(base=base, layer=layer, texts=texts, labels=labels, acts_a=acts_a, acts_b=acts_b, ev=ev,
+                    sel=sel, clean_a=clean_a, clean_b=clean_b, meta=meta, dom_a=dom_a, dom_b=dom_b, b_dom=b_dom,
+                    rows=rows, score=score)
 
-    def excl(ruling: verdicts.Ruling) -> verdicts.Ruling:
-        return verdicts.uninformative(dead) if dead else ruling
 
-    # --- checks ---------------------------------------------------------------------------------------------------
-    worst = max(r["forbidden_max"] for r in dfc)
-    rep.add(Claim(statement="DFC exclusivity holds exactly after training (largest forbidden weight)",
-                  paper_value="forbidden weights zeroed after every step", measured=worst, kind=Kind.CHECK,
-                  source="§3.3", ruling=verdicts.bound(worst, 0.0, sense="<=", exact=True),
-                  note=f"{len(dfc)} DFC cells (the largest weight itself, not a sample)"))
-    cc0 = dfc[0]["cc"]
-    same = all(bool(torch.equal(prescale_topk(cc0, acts_a, acts_b, 1.0), prescale_topk(cc0, acts_a, acts_b, a)))
+def _setup(m: Measured, plan: Plan) -> str:
+    return (f"Base: a {sum(p.numel() for p in m.base.parameters()):,}-parameter Llama-style divelab LM trained "
+            f"from scratch on {plan.pair.corpus} prompts (half list three numbered tools with a request, half "
+            f"generic text), where the strict call `<call NAME>` follows only {plan.pair.call_rate:.0%} of tool "
+            "prompts. Sibling (model A): the base further trained with group-normalised REINFORCE (GRPO "
+            "advantage from divelab.rl) rewarded 1 for a strict call to the right tool. Crosscoders on "
+            f"last-token residuals after layer {m.layer} of {plan.harvest} prompts (50/50), {len(plan.cells)} "
+            f"cells; every correctness on {len(m.ev)} held-out tool prompts (greedy); steering α picked on "
+            f"{len(m.sel)} other prompts. The other model runs in lockstep so the crosscoder encodes both.")
+
+
+def _claims_precondition(m: Measured, plan: Plan, seed: int) -> list[Claim]:
+    """The sibling must call tools far more often than the base, or there is nothing to localise."""
+    clean_a, clean_b = m.clean_a, m.clean_b
+    d, lo, hi = stats.diff_ci(clean_a["correct"], clean_b["correct"], seed=seed)
+    return [Claim(statement="the RL sibling calls the right tool in strict format far more often than the base",
+                  paper_value="ToolRL 19–22.5% vs base 0%", measured=d, ci=(lo, hi), kind=Kind.BY_CONSTRUCTION,
+                  source=SOURCE,
+                  ruling=verdicts.direction(d, (lo, hi), why="a precondition; the paper's pair differs"),
+                  note=f"sibling {clean_a['correct'].mean():.2f}, base {clean_b['correct'].mean():.2f} on "
+                       f"{len(m.ev)} held-out tool prompts (greedy); RL stopped once held-out correctness reached "
+                       f"{plan.pair.target} (after {m.meta['rl_iters']} iterations), to leave headroom as the "
+                       "paper's 19% sibling does")]
+
+
+def _claims_checks(m: Measured) -> list[Claim]:
+    """Exact properties of the construction: exclusivity and the pre-top-k scaling no-op."""
+    worst = max(r["forbidden_max"] for r in m.dfc)
+    cc0 = m.dfc[0]["cc"]
+    same = all(bool(torch.equal(prescale_topk(cc0, m.acts_a, m.acts_b, 1.0), prescale_topk(cc0, m.acts_a, m.acts_b, a)))
                for a in (2.0, 5.0, 10.0))
-    rep.add(Claim(statement="uniform pre-top-k scaling leaves the top-k set unchanged (a no-op)",
+    return [Claim(statement="DFC exclusivity holds exactly after training (largest forbidden weight)",
+                  paper_value="forbidden weights zeroed after every step", measured=worst, kind=Kind.CHECK,
+                  source=SOURCE, ruling=verdicts.bound(worst, 0.0, sense="<=", exact=True),
+                  note=f"{len(m.dfc)} DFC cells (the largest weight itself, not a sample)"),
+            Claim(statement="uniform pre-top-k scaling leaves the top-k set unchanged (a no-op)",
                   paper_value="identical results at α ∈ {2, 5, 10}", measured=str(same), kind=Kind.CHECK,
-                  source="§3.4", ruling=verdicts.outcome(same, test=f"top-k index sets equal on {len(texts)} prompts")))
+                  source=SOURCE,
+                  ruling=verdicts.outcome(same, test=f"top-k index sets equal on {len(m.texts)} prompts"))]
 
-    # --- single-feature steering ----------------------------------------------------------------------------------
-    best = max(dfc, key=lambda r: r["sel_gain"])
-    dom_g = float(dom_a["correct"].mean() - ca.mean())
-    best_cc = max(ccs, key=lambda r: r["sel_gain"]) if ccs else None
+
+def _claims_steering(m: Measured, seed: int) -> list[Claim]:
+    """Steering the sibling with one A-exclusive feature: the best cell, then every DFC cell."""
+    ca, dfc, best = m.clean_a["correct"], m.dfc, m.best
+    best_cc = max(m.ccs, key=lambda r: r["sel_gain"]) if m.ccs else None
     # judged against the strongest alternative measured on the same prompts (paired by prompt)
-    alts = {"no steering": ca, "difference-of-means steering": dom_a["correct"]}
+    alts = {"no steering": ca, "difference-of-means steering": m.dom_a["correct"]}
     if best_cc:
         alts["plain-crosscoder top feature"] = best_cc["steer"]
     cmp = against_strongest(best["steer"], alts, seed=seed)
-    rep.add(Claim(statement="steering one A-exclusive feature raises sibling tool correctness (best cell), over the "
-                            "strongest alternative",
-                  paper_value="+65 pp over no steering (22.5% → 87.5%, one best cell, 40 prompts)", measured=cmp.effect,
-                  ci=cmp.ci, unit="share", kind=Kind.EMPIRICAL, source="§3.5",
-                  # one crosscoder training run stands behind the best cell: the interval is over prompts
-                  ruling=excl(verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs",
-                                                 training_runs=1)),
-                  note=f"cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
-                       f"{best['top_auroc']:.2f}), α = {best['alpha']:g}; cell and α chosen on separate prompts",
-                  **cmp.claim_fields()))
+    out = [Claim(statement="steering one A-exclusive feature raises sibling tool correctness (best cell), over the "
+                           "strongest alternative",
+                 paper_value="+65 pp over no steering (22.5% → 87.5%, one best cell, 40 prompts)", measured=cmp.effect,
+                 ci=cmp.ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
+                 # one crosscoder training run stands behind the best cell: the interval is over prompts
+                 ruling=m.excl(verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs",
+                                                  training_runs=1)),
+                 note=f"cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
+                      f"{best['top_auroc']:.2f}), α = {best['alpha']:g}; cell and α chosen on separate prompts",
+                 **cmp.claim_fields())]
     cell_gains = np.array([r["steer"].mean() - ca.mean() for r in dfc])
     pvals = []
     for r in dfc:
@@ -211,142 +278,179 @@ def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
     sig = int((stats.holm(pvals) < 0.05).sum())
     # cells are independent crosscoder training runs: the interval is over cells, against the stronger of
     # no steering and difference-of-means steering (each measured once on the evaluation prompts)
-    recs = baseline_records({"no steering": ca, "difference-of-means steering": dom_a["correct"]}, seed=seed)
+    recs = baseline_records({"no steering": ca, "difference-of-means steering": m.dom_a["correct"]}, seed=seed)
     ref = strongest(recs, "higher")
     over = np.array([r["steer"].mean() for r in dfc]) - ref["value"]
-    m, (lo, hi) = float(over.mean()), stats.mean_ci(over)
-    rep.add(Claim(statement="single-feature steering over all DFC cells, minus the strongest alternative (mean; "
-                            "Holm-corrected count)",
-                  paper_value="best cells +55 and +65 pp; the rest not reported", measured=m, ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, source="§3.5", baselines=recs, better="higher", compared_with=ref["name"],
-                  ruling=excl(verdicts.direction(m, (lo, hi), why="the paper reports best cells only",
-                                                 training_runs=len(dfc))),
-                  note=f"{sig}/{len(dfc)} cells significant after Holm (exact McNemar per cell); gains "
-                       + ", ".join(f"{x:+.2f}" for x in cell_gains)))
+    mean, (lo, hi) = float(over.mean()), stats.mean_ci(over)
+    out.append(Claim(statement="single-feature steering over all DFC cells, minus the strongest alternative (mean; "
+                               "Holm-corrected count)",
+                     paper_value="best cells +55 and +65 pp; the rest not reported", measured=mean, ci=(lo, hi),
+                     kind=Kind.EMPIRICAL, source=SOURCE, baselines=recs, better="higher", compared_with=ref["name"],
+                     ruling=m.excl(verdicts.direction(mean, (lo, hi), why="the paper reports best cells only",
+                                                      training_runs=len(dfc))),
+                     note=f"{sig}/{len(dfc)} cells significant after Holm (exact McNemar per cell); gains "
+                          + ", ".join(f"{x:+.2f}" for x in cell_gains)))
+    return out
 
-    # --- reconstruction patch -----------------------------------------------------------------------------------
+
+def _claims_recon_patch(m: Measured, seed: int) -> list[Claim]:
+    """Routing the sibling's activation through the reconstruction alone, and whether MSE predicts the gain."""
+    ca, rows = m.clean_a["correct"], m.rows
     rg = np.array([r["recon_a"].mean() - ca.mean() for r in rows])
-    m, (lo, hi) = float(rg.mean()), stats.mean_ci(rg)
-    rep.add(Claim(statement="the reconstruction patch alone raises sibling tool correctness (mean over cells)",
-                  paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source="§3.5", ruling=verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
-                  note=f"{int((rg > 0).sum())}/{rg.size} cells positive"))
+    mean, (lo, hi) = float(rg.mean()), stats.mean_ci(rg)
+    out = [Claim(statement="the reconstruction patch alone raises sibling tool correctness (mean over cells)",
+                 paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                 source=SOURCE, ruling=verdicts.direction(mean, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
+                 note=f"{int((rg > 0).sum())}/{rg.size} cells positive")]
     mse = np.array([r["mse"] for r in rows])
-    if rg.size >= 4 and np.ptp(rg) > 0:
-        def corr(idx: np.ndarray) -> float:
-            i = idx.astype(int)
-            return float(np.corrcoef(mse[i], rg[i])[0, 1]) if np.ptp(rg[i]) > 0 and np.ptp(mse[i]) > 0 else 0.0
+    if not (rg.size >= 4 and np.ptp(rg) > 0):
+        return out + [not_checkable("reconstruction MSE vs recon-patch gain", "r = +0.08",
+                                    "needs >= 4 cells with varying gains")]
 
-        r0 = corr(np.arange(rg.size).astype(float))
-        lo, hi = stats.bootstrap_ci(np.arange(rg.size).astype(float), corr, seed=seed, method="percentile")
-        rep.add(Claim(statement="reconstruction MSE is a weak predictor of the recon-patch gain (Pearson r)",
-                      paper_value="r = +0.08, 95% CI [−0.21, 0.36]", measured=r0, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                      source="§3.5", ruling=verdicts.value(r0, paper=0.08, tol=0.3, tol_kind="abs", ci=(lo, hi)),
-                      note=f"{rg.size} cells, bootstrap over cells"))
-    else:
-        rep.add(not_checkable("reconstruction MSE vs recon-patch gain", "r = +0.08",
-                              "needs >= 4 cells with varying gains"))
+    def corr(idx: np.ndarray) -> float:
+        i = idx.astype(int)
+        return float(np.corrcoef(mse[i], rg[i])[0, 1]) if np.ptp(rg[i]) > 0 and np.ptp(mse[i]) > 0 else 0.0
 
-    # --- spillover ----------------------------------------------------------------------------------------------
+    r0 = corr(np.arange(rg.size).astype(float))
+    lo, hi = stats.bootstrap_ci(np.arange(rg.size).astype(float), corr, seed=seed, method="percentile")
+    return out + [Claim(statement="reconstruction MSE is a weak predictor of the recon-patch gain (Pearson r)",
+                        paper_value="r = +0.08, 95% CI [−0.21, 0.36]", measured=r0, ci=(lo, hi),
+                        kind=Kind.EMPIRICAL, source=SOURCE,
+                        ruling=verdicts.value(r0, paper=0.08, tol=0.3, tol_kind="abs", ci=(lo, hi)),
+                        note=f"{rg.size} cells, bootstrap over cells")]
+
+
+def _claims_spillover(m: Measured) -> list[Claim]:
+    """The base through the jointly trained dictionary: tool selection rises, the call syntax does not."""
+    rows, clean_b = m.rows, m.clean_b
     sp = np.array([r["recon_b_sel"].mean() - clean_b["selection"].mean() for r in rows])
-    m, (lo, hi) = float(sp.mean()), stats.mean_ci(sp)
-    rep.add(Claim(statement="spillover: the base model through the crosscoder names the right tool more often",
-                  paper_value="0% → ~7% (+6.8 ± 5.0 pp)", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source="§3.5", baseline=f"base + difference-of-means direction: selection "
-                                          f"{dom_b['selection'].mean() - clean_b['selection'].mean():+.2f}",
-                  ruling=verdicts.direction(m, (lo, hi), paper=0.068, tol=0.1, tol_kind="abs")))
+    mean, (lo, hi) = float(sp.mean()), stats.mean_ci(sp)
     worst_fmt = max(rows, key=lambda r: float(r["recon_b_fmt"].mean()))
     fmt, n_fmt = float(worst_fmt["recon_b_fmt"].mean()), worst_fmt["recon_b_fmt"].size
     control = max(float(r["recon_a_fmt"].mean()) for r in rows)
-    rep.add(Claim(statement="format spillover: the patched base never emits the call syntax (max over cells)",
-                  paper_value="exactly 0 in every run", measured=fmt, ci=stats.proportion_ci(round(fmt * n_fmt), n_fmt),
-                  kind=Kind.EMPIRICAL, source="§3.5",
+    return [Claim(statement="spillover: the base model through the crosscoder names the right tool more often",
+                  paper_value="0% → ~7% (+6.8 ± 5.0 pp)", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                  source=SOURCE, baseline=f"base + difference-of-means direction: selection "
+                                          f"{m.dom_b['selection'].mean() - clean_b['selection'].mean():+.2f}",
+                  ruling=verdicts.direction(mean, (lo, hi), paper=0.068, tol=0.1, tol_kind="abs")),
+            Claim(statement="format spillover: the patched base never emits the call syntax (max over cells)",
+                  paper_value="exactly 0 in every run", measured=fmt,
+                  ci=stats.proportion_ci(round(fmt * n_fmt), n_fmt), kind=Kind.EMPIRICAL, source=SOURCE,
                   ruling=format_ruling(fmt, n_fmt, control),
                   note=f"positive control: the sibling through the same reconstruction emits the call syntax on "
-                       f"{control:.2f} of prompts (best cell)"))
+                       f"{control:.2f} of prompts (best cell)")]
 
-    # --- the exclusive partition is load-bearing ------------------------------------------------------------------
+
+def _claims_exclusive_block(m: Measured) -> list[Claim]:
+    """The exclusive partition is load-bearing: ablating it, penalising it, ablating its top feature."""
+    ca, dfc = m.clean_a["correct"], m.dfc
     ab = np.array([r["ablate_block"].mean() - ca.mean() for r in dfc])
-    m, (lo, hi) = float(ab.mean()), stats.mean_ci(ab)
-    rep.add(Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
-                  paper_value="the exclusive shelf is load-bearing", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source="§3.5", ruling=excl(verdicts.direction(m, (lo, hi), expected_sign=-1,
-                                                                why="the paper gives no number"))))
+    mean, (lo, hi) = float(ab.mean()), stats.mean_ci(ab)
+    out = [Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
+                 paper_value="the exclusive shelf is load-bearing", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                 source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
+                                                                 why="the paper gives no number")))]
     pen = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] > 0}
     free = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] == 0}
     keys = sorted(set(pen) & set(free))
     if len(keys) >= 2:
         dd, lo, hi = stats.paired_diff_ci([pen[k] for k in keys], [free[k] for k in keys])
-        rep.add(Claim(statement="penalising the exclusive block (λ_excl = 1e-3) lowers the sibling's recon fidelity",
-                      paper_value="lower A fidelity with λ_excl = 1e-3", measured=dd, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§3.5",
-                      ruling=excl(verdicts.direction(dd, (lo, hi), expected_sign=-1,
-                                                     why="the paper gives no number")),
-                      note=f"paired by (D, k) over {len(keys)} pairs; recon-patched correctness"))
+        out.append(Claim(statement="penalising the exclusive block (λ_excl = 1e-3) lowers the sibling's recon "
+                                   "fidelity",
+                         paper_value="lower A fidelity with λ_excl = 1e-3", measured=dd, ci=(lo, hi),
+                         kind=Kind.EMPIRICAL, source=SOURCE,
+                         ruling=m.excl(verdicts.direction(dd, (lo, hi), expected_sign=-1,
+                                                          why="the paper gives no number")),
+                         note=f"paired by (D, k) over {len(keys)} pairs; recon-patched correctness"))
     else:
-        rep.add(not_checkable("λ_excl lowers A fidelity", "lower fidelity", "needs >= 2 (D, k) pairs"))
+        out.append(not_checkable("λ_excl lowers A fidelity", "lower fidelity", "needs >= 2 (D, k) pairs"))
     fa = np.array([r["ablate"].mean() - ca.mean() for r in dfc])
-    m, (lo, hi) = float(fa.mean()), stats.mean_ci(fa)
-    rep.add(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness",
-                  paper_value="causal (steering raises it)", measured=m, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source="§3.4", ruling=excl(verdicts.direction(m, (lo, hi), expected_sign=-1,
-                                                                why="the paper gives no number")),
-                  note="mean over DFC cells of (ablated − clean)"))
+    mean, (lo, hi) = float(fa.mean()), stats.mean_ci(fa)
+    out.append(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness",
+                     paper_value="causal (steering raises it)", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
+                     source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
+                                                                     why="the paper gives no number")),
+                     note="mean over DFC cells of (ablated − clean)"))
+    return out
 
-    # --- steering the base along the exclusive decoder direction -------------------------------------------------
-    cc = best["cc"]
-    f_top = cc.encode(acts_a, acts_b)[tool, best["top"]]
-    vec = best["alpha"] * float(f_top.mean()) * cc.direction(best["top"], A)
-    sb = score(base, layer=layer, edit=add_direction(vec))
+
+def _top_activations(m: Measured) -> torch.Tensor:
+    """The best cell's top feature on the harvested tool prompts."""
+    best = m.best
+    return best["cc"].encode(m.acts_a, m.acts_b)[m.tool, best["top"]]
+
+
+def _claims_base_steering(m: Measured, seed: int) -> list[Claim]:
+    """Steering the base along the top exclusive feature's A-decoder direction (a causal check)."""
+    best, clean_b = m.best, m.clean_b
+    vec = best["alpha"] * float(_top_activations(m).mean()) * best["cc"].direction(best["top"], A)
+    sb = m.score(m.base, layer=m.layer, edit=add_direction(vec))
     cmp = against_strongest(sb["selection"], {"no steering": clean_b["selection"],
-                                              "difference-of-means direction": dom_b["selection"]}, seed=seed)
-    rep.add(Claim(statement="steering the base along the top exclusive feature's A-decoder direction raises its "
-                            "tool selection, over the strongest alternative", paper_value="(causal check proposed in "
-                  "§7.3)", measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source="§7.3",
+                                              "difference-of-means direction": m.dom_b["selection"]}, seed=seed)
+    return [Claim(statement="steering the base along the top exclusive feature's A-decoder direction raises its "
+                            "tool selection, over the strongest alternative",
+                  paper_value="(no paper number: a causal check the paper does not run)", measured=cmp.effect,
+                  ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE,
                   # the direction comes from one crosscoder training run; the interval is over prompts
-                  ruling=excl(verdicts.direction(cmp.effect, cmp.ci, why="proposed check, no paper number",
-                                                 training_runs=1)), **cmp.claim_fields(),
-                  note=f"strict-format correctness of the steered base {sb['correct'].mean():.2f}"))
+                  ruling=m.excl(verdicts.direction(cmp.effect, cmp.ci, why="proposed check, no paper number",
+                                                   training_runs=1)), **cmp.claim_fields(),
+                  note=f"strict-format correctness of the steered base {sb['correct'].mean():.2f}")]
 
-    # --- CC vs DFC spillover ------------------------------------------------------------------------------------
-    if len(ccs) >= 2 and len(dfc) >= 2:
-        sc = np.array([r["recon_b_sel"].mean() for r in ccs]) - clean_b["selection"].mean()
-        sd = np.array([r["recon_b_sel"].mean() for r in dfc]) - clean_b["selection"].mean()
-        dd, lo, hi = stats.diff_ci(sc, sd, seed=seed)
-        p = float(st.ttest_ind(sc, sd, equal_var=False).pvalue) if np.ptp(np.r_[sc, sd]) > 0 else 1.0
-        rep.add(Claim(statement="the plain crosscoder spills more tool selection into the base than the DFC",
-                      paper_value="+8.9 vs +5.9 pp, Welch p = 0.12 (underpowered)", measured=dd, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§3.5",
-                      ruling=verdicts.direction(dd, (lo, hi), paper=0.03, tol=0.05, tol_kind="abs"),
-                      note=f"Welch p = {p:.2g} with {len(ccs)} CC vs {len(dfc)} DFC cells: underpowered too"))
 
-    # --- the seam: template detector? ---------------------------------------------------------------------------
-    tp = [p for p in texts if p.is_tool]
-    ft = f_top.numpy()
+def _claims_cc_vs_dfc(m: Measured, seed: int) -> list[Claim]:
+    """Spillover of the plain crosscoder against the DFC (needs two cells of each)."""
+    ccs, dfc, clean_b = m.ccs, m.dfc, m.clean_b
+    if len(ccs) < 2 or len(dfc) < 2:
+        return []
+    sc = np.array([r["recon_b_sel"].mean() for r in ccs]) - clean_b["selection"].mean()
+    sd = np.array([r["recon_b_sel"].mean() for r in dfc]) - clean_b["selection"].mean()
+    dd, lo, hi = stats.diff_ci(sc, sd, seed=seed)
+    p = float(st.ttest_ind(sc, sd, equal_var=False).pvalue) if np.ptp(np.r_[sc, sd]) > 0 else 1.0
+    return [Claim(statement="the plain crosscoder spills more tool selection into the base than the DFC",
+                  paper_value="+8.9 vs +5.9 pp, Welch p = 0.12 (underpowered)", measured=dd, ci=(lo, hi),
+                  kind=Kind.EMPIRICAL, source=SOURCE,
+                  ruling=verdicts.direction(dd, (lo, hi), paper=0.03, tol=0.05, tol_kind="abs"),
+                  note=f"Welch p = {p:.2g} with {len(ccs)} CC vs {len(dfc)} DFC cells: underpowered too")]
+
+
+def _tool_eta2(m: Measured) -> float:
+    """Share of the top feature's variance over tool prompts explained by which tool is right."""
+    tp = [p for p in m.texts if p.is_tool]
+    ft = _top_activations(m).numpy()
     groups = [ft[[i for i, p in enumerate(tp) if p.tool == t]] for t in sorted(task.TOOLS)]
     groups = [x for x in groups if x.size]
     grand = ft.mean()
     ss_b = sum(x.size * (x.mean() - grand) ** 2 for x in groups)
     ss_t = float(((ft - grand) ** 2).sum())
-    eta2 = float(ss_b / ss_t) if ss_t > 0 else 0.0
+    return float(ss_b / ss_t) if ss_t > 0 else 0.0
+
+
+def _claims_template_detector(m: Measured) -> list[Claim]:
+    """The seam: is the top feature a template detector rather than a tool-choice feature?"""
+    best, eta2 = m.best, _tool_eta2(m)
     template = best["top_auroc"] >= 0.95 and eta2 < 0.2
-    rep.add(Claim(statement="the top feature is a structural-template detector (fires on every tool prompt, "
+    return [Claim(statement="the top feature is a structural-template detector (fires on every tool prompt, "
                             "carries little about which tool)", paper_value="cleanest features are template "
                   "detectors (<tool_call>, dialogue tags)", measured=f"AUROC {best['top_auroc']:.2f}, eta² {eta2:.2f}",
-                  kind=Kind.EMPIRICAL, source="§3.5",
-                  ruling=excl(verdicts.outcome(template,
-                                               test="AUROC tool-vs-generic >= 0.95 and eta² over right tool < 0.2"))))
+                  kind=Kind.EMPIRICAL, source=SOURCE,
+                  ruling=m.excl(verdicts.outcome(template,
+                                                 test="AUROC tool-vs-generic >= 0.95 and eta² over right tool < 0.2")))]
 
-    # --- diagnostics and details --------------------------------------------------------------------------------
-    ls = latent_scaling(cc, acts_a, acts_b, best["top"])
-    top_ctx = [tp[i].text for i in np.argsort(-ft)[:5]]
-    rep.details = {
-        "base": {k: float(v.mean()) for k, v in clean_b.items() if k != "responses"},
-        "sibling": {k: float(v.mean()) for k, v in clean_a.items() if k != "responses"},
-        "rl": meta, "difference_of_means": {"beta": b_dom, "sibling_gain": dom_g},
+
+def _details(m: Measured) -> dict:
+    best, rows = m.best, m.rows
+    tp = [p for p in m.texts if p.is_tool]
+    ft = _top_activations(m).numpy()
+    return {
+        "base": {k: float(v.mean()) for k, v in m.clean_b.items() if k != "responses"},
+        "sibling": {k: float(v.mean()) for k, v in m.clean_a.items() if k != "responses"},
+        "rl": m.meta, "difference_of_means": {"beta": m.b_dom,
+                                              "sibling_gain": float(m.dom_a["correct"].mean()
+                                                                    - m.clean_a["correct"].mean())},
         "cells": [{k: (float(v.mean()) if isinstance(v, np.ndarray) else v) for k, v in r.items()
                    if k not in ("cc", "ranked")} | {"ranked": [vars(f) for f in r["ranked"]]} for r in rows],
-        "best_cell": best["cell"], "latent_scaling_top": ls, "top_contexts": top_ctx,
+        "best_cell": best["cell"], "latent_scaling_top": latent_scaling(best["cc"], m.acts_a, m.acts_b, best["top"]),
+        "top_contexts": [tp[i].text for i in np.argsort(-ft)[:5]],
         "rel_decoder_norm_hist": {r["cell"]: np.histogram(relative_decoder_norm(r["cc"]), bins=10,
                                                           range=(0, 1))[0].tolist() for r in rows},
     }
