@@ -248,9 +248,9 @@ def test_scenarios_and_audit_are_deterministic() -> None:
 
 
 def test_reproduce_smoke_computes_claims() -> None:
-    from divelab.safety.pinning.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce(scale="smoke", seed=0)
+    rep = run_reproduction("divelab.safety.pinning", "smoke", 0)
     measured = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
     assert len(measured) >= 8 and all(c.measured is not None for c in measured)
     by = {c.statement.split(":")[0]: c for c in rep.claims}
@@ -274,3 +274,13 @@ def test_reproduce_smoke_computes_claims() -> None:
     assert 0.3 < rep.details["loss_by_compactor"]["keep-last-n"] <= 1.0
     assert any(c.verdict is Verdict.NOT_CHECKABLE and "Violation rate" in c.statement for c in rep.claims)
     assert rep.figures and rep.setup
+
+
+def test_plan_refuses_unknown_compactors_and_rules() -> None:
+    from divelab import plans
+    from divelab.safety.pinning.reproduce import PLANS
+
+    with pytest.raises(ValueError, match="unknown compactors .*allowed: keep-last-n"):
+        plans.apply_overrides(PLANS["smoke"], {"compactors": "keep-last-n,nope"})
+    with pytest.raises(ValueError, match="rule indices \\[9\\] out of range"):
+        plans.apply_overrides(PLANS["smoke"], {"rules": "0,9"})

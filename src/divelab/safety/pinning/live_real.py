@@ -34,7 +34,7 @@ from divelab.safety.pinning.tokens import TokenCounter
 from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "agents-coding-safety.md, E164 headline results"
+SRC = "arXiv 2606.22528, headline results; week-in-review E164"
 COMPACTORS = ("keep-last-n", "head-tail", "sumy-lexrank")
 MIN_VALID_CALLS = 5  # pre-stated: fewer episodes with a call to an offered tool than this → not checkable
 
