@@ -146,9 +146,9 @@ def test_growth_fits_tell_linear_from_exponential() -> None:
 
 
 def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
-    from divelab.training.backtrack.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.training.backtrack", "smoke", 0)
     assert rep.system == "backtrack" and len(rep.claims) >= 6
     for c in rep.claims:
         assert c.measured is not None and c.verdict in Verdict and c.kind in Kind
@@ -172,10 +172,10 @@ def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
     assert zero.measured.startswith("SFT 0.000 of moves / 0.000")
     assert {f.name for f in rep.figures} == {"hitting_time_vs_K", "signal_share"}
     assert rep.details["L=2"]["SFT"]["mean"][0] > 0
-    again = reproduce("smoke", seed=0)  # models now come from the cache; walks are re-sampled
+    again = run_reproduction("divelab.training.backtrack", "smoke", 0)  # models now come from the cache; walks are re-sampled
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
     with pytest.raises(ValueError, match="unknown scale"):
-        reproduce("huge")
+        run_reproduction("divelab.training.backtrack", "huge", 0)
 
 
 def test_training_is_deterministic_across_fresh_caches(tmp_path, monkeypatch) -> None:
