@@ -235,9 +235,9 @@ def test_world_model_save_load_roundtrip(tmp_path) -> None:
 
 def test_smoke_reproduction() -> None:
     from divelab.claims import Kind
-    from divelab.training.world_model.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.training.world_model", "smoke", 0)
     assert rep.system == "world-model" and len(rep.claims) >= 8
     assert sum(c.kind == Kind.EMPIRICAL for c in rep.claims) >= 6
     assert set(rep.details["fidelity_held_out"]) == {"copy", "lookup", "cpt", "sft", "rl"}

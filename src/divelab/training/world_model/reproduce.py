@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,6 @@ from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_en
 from divelab.progress import track
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.testbed import TestbedConfig, build_testbed
-from divelab.scale import check_scale, pick
-from divelab.threads import torch_threads
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import evaluate as fidelity
 from divelab.training.world_model.model import WorldModel, lm_train, rl_train, train_tokenizer
@@ -38,120 +37,174 @@ from divelab.training.world_model.simulator import simulated_env_factory
 from divelab.training.world_model.transitions import collect_transitions, split_by_game, unique_transitions
 from divelab.training.world_model.warmup import warmup_runs
 
-NOTES = "training-rl.md §4 (E167)"
+SOURCE = "arXiv 2606.24597; week-in-review E167"
 # the world model is trained once per reproduction: stage-vs-stage and model-vs-baseline intervals are
 # over held-out transitions of that one run
 WM_TRAINING_RUNS = 1
+# the stingy simulator: half the steps withhold part of the feedback and the inventory
+STINGY = {"mode": "partial", "rate": 0.5}
+# SFT oversampling of the (rare) winning transitions: 10x was tried at quick and made fidelity worse
+# (SFT below CPT) while the simulator still predicted only 1 of 6 seen wins
+WIN_WEIGHT = 1.0
 
 
-def config(scale: str, seed: int) -> dict[str, Any]:
-    tb = pick(scale,
-              smoke=TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4,
-                                  sft_episodes=4, sft_steps=10, seed=seed),
-              # the G2PO reproduction's quick test bed (its games and warm start are cached)
-              quick=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
-                                  min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200,
-                                  sft_lr=1e-2, seed=seed),
-              full=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
-                                 min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200,
-                                 sft_lr=1e-2, seed=seed))
-    held = pick(scale, smoke=dataclasses.replace(tb, game_seed0=1, n_games=1),
-                quick=dataclasses.replace(tb, game_seed0=100), full=dataclasses.replace(tb, game_seed0=100))
-    # extra seen games (world-model data only): more games teach copying rather than memorising
-    extra = pick(scale, smoke=[], quick=[TextWorldGameSpec(seed=s, nb_rooms=3, nb_objects=3, quest_length=2)
-                                         for s in range(6)],
-                 full=[TextWorldGameSpec(seed=s, nb_rooms=3, nb_objects=3, quest_length=2) for s in range(6)])
-    return {
-        "testbed": tb, "held_out": held, "extra_seen": extra,
-        "episodes": pick(scale, smoke=4, quick=16, full=32),
-        "cpt_steps": pick(scale, smoke=30, quick=150, full=600),
-        "sft_steps": pick(scale, smoke=30, quick=400, full=1200),
-        "rl_steps": pick(scale, smoke=2, quick=6, full=40),
-        "agent_pretrain_steps": pick(scale, smoke=10, quick=100, full=300),
-        "batch": pick(scale, smoke=16, quick=16, full=32),
-        "grpo_iterations": pick(scale, smoke=2, quick=10, full=30),
-        "group_size": pick(scale, smoke=4, quick=8, full=8),
-        "seeds": pick(scale, smoke=[seed], quick=[seed, seed + 1], full=[seed + i for i in range(5)]),
-        "eval_episodes": pick(scale, smoke=4, quick=16, full=32),
-        "stingy": {"mode": "partial", "rate": 0.5},
-        # SFT oversampling of the (rare) winning transitions: 10x was tried at quick and made
-        # fidelity worse (SFT below CPT) while the simulator still predicted only 1 of 6 seen wins
-        "win_weight": 1.0,
-        "warmup": pick(scale, smoke=False, quick=True, full=True),
-        "warmup_iterations": pick(scale, smoke=2, quick=6, full=30),
-    }
+@dataclass(frozen=True)
+class Plan:
+    testbed: TestbedConfig
+    """the seen games and the warm-started policy GRPO trains (the RL test bed; its seed is the run's seed)."""
+    held_out_seed0: int
+    """first generator seed of the held-out games, which neither the world model nor the policy sees."""
+    held_out_games: int
+    """how many held-out games (generated like the test bed's)."""
+    extra_seen_games: int
+    """extra seen games (generator seeds 0..n-1, two-step quests) used only as world-model data: more
+    games teach copying rather than memorising."""
+    episodes: int
+    """random-play episodes logged per game: the world model's transitions."""
+    cpt_steps: int
+    """continued pre-training steps of the world model on logged transitions."""
+    sft_steps: int
+    """supervised steps of the world model with the "what happens next" prefix."""
+    rl_steps: int
+    """RL steps of the world model with the rule-based fidelity reward."""
+    batch: int
+    """transitions per world-model training step (CPT and SFT)."""
+    agent_pretrain_steps: int
+    """steps of the agent's warm-up before GRPO (behaviour cloning or next-state prediction)."""
+    grpo_iterations: int
+    """GRPO iterations of each agent trained in the real games or inside a simulator."""
+    group_size: int
+    """rollouts per game in one GRPO group."""
+    n_seeds: int
+    """GRPO training runs per arm (seeds seed, seed+1, ...): claims pair arms over them."""
+    eval_episodes: int
+    """sampled real-game episodes per game when scoring an agent."""
+    warmup: bool
+    """whether to run the world-modeling-as-warm-up comparison at all."""
+    warmup_iterations: int
+    """GRPO iterations on the held-out games in the warm-up comparison."""
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    t0 = time.time()
-    cfg = config(scale, seed)
-    rep = Reproduction(system="world-model", title="Qwen-AgentWorld: language world models", scale=scale,
-                       seed=seed)
-    with torch_threads(1):
-        _run(rep, cfg, scale, seed)
-    rep.runtime_s = time.time() - t0
+_SMOKE_TB = TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4, sft_episodes=4,
+                          sft_steps=10)
+# the G2PO reproduction's quick test bed (its games and warm start are cached)
+_QUICK_TB = TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
+                          min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200, sft_lr=1e-2)
+PLANS = {
+    "smoke": Plan(testbed=_SMOKE_TB, held_out_seed0=1, held_out_games=1, extra_seen_games=0, episodes=4,
+                  cpt_steps=30, sft_steps=30, rl_steps=2, batch=16, agent_pretrain_steps=10, grpo_iterations=2,
+                  group_size=4, n_seeds=1, eval_episodes=4, warmup=False, warmup_iterations=2),
+    "quick": Plan(testbed=_QUICK_TB, held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=16,
+                  cpt_steps=150, sft_steps=400, rl_steps=6, batch=16, agent_pretrain_steps=100, grpo_iterations=10,
+                  group_size=8, n_seeds=2, eval_episodes=16, warmup=True, warmup_iterations=6),
+    "full": Plan(testbed=_QUICK_TB, held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=32,
+                 cpt_steps=600, sft_steps=1200, rl_steps=40, batch=32, agent_pretrain_steps=300, grpo_iterations=30,
+                 group_size=8, n_seeds=5, eval_episodes=32, warmup=True, warmup_iterations=30),
+}
+
+
+def run(plan: Plan, seed: int) -> Reproduction:
+    """Train the world model stage by stage, then use it as a simulator and as an agent's warm-up."""
+    rep = Reproduction(system="world-model", title="Qwen-AgentWorld: language world models", scale="", seed=seed)
+    clock = {"start": time.time()}
+    w = _world(plan, seed)
+    clock["data"] = time.time()
+    stages, wm = _train_world_model(w, plan, seed, rep.details)
+    rep.claims += _claims_fidelity(stages, w, seed)
+    clock["world model"] = time.time()
+    rep.claims += _claims_hidden_state(stages, seed)
+    rep.claims += _claims_compounding(wm, w, seed, rep.details)
+    rep.claims += _claims_grpo_in_simulator(wm, w, plan, seed, rep.details)
+    clock["grpo real vs sim"] = time.time()
+    if plan.warmup:
+        rep.claims += _claims_warmup(w, plan, seed, rep.details)
+    clock["warm-up"] = time.time()
+    marks = list(clock.items())
+    rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
+    rep.setup = (f"Seen games: {', '.join(s.game_id for s in w['seen_specs'])}; held-out: "
+                 f"{', '.join(w['held_ids'])}. {len(w['log'])} logged transitions ({plan.episodes} random episodes "
+                 f"per game). World model: {sum(p.numel() for p in wm.model.parameters())}-parameter Llama, "
+                 f"word-level tokenizer, CPT {plan.cpt_steps} + SFT {plan.sft_steps} + RL {plan.rl_steps} steps. "
+                 f"GRPO: the RL test bed's warm-started policy, {plan.grpo_iterations} iterations x "
+                 f"{plan.group_size} rollouts per game, seeds {_seeds(plan, seed)}. Source: {SOURCE}.")
+    _ = compact_view  # the policies read simulated observations through the same compact view
     return rep
+
+
+def _seeds(plan: Plan, seed: int) -> list[int]:
+    return [seed + i for i in range(plan.n_seeds)]
 
 
 def _fid_row(ev: dict) -> dict[str, float]:
     return {k: round(v, 4) for k, v in ev["overall"].items()}
 
 
-def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
-    t_start = time.time()
-    tb = build_testbed(cfg["testbed"])
-    held_specs = cfg["held_out"].specs()
-    seen_specs = cfg["testbed"].specs() + cfg["extra_seen"]
-    max_steps = cfg["testbed"].max_steps
+def _world(plan: Plan, seed: int) -> dict[str, Any]:
+    """The games (seen, held out), the real environments, and the transitions logged by random play."""
+    tb_cfg = dataclasses.replace(plan.testbed, seed=seed)
+    tb = build_testbed(tb_cfg)
+    held = dataclasses.replace(tb_cfg, game_seed0=plan.held_out_seed0, n_games=plan.held_out_games)
+    held_specs = held.specs()
+    extra = [TextWorldGameSpec(seed=s, nb_rooms=3, nb_objects=3, quest_length=2) for s in range(plan.extra_seen_games)]
+    seen_specs = tb_cfg.specs() + extra
+    max_steps = tb_cfg.max_steps
     make_real = textworld_env_factory(seen_specs + held_specs, max_steps=max_steps, precompute=True,
-                                      max_states=cfg["testbed"].max_states)
+                                      max_states=tb_cfg.max_states)
     held_ids = [s.game_id for s in held_specs]
-    log = collect_transitions(make_real, [s.game_id for s in seen_specs + held_specs], cfg["episodes"], max_steps,
+    log = collect_transitions(make_real, [s.game_id for s in seen_specs + held_specs], plan.episodes, max_steps,
                               seed=seed)
     train, test = split_by_game(log, held_ids)
-    test_u, train_u = unique_transitions(test), unique_transitions(train)
-    clock = {"start": t_start, "data": time.time()}
+    return {"tb_cfg": tb_cfg, "tb": tb, "seen_specs": seen_specs, "held_ids": held_ids, "max_steps": max_steps,
+            "make_real": make_real, "log": log, "train": train, "test": test,
+            "train_u": unique_transitions(train), "test_u": unique_transitions(test)}
 
-    # -- 1. the world model, stage by stage -------------------------------------------------------
-    wm = WorldModel.new(train_tokenizer(log), seed=seed)
+
+def _train_world_model(w: dict[str, Any], plan: Plan, seed: int, details: dict) -> tuple[dict[str, dict], WorldModel]:
+    """CPT → SFT → RL, scoring held-out fidelity after each stage next to the copy and lookup models."""
+    train, train_u, test_u, tb = w["train"], w["train_u"], w["test_u"], w["tb"]
+    wm = WorldModel.new(train_tokenizer(w["log"]), seed=seed)
     stages: dict[str, dict] = {"copy": fidelity(CopyWorldModel(), test_u),
                                "lookup": fidelity(LookupWorldModel(train), test_u)}
-    losses = {"cpt": lm_train(wm, train_u, "cpt", cfg["cpt_steps"], batch_size=cfg["batch"], seed=seed)}
+    losses = {"cpt": lm_train(wm, train_u, "cpt", plan.cpt_steps, batch_size=plan.batch, seed=seed)}
     stages["cpt"] = fidelity(wm, test_u)
-    losses["sft"] = lm_train(wm, train_u, "sft", cfg["sft_steps"], lr=2e-3, batch_size=cfg["batch"], seed=seed,
-                              win_weight=cfg["win_weight"])
+    losses["sft"] = lm_train(wm, train_u, "sft", plan.sft_steps, lr=2e-3, batch_size=plan.batch, seed=seed,
+                              win_weight=WIN_WEIGHT)
     stages["sft"] = fidelity(wm, test_u)
-    rl_rewards = rl_train(wm, train_u, cfg["rl_steps"], seed=seed)
+    rl_rewards = rl_train(wm, train_u, plan.rl_steps, seed=seed)
     stages["rl"] = fidelity(wm, test_u)
     seen_fid = fidelity(wm, unique_transitions([t for t in train if t.game_id in tb.game_ids]))
-    rep.details["fidelity_held_out"] = {k: _fid_row(v) for k, v in stages.items()}
-    rep.details["fidelity_seen_rl_games"] = _fid_row(seen_fid)
-    rep.details["fidelity_per_game_held_out"] = {g: {k: round(v, 3) for k, v in m.items()}
-                                                 for g, m in stages["rl"]["per_game"].items()}
-    rep.details["fidelity_per_depth_held_out"] = {d: round(m["f1"], 3) for d, m in stages["rl"]["per_depth"].items()}
-    rep.details["losses"] = {k: [round(v[0], 3), round(v[-1], 3)] for k, v in losses.items()}
-    rep.details["rl_stage_reward"] = [round(x, 3) for x in rl_rewards]
+    details["fidelity_held_out"] = {k: _fid_row(v) for k, v in stages.items()}
+    details["fidelity_seen_rl_games"] = _fid_row(seen_fid)
+    details["fidelity_per_game_held_out"] = {g: {k: round(v, 3) for k, v in m.items()}
+                                             for g, m in stages["rl"]["per_game"].items()}
+    details["fidelity_per_depth_held_out"] = {d: round(m["f1"], 3) for d, m in stages["rl"]["per_depth"].items()}
+    details["losses"] = {k: [round(v[0], 3), round(v[-1], 3)] for k, v in losses.items()}
+    details["rl_stage_reward"] = [round(x, 3) for x in rl_rewards]
+    return stages, wm
 
+
+def _claims_fidelity(stages: dict[str, dict], w: dict[str, Any], seed: int) -> list[Claim]:
+    """Held-out fidelity per stage, each stage against the one before, and the model against simple ones."""
+    claims = []
     f1 = {k: np.array([r["f1"] for r in v["rows"]]) for k, v in stages.items()}
     ex = {k: np.array([r["exact"] for r in v["rows"]]) for k, v in stages.items()}
-    n = len(test_u)
+    n = len(w["test_u"])
     for stage in ("cpt", "sft", "rl"):
         k = int(ex[stage].sum())
         lo, hi = stats.proportion_ci(k, n)
-        rep.add(Claim(statement=f"next-state exact match on held-out games after the {stage.upper()} stage",
+        claims.append(Claim(statement=f"next-state exact match on held-out games after the {stage.upper()} stage",
                       paper_value="70% → 78% (prediction accuracy, unified agent)", measured=k / n, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§4 Two uses (S)", unit="fraction",
+                      kind=Kind.EMPIRICAL, source=SOURCE + " (second-hand)", unit="fraction",
                       ruling=verdicts.value(k / n, paper=(0.70, 0.78), tol=0.1, tol_kind="abs", ci=(lo, hi)),
                       baseline=f"lookup world model {ex['lookup'].mean():.3f}, copy {ex['copy'].mean():.3f}",
-                      note=f"{n} distinct held-out transitions from {len(held_ids)} unseen games; field F1 "
+                      note=f"{n} distinct held-out transitions from {len(w['held_ids'])} unseen games; field F1 "
                            f"{f1[stage].mean():.3f}. Magnitude only: ours is a 100k-parameter model on unseen "
                            "games, theirs a 35B model scored by a different metric."))
     for a, b in (("cpt", "sft"), ("sft", "rl")):
         d, lo, hi = stats.paired_diff_ci(f1[b], f1[a], method="bootstrap", seed=seed)
-        rep.add(Claim(statement=f"the {b.upper()} stage raises held-out next-state field F1 over {a.upper()}",
+        claims.append(Claim(statement=f"the {b.upper()} stage raises held-out next-state field F1 over {a.upper()}",
                       paper_value="CPT injects, SFT activates, RL sharpens (+8 points overall 70 → 78)",
-                      measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Three-stage recipe",
+                      measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE,
                       # one world-model training run: the interval is over held-out transitions only
                       ruling=verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.08, tol=0.5,
                                                 training_runs=WM_TRAINING_RUNS),
@@ -161,28 +214,32 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
     # against the strongest simple world model measured on the same transitions (copy, lookup)
     cmp_wm = against_strongest(f1["rl"], {"copy": f1["copy"], "lookup": f1["lookup"]}, seed=seed)
     d, (lo, hi), best = cmp_wm.effect, cmp_wm.ci, cmp_wm.strongest
-    rep.add(Claim(statement="the trained world model beats the best simple world model on held-out games (F1)",
+    claims.append(Claim(statement="the trained world model beats the best simple world model on held-out games (F1)",
                   paper_value="LWM training +8.66 AgentWorldBench points over the untrained base", measured=d,
-                  ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 AgentWorldBench", **cmp_wm.claim_fields(),
+                  ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE, **cmp_wm.claim_fields(),
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=WM_TRAINING_RUNS,
                                             why="the paper's number is a judge score on another benchmark"),
                   baseline=f"{best} world model F1 {f1[best].mean():.3f}",
                   note="AgentWorldBench's LLM-judge scores are replaced by rule-based field F1 (feedback, room, "
                        "inventory, admissible commands, reward)."))
-    rep.add(not_checkable("AgentWorldBench overall scores (58.71 / 56.39)", "58.71 (397B), 56.39 (35B)",
-                          "needs the 35B/397B models, the 2,170-sample benchmark and an LLM judge", source="§4"))
+    claims.append(not_checkable("AgentWorldBench overall scores (58.71 / 56.39)", "58.71 (397B), 56.39 (35B)",
+                          "needs the 35B/397B models, the 2,170-sample benchmark and an LLM judge", source=SOURCE))
 
-    clock["world model"] = time.time()
-    # -- 4a. the hidden-state seam ------------------------------------------------------------------
+    return claims
+
+
+def _claims_hidden_state(stages: dict[str, dict], seed: int) -> list[Claim]:
+    """The hidden-state seam: fidelity when a move reveals an unseen room vs when the agent stays."""
+    claims: list[Claim] = []
     rows = stages["rl"]["rows"]
     moved = np.array([r["f1"] for r in rows if r["moved"]])
     stayed = np.array([r["f1"] for r in rows if not r["moved"]])
     if len(moved) >= 2 and len(stayed) >= 2:
         d, lo, hi = stats.diff_ci(stayed, moved, seed=seed)
-        rep.add(Claim(statement="fidelity is lowest where hidden state matters: moving into another room "
+        claims.append(Claim(statement="fidelity is lowest where hidden state matters: moving into another room "
                                 "(unseen map) vs staying",
                       paper_value="review: fidelity weakest in state-heavy settings", measured=d, ci=(lo, hi),
-                      kind=Kind.BY_CONSTRUCTION, source="§4 / review seams",
+                      kind=Kind.BY_CONSTRUCTION, source="week-in-review E167 (its seams)",
                       ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
                                                 why="the review states no number"),
                       baseline=f"F1 when moving {moved.mean():.3f} (n={len(moved)}) vs staying "
@@ -190,17 +247,21 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
                       note="a move reveals a room the model has never seen in an unseen game (hidden state); "
                            "staying only needs the visible state. By construction: the held-out games are unseen, "
                            "so what a move reveals is not in the model's input at all and can only be guessed."))
+    return claims
 
-    # -- 4b. compounding error along real action sequences ------------------------------------------
-    comp = compounding(wm, test, max_steps)
-    rep.details["compounding_exact_by_depth"] = {k: round(v, 3) for k, v in comp["exact_by_depth"].items()}
+
+def _claims_compounding(wm: WorldModel, w: dict[str, Any], seed: int, details: dict) -> list[Claim]:
+    """Error compounding: open-loop state exact match along real held-out action sequences, by depth."""
+    claims: list[Claim] = []
+    comp = compounding(wm, w["test"], w["max_steps"])
+    details["compounding_exact_by_depth"] = {k: round(v, 3) for k, v in comp["exact_by_depth"].items()}
     one, last = comp["first"], comp["last"]
     if one is not None and last is not None:
         d, lo, hi = stats.diff_ci(one[1], last[1], seed=seed)
-        rep.add(Claim(statement=f"simulator error compounds: open-loop state exact match at depth 1 vs depth "
+        claims.append(Claim(statement=f"simulator error compounds: open-loop state exact match at depth 1 vs depth "
                                 f"{last[0]}",
                       paper_value="review: long-horizon fidelity is the open problem", measured=d, ci=(lo, hi),
-                      kind=Kind.BY_CONSTRUCTION, source="§4 / review seams",
+                      kind=Kind.BY_CONSTRUCTION, source="week-in-review E167 (its seams)",
                       ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
                                                 why="the review states no number"),
                       baseline=f"depth 1 {one[1].mean():.3f} vs depth {last[0]} {last[1].mean():.3f}",
@@ -209,44 +270,50 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
                            "construction, mostly: an open-loop state is exact at depth k only if the earlier "
                            "predictions were (errors rarely cancel), so any model whose one-step exact match is "
                            "well below 1 shows this decline."))
+    return claims
 
-    # -- 2. GRPO inside the simulator vs the real games ----------------------------------------------
+
+def _claims_grpo_in_simulator(wm: WorldModel, w: dict[str, Any], plan: Plan, seed: int,
+                              details: dict) -> list[Claim]:
+    """GRPO inside the simulator (faithful and stingy) vs inside the real games, scored in the real games."""
+    claims: list[Claim] = []
+    tb, make_real, max_steps = w["tb"], w["make_real"], w["max_steps"]
     sim_wm = wm
     make_sim = simulated_env_factory(sim_wm, make_real, tb.game_ids, max_steps)
-    make_stingy = simulated_env_factory(sim_wm, make_real, tb.game_ids, max_steps, steering=cfg["stingy"])
+    make_stingy = simulated_env_factory(sim_wm, make_real, tb.game_ids, max_steps, steering=STINGY)
     envs = {"real": tb.make_env, "sim": make_sim, "stingy-sim": make_stingy}
-    start = evaluate(tb.new_policy(), tb.make_env, tb.game_ids, episodes=cfg["eval_episodes"], max_steps=max_steps,
+    start = evaluate(tb.new_policy(), tb.make_env, tb.game_ids, episodes=plan.eval_episodes, max_steps=max_steps,
                      seed=10_000 + seed)
     succ: dict[str, list[float]] = {k: [] for k in envs}
     train_succ: dict[str, list[float]] = {k: [] for k in envs}  # success inside the env trained in
-    for s in track(cfg["seeds"], "world-model: GRPO real vs simulated"):
+    for s in track(_seeds(plan, seed), "world-model: GRPO real vs simulated"):
         for name, mk in envs.items():
             pol = tb.new_policy()
-            gcfg = GRPOConfig(iterations=cfg["grpo_iterations"], group_size=cfg["group_size"], max_steps=max_steps,
+            gcfg = GRPOConfig(iterations=plan.grpo_iterations, group_size=plan.group_size, max_steps=max_steps,
                               lr=1e-2, seed=s, description=f"GRPO in {name}")
             logs = GRPOTrainer(pol, mk, tb.game_ids, gcfg).train()
             train_succ[name].append(round(float(np.mean([x.success for x in logs])), 3))
-            succ[name].append(evaluate(pol, tb.make_env, tb.game_ids, episodes=cfg["eval_episodes"],
+            succ[name].append(evaluate(pol, tb.make_env, tb.game_ids, episodes=plan.eval_episodes,
                                        max_steps=max_steps, seed=10_000 + s))
-    rep.details["grpo_real_success"] = {k: [round(x, 3) for x in v] for k, v in succ.items()} | {"start": start}
-    rep.details["grpo_success_inside_training_env"] = train_succ
-    rep.details["simulator_generated_predictions"] = sim_wm.generated
-    wins = [t for t in unique_transitions(train) if t.reward > 0 and t.game_id in tb.game_ids]
-    rep.details["seen_wins_predicted"] = [sum(p.reward > 0 for p in sim_wm.predict([(t.state, t.action) for t in wins])),
-                                          len(wins)]
+    details["grpo_real_success"] = {k: [round(x, 3) for x in v] for k, v in succ.items()} | {"start": start}
+    details["grpo_success_inside_training_env"] = train_succ
+    details["simulator_generated_predictions"] = sim_wm.generated
+    wins = [t for t in w["train_u"] if t.reward > 0 and t.game_id in tb.game_ids]
+    details["seen_wins_predicted"] = [sum(p.reward > 0 for p in sim_wm.predict([(t.state, t.action) for t in wins])),
+                                      len(wins)]
     a, b = np.array(succ["sim"]), np.array(succ["real"])
     d, lo, hi = stats.paired_diff_ci(a, b)
-    n_runs = len(cfg["seeds"])
+    n_runs = len(_seeds(plan, seed))
     # a failed set-up, detected from the runs: a simulator that never lets the agent win gives GRPO
     # no reward to learn from, so training inside it cannot speak to the claim
     never_won = {k: max(train_succ[k]) == 0 for k in ("sim", "stingy-sim")}
-    won, n_wins = rep.details["seen_wins_predicted"]
+    won, n_wins = details["seen_wins_predicted"]
     silent = (f"GRPO inside the {{}} simulator never succeeded (success inside it 0 in all {n_runs} runs; the "
               f"world model predicts {won} of {n_wins} seen winning transitions as wins): no reward to learn from")
-    rep.add(Claim(statement="GRPO inside the world-model simulator vs inside the real games (real-game success, "
+    claims.append(Claim(statement="GRPO inside the world-model simulator vs inside the real games (real-game success, "
                             "equal iterations)",
                   paper_value="controllable simulation beats real-environment training on three benchmarks",
-                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (V)",
+                  measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE,
                   ruling=(verdicts.uninformative(silent.format("faithful")) if never_won["sim"] else
                           verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=n_runs,
                                              why="the paper gives no single number for this comparison")),
@@ -255,50 +322,50 @@ def _run(rep: Reproduction, cfg: dict[str, Any], scale: str, seed: int) -> None:
                        "the games it was trained on (seen games), as in the paper's decoupled use."))
     a2 = np.array(succ["stingy-sim"])
     d, lo, hi = stats.paired_diff_ci(a2, a)
-    rep.add(Claim(statement="a stingy (partial-answer) simulator trains a better agent than the faithful one",
+    claims.append(Claim(statement="a stingy (partial-answer) simulator trains a better agent than the faithful one",
                   paper_value="50.3% vs 45.6% (a single Search comparison, 60 steps)", measured=d, ci=(lo, hi),
-                  kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
+                  kind=Kind.EMPIRICAL, source=SOURCE + " (second-hand)",
                   ruling=(verdicts.uninformative(silent.format("faithful or the stingy"))
                           if never_won["sim"] and never_won["stingy-sim"] else
                           verdicts.direction(d, (lo, hi), expected_sign=1, paper=0.047, tol=0.5,
                                              training_runs=n_runs)),
                   baseline=f"faithful simulator {a.mean():.3f}; stingy {a2.mean():.3f}",
-                  note=f"stingy = Steered(mode='partial', rate={cfg['stingy']['rate']}): half the steps withhold "
+                  note=f"stingy = Steered(mode='partial', rate={STINGY['rate']}): half the steps withhold "
                        "part of the feedback and the inventory. Paired over training seeds."))
+    return claims
 
-    clock["grpo real vs sim"] = time.time()
-    # -- 3. world-modeling as agent warm-up -------------------------------------------------------
-    if cfg["warmup"]:
-        wu = warmup_runs(make_real, [s.game_id for s in cfg["testbed"].specs()], held_ids, train, cfg, seed)
-        rep.details["warmup"] = wu["table"]
-        # one claim against the strongest other start (random init, behaviour cloning), both recorded
-        x = np.array(wu["auc"]["world-model"])
-        others = {k: np.array(wu["auc"][k]) for k in ("random", "sft")}
-        records = baseline_records(others, seed=seed)
-        top = strongest(records, "higher")["name"]
-        d, lo, hi = stats.paired_diff_ci(x, others[top])
-        floor = max(float(v.max()) for v in (x, *others.values())) == 0.0
-        rep.add(Claim(statement="next-state-prediction warm-up vs the strongest other start: mean training "
-                                "success on unseen games (sample efficiency)",
-                      paper_value="about +9 points on an unseen function-calling benchmark", measured=d,
-                      ci=(lo, hi), kind=Kind.EMPIRICAL, source="§4 Two uses (S)",
-                      baselines=records, better="higher", compared_with=top,
-                      ruling=(verdicts.uninformative("no start ever succeeded on the unseen games: every arm is at "
-                                                     "the 0 floor") if floor else
-                              verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=len(x),
-                                                 why="+9 points is on a function-calling benchmark")),
-                      baseline=", ".join(f"{k} start {v.mean():.3f}" for k, v in others.items())
-                               + f"; world-model start {x.mean():.3f}",
-                      note=f"against the {top} start, the stronger of random init and behaviour cloning; the agent "
-                           "LM is pre-trained on next-state prediction of the seen games, then GRPO'd on the "
-                           "held-out games; paired over seeds (one training run each), t-interval."))
-    clock["warm-up"] = time.time()
-    marks = list(clock.items())
-    rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
-    rep.setup = (f"Seen games: {', '.join(s.game_id for s in seen_specs)}; held-out: {', '.join(held_ids)}. "
-                 f"{len(log)} logged transitions ({cfg['episodes']} random episodes per game). World model: "
-                 f"{sum(p.numel() for p in wm.model.parameters())}-parameter Llama, word-level tokenizer, CPT "
-                 f"{cfg['cpt_steps']} + SFT {cfg['sft_steps']} + RL {cfg['rl_steps']} steps. GRPO: the RL test bed's "
-                 f"warm-started policy, {cfg['grpo_iterations']} iterations x {cfg['group_size']} rollouts per game, "
-                 f"seeds {cfg['seeds']}. Notes: {NOTES}.")
-    _ = compact_view  # the policies read simulated observations through the same compact view
+
+def _warmup_cfg(w: dict[str, Any], plan: Plan, seed: int) -> dict[str, Any]:
+    """The settings :func:`warmup_runs` reads."""
+    return {"testbed": w["tb_cfg"], "seeds": _seeds(plan, seed), "agent_pretrain_steps": plan.agent_pretrain_steps,
+            "warmup_iterations": plan.warmup_iterations, "group_size": plan.group_size}
+
+
+def _claims_warmup(w: dict[str, Any], plan: Plan, seed: int, details: dict) -> list[Claim]:
+    """World-modeling as warm-up: GRPO on unseen games from a next-state-prediction start vs other starts."""
+    claims: list[Claim] = []
+    wu = warmup_runs(w["make_real"], [s.game_id for s in w["tb_cfg"].specs()], w["held_ids"], w["train"],
+                     _warmup_cfg(w, plan, seed), seed)
+    details["warmup"] = wu["table"]
+    # one claim against the strongest other start (random init, behaviour cloning), both recorded
+    x = np.array(wu["auc"]["world-model"])
+    others = {k: np.array(wu["auc"][k]) for k in ("random", "sft")}
+    records = baseline_records(others, seed=seed)
+    top = strongest(records, "higher")["name"]
+    d, lo, hi = stats.paired_diff_ci(x, others[top])
+    floor = max(float(v.max()) for v in (x, *others.values())) == 0.0
+    claims.append(Claim(statement="next-state-prediction warm-up vs the strongest other start: mean training "
+                            "success on unseen games (sample efficiency)",
+                  paper_value="about +9 points on an unseen function-calling benchmark", measured=d,
+                  ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE + " (second-hand)",
+                  baselines=records, better="higher", compared_with=top,
+                  ruling=(verdicts.uninformative("no start ever succeeded on the unseen games: every arm is at "
+                                                 "the 0 floor") if floor else
+                          verdicts.direction(d, (lo, hi), expected_sign=1, training_runs=len(x),
+                                             why="+9 points is on a function-calling benchmark")),
+                  baseline=", ".join(f"{k} start {v.mean():.3f}" for k, v in others.items())
+                           + f"; world-model start {x.mean():.3f}",
+                  note=f"against the {top} start, the stronger of random init and behaviour cloning; the agent "
+                       "LM is pre-trained on next-state prediction of the seen games, then GRPO'd on the "
+                       "held-out games; paired over seeds (one training run each), t-interval."))
+    return claims
