@@ -12,10 +12,10 @@ import pytest
 def tiny_ckpt() -> Path:
     """The smoke-scale toy model, trained once per session and saved as an HF checkpoint directory (the
     smoke reproduction below reuses it from the session's cache)."""
-    from divelab.oversight.first_token.reproduce import plan_for
+    from divelab.oversight.first_token.reproduce import PLANS
     from divelab.oversight.first_token.toy import trained_toy
 
-    _, _, path = trained_toy(plan_for("smoke").toy)
+    _, _, path = trained_toy(PLANS["smoke"].toy)
     assert (path / "config.json").exists() and (path / "tokenizer.json").exists()
     return path
 
@@ -71,10 +71,10 @@ def test_cli_errors(tiny_ckpt: Path, tmp_path: Path) -> None:
 
 def test_reproduce_smoke_computes_claims(tiny_ckpt: Path) -> None:
     from divelab.claims import Kind
-    from divelab.oversight.first_token.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
     from divelab.verdicts import reapply
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.oversight.first_token", "smoke", 0)
     assert rep.system == "first-token-probe" and len(rep.claims) >= 12
     kinds = {c.kind for c in rep.claims}
     assert {Kind.EMPIRICAL, Kind.BY_CONSTRUCTION, Kind.CHECK, Kind.PLANTED} <= kinds
