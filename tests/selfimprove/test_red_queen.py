@@ -109,9 +109,9 @@ def test_chat_judge_with_scripted_model_and_source_bias():
 
 def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
     monkeypatch.setenv("DIVELAB_QUIET", "1")
-    from divelab.selfimprove.red_queen.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.selfimprove.red_queen", "smoke", 0)
     assert len(rep.claims) >= 10
     for c in rep.claims:
         if c.rule is not None:

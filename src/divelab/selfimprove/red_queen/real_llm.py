@@ -41,7 +41,7 @@ from divelab.selfimprove.red_queen.bestbelief import compare_judges
 from divelab.selfimprove.red_queen.world_synthetic import DQ, STYLE, SyntheticWorld
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "oversight-interp-science.md §5.3 (AI-reviewer bias 1.91×)"
+SRC = "arXiv 2606.26294; week-in-review E178 (AI-reviewer bias 1.91×)"
 
 ASPECTS = ("Correctness", "Clarity", "Evidence", "Completeness")
 LEVELS = ("very poor", "poor", "fair", "good", "excellent")

@@ -8,7 +8,6 @@ are seeded by the seed).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +16,13 @@ import numpy as np
 from divelab import progress, stats, verdicts
 from divelab.claims import Claim, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
-from divelab.scale import check_scale, pick
+from divelab.selfimprove.red_queen import reproduce_programs
 from divelab.selfimprove.red_queen.bestbelief import checkpoint_bound, checkpoints
-from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
+from divelab.selfimprove.red_queen.rqgm import RQGMConfig
+from divelab.selfimprove.red_queen.rqgm import run as run_loop
 from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
 
-SOURCE = "oversight-interp-science.md §5"
+SOURCE = "arXiv 2606.26294; week-in-review E178"
 ARMS = {  # name: (mode, adversarial, lenient anchor)
     "fixed": ("fixed", False, False), "self_judge": ("self_judge", False, False),
     "no_erasure": ("no_erasure", False, False), "rqgm": ("rqgm", False, False),
@@ -34,8 +34,25 @@ LENIENT_SHIFT = 0.6  # the lenient anchor labels "good" from q > tau - 0.6
 @dataclass(frozen=True)
 class Plan:
     seeds: int
+    """runs of every arm in the controlled writer/judge world (comparisons are paired over them)."""
     budget: int
+    """evaluations each loop run may spend."""
     eval_items: int
+    """fresh items per source (AI, human) on which each final judge is measured."""
+    programs: reproduce_programs.Plan
+    """the HumanEval program world: tasks, runs per task and arm, evaluation budget."""
+    real_llm: bool
+    """also run a replacement round with SmolLM2-135M-Instruct as the judge (minutes of CPU, the model download)."""
+
+
+PLANS = {
+    "smoke": Plan(seeds=3, budget=120, eval_items=80, programs=reproduce_programs.Plan(tasks=1, seeds=3, budget=150),
+                  real_llm=False),
+    "quick": Plan(seeds=16, budget=600, eval_items=300,
+                  programs=reproduce_programs.Plan(tasks=6, seeds=10, budget=400), real_llm=False),
+    "full": Plan(seeds=40, budget=2000, eval_items=1000,
+                 programs=reproduce_programs.Plan(tasks=6, seeds=20, budget=1000), real_llm=True),
+}
 
 
 def run_arm(arm: str, seed: int, budget: int, eval_items: int) -> dict[str, Any]:
@@ -43,7 +60,7 @@ def run_arm(arm: str, seed: int, budget: int, eval_items: int) -> dict[str, Any]
     world = SyntheticWorld(seed=seed, adversarial=adv)
     if lenient:
         world.anchor_tau = world.tau - LENIENT_SHIFT
-    res = run(world, RQGMConfig(budget=budget, mode=mode, adversarial=adv), seed=seed)
+    res = run_loop(world, RQGMConfig(budget=budget, mode=mode, adversarial=adv), seed=seed)
     pool = world.eval_items(eval_items)
     ws = world.writer_stats(res.final_writer, res.final_judge)
     frozen = world.writer_stats(res.final_writer, res.initial_judge)
@@ -73,7 +90,7 @@ def lenient_anchor_judge_claims(results: dict[str, list[dict]], seed: int = 0) -
         d, lo, hi = stats.paired_diff_ci(_col(len_, "judge", key), _col(cor, "judge", key))
         out.append(Claim(statement=f"lenient anchor minus correct anchor: {what}",
                          paper_value=f"everything hinges on anchor quality ({paper}; no number)", measured=d,
-                         ci=(lo, hi), kind=Kind.PLANTED, source=SOURCE + ".3 (limits)",
+                         ci=(lo, hi), kind=Kind.PLANTED, source=SOURCE + " (limits)",
                          baseline=f"correct anchor: {_col(cor, 'judge', key).mean():.3f}",
                          ruling=verdicts.direction(d, (lo, hi), expected_sign=sign, why="the paper gives no number"),
                          note=f"lenient anchor: {_col(len_, 'judge', key).mean():.3f}; judges measured on fresh "
@@ -84,7 +101,7 @@ def lenient_anchor_judge_claims(results: dict[str, list[dict]], seed: int = 0) -
     d, lo, hi = stats.paired_diff_ci(gap_len, gap_cor)
     out.append(Claim(statement="lenient anchor minus correct anchor: the final judge's AI/human bias, |ratio − 1|",
                      paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
-                     kind=Kind.PLANTED, source=SOURCE + ".3 (limits)", unit="|AI/human acceptance ratio − 1|",
+                     kind=Kind.PLANTED, source=SOURCE + " (limits)", unit="|AI/human acceptance ratio − 1|",
                      baseline=f"correct anchor: |ratio − 1| = {gap_cor.mean():.3f}",
                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no number"),
                      note=f"mean ratio {_col(len_, 'judge', 'ratio').mean():.2f} (lenient) vs "
@@ -92,25 +109,12 @@ def lenient_anchor_judge_claims(results: dict[str, list[dict]], seed: int = 0) -
     return out
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    t0 = time.perf_counter()
-    plan = pick(scale, smoke=Plan(seeds=3, budget=120, eval_items=80),
-                quick=Plan(seeds=16, budget=600, eval_items=300), full=Plan(seeds=40, budget=2000, eval_items=1000))
+def run(plan: Plan, seed: int) -> Reproduction:
     seeds = [seed * 1000 + s for s in range(plan.seeds)]
-    results: dict[str, list[dict]] = {a: [] for a in ARMS}
-    for arm, s in progress.track([(a, s) for a in ARMS for s in seeds], description="red-queen arms"):
-        results[arm].append(run_arm(arm, s, plan.budget, plan.eval_items))
-    w0 = SyntheticWorld(seed=seeds[0])
-    init_ws = w0.writer_stats(w0.initial_writer(), w0.initial_judge())
-    init_js = [SyntheticWorld(seed=s).judge_stats(SyntheticWorld(seed=s).initial_judge(),
-                                                  SyntheticWorld(seed=s).eval_items(plan.eval_items)) for s in seeds]
-    init_ratio = np.array([j["ratio"] for j in init_js])
-    init_acc = np.array([j["accuracy"] for j in init_js])
-    init_rate = np.array([j["accept_rate"] for j in init_js])
-    tq0 = init_ws["true_quality"]
+    R = _run_arms(plan, seeds)
+    init = _initial(plan, seeds)
     rep = Reproduction(
-        system="red-queen", title="Red Queen Gödel Machine: co-evolving agents and their judges", scale=scale,
+        system="red-queen", title="Red Queen Gödel Machine: co-evolving agents and their judges", scale="",
         seed=seed,
         setup=(f"Controlled world (world_synthetic.py): items are 7 features (4 quality, 2 'hack', 1 style); a writer "
                f"is a generator under an effort budget, the initial judge underweights quality, likes the hack "
@@ -119,119 +123,20 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                f"{len(ARMS)} arms × {plan.seeds} seeds × budget {plan.budget} evaluations; judge statistics on "
                f"{plan.eval_items} fresh items per source. Programmatic writers and judges (no LLM)."),
     )
-    rep.details = {"initial_writer": init_ws, "initial_judge_ratio": init_ratio.tolist(),
+    rep.details = {"initial_writer": init["writer"], "initial_judge_ratio": init["ratio"].tolist(),
                    "arms": {a: {k: (float(np.mean(_col(rs, k))) if k not in ("judge", "spearman") else None)
                                 for k in ("true_quality", "judged_accept", "agreement", "replacements", "erased",
                                           "rescored", "nodes")} | {
                        "judge_accuracy": float(np.mean(_col(rs, "judge", "accuracy"))),
                        "judge_ratio": float(np.mean(_col(rs, "judge", "ratio"))),
                        "judge_accept_rate": float(np.mean(_col(rs, "judge", "accept_rate")))}
-                            for a, rs in results.items()}}
-    R = results
-    tq = {a: _col(R[a], "true_quality") for a in ARMS}
-
-    # 1. Goodhart under the frozen biased judge
-    ja = _col(R["fixed"], "judged_accept")
-    lo, hi = stats.mean_ci(ja)
-    rep.add(Claim(statement="frozen biased judge: judged acceptance of the final writer", paper_value="100%",
-                  measured=float(ja.mean()), ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE + ".3 (ablation)",
-                  baseline=f"initial writer: {init_ws['judged_accept']:.2f}",
-                  ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi),
-                                        chance=init_ws["judged_accept"]),
-                  note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'. "
-                       "The search maximises this acceptance, so its rise is a prerequisite, not a finding."))
-    d, lo, hi = stats.paired_diff_ci(tq["fixed"], np.full(len(seeds), tq0))
-    rep.add(Claim(statement="frozen biased judge: true quality of the final writer minus the initial writer's",
-                  paper_value="anchor accuracy falls to 78.2% while acceptance is 100%", measured=d, ci=(lo, hi),
-                  kind=Kind.PLANTED, source=SOURCE + ".3", baseline=f"initial writer: {tq0:.2f}",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper reports accuracy, not a "
-                                            "quality drop; sizes are not comparable"),
-                  note="True quality = P(an item of the writer truly deserves acceptance), exact."))
-    ag = _col(R["fixed"], "agreement")
-    lo, hi = stats.mean_ci(ag)
-    rep.add(Claim(statement="frozen biased judge: its agreement with the truth on the final writer's items",
-                  paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.PLANTED,
-                  source=SOURCE + ".3", ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs",
-                                                              ci=(lo, hi)),
-                  note="Our stand-in for the paper's anchor accuracy: how often the gamed judge is right on what "
-                       "the writer now produces."))
-
-    # 2-3. full RQGM against the strongest baseline measured (fixed judge, self-judging, and the erasure
-    # ablation): one comparison, so "erasure is load-bearing" and "beats the baselines" are not counted twice
-    cmp = against_strongest(tq["rqgm"], {"fixed judge": tq["fixed"], "self-judging": tq["self_judge"],
-                                         "replacement without erasure": tq["no_erasure"]}, seed=seed)
-    rep.add(Claim(statement="full RQGM minus the strongest baseline (fixed judge, self-judging, replacement without "
-                            "erasure): true quality of the final writer at equal budget",
-                  paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance); "
-                              "without selective erasure stale evidence accumulates",
-                  measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE + ".3", **cmp.claim_fields(),
-                  ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
-                                            why="the paper's numbers are on other tasks"),
-                  note=f"paired over {len(seeds)} seeds (each seed is one run of every arm)"))
-
-    # replacement re-ranks the archive
-    rh = np.array([r["spearman"] for r in R["rqgm"] if r["spearman"] is not None])
-    if rh.size >= 2:
-        lo, hi = stats.mean_ci(1 - rh)
-        rep.add(Claim(statement="replacement re-ranks the archive: 1 − Spearman ρ of node rankings before/after",
-                      paper_value="ρ well below 1", measured=float(1 - rh.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
-                      source=SOURCE + ".3", ruling=verdicts.direction(float(1 - rh.mean()), (lo, hi),
-                                                                      why="the paper gives no number"),
-                      note=f"mean ρ = {rh.mean():.2f} over {rh.size} seeds with a replacement."))
-
-    # 4. adversarial objective equalises acceptance between sources
-    ra = _col(R["rqgm_adversarial"], "judge", "ratio")
-    lo, hi = stats.mean_ci(ra)
-    rep.add(Claim(statement="adversarial objective: AI/human acceptance ratio of the final judge",
-                  paper_value="1.91× (baseline reviewer) → similar rates", measured=float(ra.mean()), ci=(lo, hi),
-                  unit="×", kind=Kind.PLANTED, source=SOURCE + ".3",
-                  baseline=f"initial judge: {init_ratio.mean():.2f}×; RQGM without the objective: "
-                           f"{_col(R['rqgm'], 'judge', 'ratio').mean():.2f}×",
-                  ruling=verdicts.value(float(ra.mean()), paper=1.0, tol=0.15, tol_kind="abs", ci=(lo, hi),
-                                        chance=float(init_ratio.mean()), expected_sign=-1),
-                  note="The initial judge's style weight was set so its ratio is near the paper's 1.9× "
-                       "(by construction); 'chance' is that initial ratio."))
-    acc = _col(R["rqgm_adversarial"], "judge", "accuracy")
-    lo, hi = stats.mean_ci(acc)
-    rep.add(Claim(statement="adversarial objective: ground-truth accuracy of the final judge",
-                  paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.PLANTED,
-                  source=SOURCE + ".3", baseline=f"initial judge: {init_acc.mean():.2f}",
-                  ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs", ci=(lo, hi))))
-
-    # 5. a grader gains by becoming less strict
-    rate = _col(R["rqgm"], "judge", "accept_rate")
-    d, lo, hi = stats.paired_diff_ci(rate, init_rate)
-    da, alo, ahi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accuracy"), init_acc)
-    rep.add(Claim(statement="the replaced grader is less strict: acceptance rate change (final − initial judge)",
-                  paper_value="biggest gain from becoming less strict (+9% accuracy)", measured=d, ci=(lo, hi),
-                  kind=Kind.PLANTED, source=SOURCE + ".3",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no strictness number"),
-                  note=f"accuracy change {da:+.3f} [{alo:+.3f}, {ahi:+.3f}] (paper +9%). The initial judge is "
-                       "over-strict by construction; what is empirical is that search loosens it."))
-
-    # 6. the anchor seam and the bookkeeping
-    d, lo, hi = stats.paired_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"])
-    rep.add(Claim(statement="lenient anchor minus correct anchor: true quality of the final writer",
-                  paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
-                  kind=Kind.PLANTED, source=SOURCE + ".3 (limits)", baseline=f"correct anchor: {tq['rqgm'].mean():.3f}",
-                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
-                  note=f"lenient anchor labels items good from q > tau − {LENIENT_SHIFT}."))
-    for claim in lenient_anchor_judge_claims(R, seed):
-        rep.add(claim)
-    n_cp = len(checkpoints(plan.budget))
-    rep.add(Claim(statement="checkpoints within O(log B): count ≤ ⌊log₂(B/8)⌋ + 2", paper_value="O(log B)",
-                  measured=float(n_cp), kind=Kind.CHECK, source=SOURCE + ".2",
-                  ruling=verdicts.bound(n_cp, checkpoint_bound(plan.budget), exact=True), note=f"B = {plan.budget}"))
-    work = max((r["erased"] + r["rescored"]) / plan.budget for rs in R.values() for r in rs)
-    rep.add(Claim(statement="re-scoring work O(B): (erased + re-scored records) / B, worst run", paper_value="O(B)",
-                  measured=work, kind=Kind.CHECK, source=SOURCE + ".2", ruling=verdicts.bound(work, 2.0, exact=True),
-                  note="Each record is erased at most once and each re-score is one evaluation of the budget."))
-    rep.add(not_checkable("RQGM on Polyglot / paper writing / IMO grading",
-                          "71.7% Polyglot; 1.78–1.86× writer acceptance; +9% grading accuracy",
-                          "No frontier models offline. ChatJudge (any divelab.chat model) is implemented and tested "
-                          "with the scripted model; SmolLM2 as a judge runs at full scale (real_llm.py); the "
-                          "HumanEval program world (world 2, below) uses programmatic AST mutations, not an LLM "
-                          "coder.", source=SOURCE + ".3"))
+                            for a, rs in R.items()}}
+    rep.claims += _claims_goodhart(R, init)
+    rep.claims += _claims_against_baselines(R, seed)
+    rep.claims += _claims_adversarial_objective(R, init)
+    rep.claims += _claims_less_strict(R, init)
+    rep.claims += _claims_anchor(R, seed)
+    rep.claims += _claims_bookkeeping(R, plan)
     rep.planted = ("In the controlled world the initial judge is biased by our constants: it underweights quality, "
                    "rewards two 'hack' features, is over-strict, and its style weight is set so its AI/human "
                    "acceptance ratio is near the paper's 1.9x; so the Goodhart drop under that frozen judge, the "
@@ -239,16 +144,155 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                    "lenient anchor follow from what we built. In the program world the frozen test suite holds a "
                    "wrong test that a constant stub passes, and the lenient anchor mislabels half-passing programs "
                    "as good.")
-    from divelab.selfimprove.red_queen import reproduce_programs  # world 2: HumanEval programs, sandboxed
-
-    rep.details["program_world"] = reproduce_programs.add_claims(rep, scale, seed)
-    pw = rep.details["program_world"]
-    rep.setup += (f" World 2 (world_programs.py): {len(pw['tasks'])} HumanEval tasks × {pw['plan']['seeds']} seeds × "
-                  f"budget {pw['plan']['budget']}; {pw['programs']} programs (canonical, AST mutants, constant "
+    # world 2: HumanEval programs, sandboxed
+    program_claims, pw = reproduce_programs.program_world(plan.programs, seed)
+    rep.claims += program_claims
+    rep.details["program_world"] = pw
+    rep.setup += (f" World 2 (world_programs.py): {len(pw['tasks'])} HumanEval tasks × {plan.programs.seeds} seeds × "
+                  f"budget {plan.programs.budget}; {pw['programs']} programs (canonical, AST mutants, constant "
                   f"stubs) and {pw['pool_tests']} generated tests/properties run in divelab.sandbox; truth = the "
                   "official hidden tests (every third held out as the anchor slice).")
-    from divelab.selfimprove.red_queen import real_llm  # SmolLM2-135M-Instruct as judge (full scale only)
+    if plan.real_llm:  # SmolLM2-135M-Instruct as judge
+        from divelab.selfimprove.red_queen import real_llm
 
-    real_llm.add_to(rep, scale, seed)
-    rep.runtime_s = time.perf_counter() - t0
+        real_llm.add_to(rep, "full", seed)  # sized by real_llm.config_for("full")
     return rep
+
+
+def _run_arms(plan: Plan, seeds: list[int]) -> dict[str, list[dict]]:
+    """Every arm on every seed, in the controlled world."""
+    results: dict[str, list[dict]] = {a: [] for a in ARMS}
+    for arm, s in progress.track([(a, s) for a in ARMS for s in seeds], description="red-queen arms"):
+        results[arm].append(run_arm(arm, s, plan.budget, plan.eval_items))
+    return results
+
+
+def _initial(plan: Plan, seeds: list[int]) -> dict[str, Any]:
+    """The initial writer (first seed's world) and the initial judge of every seed's world, before any search."""
+    w0 = SyntheticWorld(seed=seeds[0])
+    init_js = [SyntheticWorld(seed=s).judge_stats(SyntheticWorld(seed=s).initial_judge(),
+                                                  SyntheticWorld(seed=s).eval_items(plan.eval_items)) for s in seeds]
+    return {"writer": w0.writer_stats(w0.initial_writer(), w0.initial_judge()),
+            "ratio": np.array([j["ratio"] for j in init_js]), "accuracy": np.array([j["accuracy"] for j in init_js]),
+            "accept_rate": np.array([j["accept_rate"] for j in init_js])}
+
+
+def _claims_goodhart(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Claim]:
+    """Goodhart under the frozen biased judge: acceptance rises, true quality falls, agreement is low."""
+    init_ws, tq0 = init["writer"], init["writer"]["true_quality"]
+    ja = _col(R["fixed"], "judged_accept")
+    lo, hi = stats.mean_ci(ja)
+    out = [Claim(statement="frozen biased judge: judged acceptance of the final writer", paper_value="100%",
+                 measured=float(ja.mean()), ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE + " (ablation)",
+                 baseline=f"initial writer: {init_ws['judged_accept']:.2f}",
+                 ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi),
+                                       chance=init_ws["judged_accept"]),
+                 note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'. "
+                      "The search maximises this acceptance, so its rise is a prerequisite, not a finding.")]
+    tq = _col(R["fixed"], "true_quality")
+    d, lo, hi = stats.paired_diff_ci(tq, np.full(len(tq), tq0))
+    out.append(Claim(statement="frozen biased judge: true quality of the final writer minus the initial writer's",
+                     paper_value="anchor accuracy falls to 78.2% while acceptance is 100%", measured=d, ci=(lo, hi),
+                     kind=Kind.PLANTED, source=SOURCE, baseline=f"initial writer: {tq0:.2f}",
+                     ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper reports accuracy, not a "
+                                               "quality drop; sizes are not comparable"),
+                     note="True quality = P(an item of the writer truly deserves acceptance), exact."))
+    ag = _col(R["fixed"], "agreement")
+    lo, hi = stats.mean_ci(ag)
+    out.append(Claim(statement="frozen biased judge: its agreement with the truth on the final writer's items",
+                     paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.PLANTED,
+                     source=SOURCE, ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs",
+                                                          ci=(lo, hi)),
+                     note="Our stand-in for the paper's anchor accuracy: how often the gamed judge is right on what "
+                          "the writer now produces."))
+    return out
+
+
+def _claims_against_baselines(R: dict[str, list[dict]], seed: int) -> list[Claim]:
+    """Full RQGM against the strongest baseline, and how much replacement re-ranks the archive."""
+    tq = {a: _col(R[a], "true_quality") for a in ARMS}
+    # one comparison against the strongest baseline measured (fixed judge, self-judging, and the erasure
+    # ablation), so "erasure is load-bearing" and "beats the baselines" are not counted twice
+    cmp = against_strongest(tq["rqgm"], {"fixed judge": tq["fixed"], "self-judging": tq["self_judge"],
+                                         "replacement without erasure": tq["no_erasure"]}, seed=seed)
+    out = [Claim(statement="full RQGM minus the strongest baseline (fixed judge, self-judging, replacement without "
+                           "erasure): true quality of the final writer at equal budget",
+                 paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance); "
+                             "without selective erasure stale evidence accumulates",
+                 measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
+                 ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
+                                           why="the paper's numbers are on other tasks"),
+                 note=f"paired over {len(tq['rqgm'])} seeds (each seed is one run of every arm)")]
+    rh = np.array([r["spearman"] for r in R["rqgm"] if r["spearman"] is not None])
+    if rh.size >= 2:
+        lo, hi = stats.mean_ci(1 - rh)
+        out.append(Claim(statement="replacement re-ranks the archive: 1 − Spearman ρ of node rankings before/after",
+                         paper_value="ρ well below 1", measured=float(1 - rh.mean()), ci=(lo, hi),
+                         kind=Kind.EMPIRICAL, source=SOURCE,
+                         ruling=verdicts.direction(float(1 - rh.mean()), (lo, hi), why="the paper gives no number"),
+                         note=f"mean ρ = {rh.mean():.2f} over {rh.size} seeds with a replacement."))
+    return out
+
+
+def _claims_adversarial_objective(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Claim]:
+    """The adversarial objective equalises acceptance between sources and keeps the judge accurate."""
+    ra = _col(R["rqgm_adversarial"], "judge", "ratio")
+    lo, hi = stats.mean_ci(ra)
+    out = [Claim(statement="adversarial objective: AI/human acceptance ratio of the final judge",
+                 paper_value="1.91× (baseline reviewer) → similar rates", measured=float(ra.mean()), ci=(lo, hi),
+                 unit="×", kind=Kind.PLANTED, source=SOURCE,
+                 baseline=f"initial judge: {init['ratio'].mean():.2f}×; RQGM without the objective: "
+                          f"{_col(R['rqgm'], 'judge', 'ratio').mean():.2f}×",
+                 ruling=verdicts.value(float(ra.mean()), paper=1.0, tol=0.15, tol_kind="abs", ci=(lo, hi),
+                                       chance=float(init["ratio"].mean()), expected_sign=-1),
+                 note="The initial judge's style weight was set so its ratio is near the paper's 1.9× "
+                      "(by construction); 'chance' is that initial ratio.")]
+    acc = _col(R["rqgm_adversarial"], "judge", "accuracy")
+    lo, hi = stats.mean_ci(acc)
+    out.append(Claim(statement="adversarial objective: ground-truth accuracy of the final judge",
+                     paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.PLANTED,
+                     source=SOURCE, baseline=f"initial judge: {init['accuracy'].mean():.2f}",
+                     ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs", ci=(lo, hi))))
+    return out
+
+
+def _claims_less_strict(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Claim]:
+    """A grader gains by becoming less strict."""
+    d, lo, hi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accept_rate"), init["accept_rate"])
+    da, alo, ahi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accuracy"), init["accuracy"])
+    return [Claim(statement="the replaced grader is less strict: acceptance rate change (final − initial judge)",
+                  paper_value="biggest gain from becoming less strict (+9% accuracy)", measured=d, ci=(lo, hi),
+                  kind=Kind.PLANTED, source=SOURCE,
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no strictness number"),
+                  note=f"accuracy change {da:+.3f} [{alo:+.3f}, {ahi:+.3f}] (paper +9%). The initial judge is "
+                       "over-strict by construction; what is empirical is that search loosens it.")]
+
+
+def _claims_anchor(R: dict[str, list[dict]], seed: int) -> list[Claim]:
+    """The anchor seam: what a lenient anchor does to the writer and to the judge."""
+    tq_len, tq_cor = _col(R["rqgm_lenient_anchor"], "true_quality"), _col(R["rqgm"], "true_quality")
+    d, lo, hi = stats.paired_diff_ci(tq_len, tq_cor)
+    return [Claim(statement="lenient anchor minus correct anchor: true quality of the final writer",
+                  paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
+                  kind=Kind.PLANTED, source=SOURCE + " (limits)", baseline=f"correct anchor: {tq_cor.mean():.3f}",
+                  ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
+                  note=f"lenient anchor labels items good from q > tau − {LENIENT_SHIFT}."),
+            *lenient_anchor_judge_claims(R, seed)]
+
+
+def _claims_bookkeeping(R: dict[str, list[dict]], plan: Plan) -> list[Claim]:
+    """The algorithm's bookkeeping bounds, and what cannot be checked without frontier models."""
+    n_cp = len(checkpoints(plan.budget))
+    work = max((r["erased"] + r["rescored"]) / plan.budget for rs in R.values() for r in rs)
+    return [Claim(statement="checkpoints within O(log B): count ≤ ⌊log₂(B/8)⌋ + 2", paper_value="O(log B)",
+                  measured=float(n_cp), kind=Kind.CHECK, source=SOURCE,
+                  ruling=verdicts.bound(n_cp, checkpoint_bound(plan.budget), exact=True), note=f"B = {plan.budget}"),
+            Claim(statement="re-scoring work O(B): (erased + re-scored records) / B, worst run", paper_value="O(B)",
+                  measured=work, kind=Kind.CHECK, source=SOURCE, ruling=verdicts.bound(work, 2.0, exact=True),
+                  note="Each record is erased at most once and each re-score is one evaluation of the budget."),
+            not_checkable("RQGM on Polyglot / paper writing / IMO grading",
+                          "71.7% Polyglot; 1.78–1.86× writer acceptance; +9% grading accuracy",
+                          "No frontier models offline. ChatJudge (any divelab.chat model) is implemented and tested "
+                          "with the scripted model; SmolLM2 as a judge runs at full scale (real_llm.py); the "
+                          "HumanEval program world (world 2, below) uses programmatic AST mutations, not an LLM "
+                          "coder.", source=SOURCE)]

@@ -15,11 +15,10 @@ import numpy as np
 from divelab import progress, stats, verdicts
 from divelab.claims import Claim, Kind
 from divelab.comparisons import against_strongest
-from divelab.scale import pick
 from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
 from divelab.selfimprove.red_queen.world_programs import Bench, ProgramWorld, build_bench
 
-SOURCE = "oversight-interp-science.md §5"
+SOURCE = "arXiv 2606.26294; week-in-review E178"
 ARMS = {"fixed": ("fixed", "strict"), "no_erasure": ("no_erasure", "strict"), "rqgm": ("rqgm", "strict"),
         "rqgm_lenient_anchor": ("rqgm", "lenient")}
 # HumanEval tasks whose hidden tests no constant stub passes on the evaluation slice (scanned once;
@@ -29,14 +28,14 @@ TASKS = ("HumanEval/0", "HumanEval/3", "HumanEval/31", "HumanEval/43", "HumanEva
 
 @dataclass(frozen=True)
 class Plan:
+    """The program world's sizes (one field of the red-queen reproduction's plan)."""
+
     tasks: int
+    """HumanEval tasks run (the first of ``TASKS``); each builds a sandboxed bench of programs and tests."""
     seeds: int
+    """loop runs per task and arm (paired over arms)."""
     budget: int
-
-
-def plan_for(scale: str) -> Plan:
-    return pick(scale, smoke=Plan(tasks=1, seeds=3, budget=150), quick=Plan(tasks=6, seeds=10, budget=400),
-                full=Plan(tasks=6, seeds=20, budget=1000))
+    """evaluations each loop run may spend."""
 
 
 def run_arm(bench: Bench, arm: str, seed: int, budget: int) -> dict[str, Any]:
@@ -54,8 +53,7 @@ def run_arm(bench: Bench, arm: str, seed: int, budget: int) -> dict[str, Any]:
             "erased": res.archive.erased, "nodes": len(res.archive.nodes)}
 
 
-def measure(scale: str, seed: int = 0) -> dict[str, Any]:
-    plan = plan_for(scale)
+def measure(plan: Plan, seed: int = 0) -> dict[str, Any]:
     benches = [build_bench(t) for t in progress.track(TASKS[: plan.tasks], description="program world: sandbox")]
     seeds = [seed * 1000 + s for s in range(plan.seeds)]
     units = [(b, s) for b in benches for s in seeds]
@@ -67,7 +65,7 @@ def measure(scale: str, seed: int = 0) -> dict[str, Any]:
     init_acc = np.repeat([w.judged_accept(w.initial_writer(), w.initial_judge()) for w in init], len(seeds))
     init_judge = np.repeat([w.judge_accuracy(w.initial_judge()) for w in init], len(seeds))
     canon_acc = [w.judged_accept(w.bench.canonical, w.initial_judge()) for w in init]
-    return {"plan": plan.__dict__, "tasks": [b.task.task_id for b in benches], "seeds": seeds, "rows": rows,
+    return {"tasks": [b.task.task_id for b in benches], "seeds": seeds, "rows": rows,
             "initial_true_quality": init_q, "initial_judged_accept": init_acc, "initial_judge_accuracy": init_judge,
             "canonical_accept_weak_suite": canon_acc, "programs": int(sum(len(b.programs) for b in benches)),
             "pool_tests": int(sum(len(b.tests) for b in benches))}
@@ -77,18 +75,19 @@ def _col(rows: list[dict], key: str) -> np.ndarray:
     return np.array([r[key] for r in rows], dtype=float)
 
 
-def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
-    """Run the program world and add its claims to ``rep``; returns the details."""
-    m = measure(scale, seed)
+def program_world(plan: Plan, seed: int = 0) -> tuple[list[Claim], dict[str, Any]]:
+    """Run the program world: its claims and its details."""
+    m = measure(plan, seed)
     R, n = m["rows"], len(m["rows"]["rqgm"])
     tq = {a: _col(R[a], "true_quality") for a in ARMS}
-    src = SOURCE + ".3 (program world: HumanEval)"
+    src = SOURCE + " (program world: HumanEval)"
+    out = []
     # seeds within a task share its bench and its hidden tests: intervals resample whole tasks
     task_of = np.repeat(m["tasks"], len(m["seeds"]))
     ja = _col(R["fixed"], "judged_accept")
     lo, hi = stats.mean_ci(ja)
     chance = float(np.mean(m["initial_judged_accept"]))
-    rep.add(Claim(statement="program world, frozen weak test suite: judged acceptance (suite pass rate) of the "
+    out.append(Claim(statement="program world, frozen weak test suite: judged acceptance (suite pass rate) of the "
                             "final program", paper_value="100%", measured=float(ja.mean()), ci=(lo, hi),
                   kind=Kind.PLANTED, source=src,
                   baseline=f"seeded buggy writer: {chance:.2f}; canonical solution: "
@@ -99,7 +98,7 @@ def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
                        "The suite is weak by construction (it holds a wrong test a stub passes); what is "
                        "empirical is that search finds the hack."))
     d, lo, hi = stats.cluster_diff_ci(tq["fixed"], m["initial_true_quality"], task_of, seed=seed)
-    rep.add(Claim(statement="program world, frozen weak suite: hidden-test pass rate of the final program minus the "
+    out.append(Claim(statement="program world, frozen weak suite: hidden-test pass rate of the final program minus the "
                             "seeded buggy writer's", paper_value="anchor accuracy falls (78.2%) while acceptance is 100%",
                   measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src,
                   baseline=f"seeded buggy writer: {np.mean(m['initial_true_quality']):.3f}",
@@ -111,7 +110,7 @@ def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
     cmp = against_strongest(tq["rqgm"], {"frozen weak suite": tq["fixed"],
                                          "replacement without erasure": tq["no_erasure"]},
                             clusters=task_of, seed=seed)
-    rep.add(Claim(statement="program world: full RQGM minus the strongest baseline (frozen weak suite, replacement "
+    out.append(Claim(statement="program world: full RQGM minus the strongest baseline (frozen weak suite, replacement "
                             "without erasure), hidden-test pass rate at equal budget",
                   paper_value="higher quality at equal budget; without selective erasure stale evidence accumulates",
                   measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=src, **cmp.claim_fields(),
@@ -124,7 +123,7 @@ def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
                        f", RQGM's final {_col(R['rqgm'], 'judge_accuracy').mean():.2f}; replacements per run "
                        f"{_col(R['rqgm'], 'replacements').mean():.1f}."))
     d, lo, hi = stats.cluster_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"], task_of, seed=seed)
-    rep.add(Claim(statement="program world: lenient anchor (good = passes half the held-out slice) minus strict "
+    out.append(Claim(statement="program world: lenient anchor (good = passes half the held-out slice) minus strict "
                             "anchor, hidden-test pass rate", paper_value="everything hinges on anchor quality (no number)",
                   measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src + " (limits)",
                   baseline=f"strict anchor: {tq['rqgm'].mean():.3f}",
@@ -133,6 +132,6 @@ def add_claims(rep: Any, scale: str, seed: int = 0) -> dict[str, Any]:
                                                            "judged_accept_initial_judge", "judge_accuracy",
                                                            "suite_size", "replacements", "erased", "nodes")}
             for a, rs in R.items()}
-    return {"tasks": m["tasks"], "plan": m["plan"], "units": n, "programs": m["programs"],
-            "pool_tests": m["pool_tests"], "initial_true_quality": float(np.mean(m["initial_true_quality"])),
-            "initial_judged_accept": chance, "arms": arms}
+    return out, {"tasks": m["tasks"], "units": n, "programs": m["programs"],
+                  "pool_tests": m["pool_tests"], "initial_true_quality": float(np.mean(m["initial_true_quality"])),
+                  "initial_judged_accept": chance, "arms": arms}
