@@ -6,8 +6,6 @@ Systems add their own commands by defining ``<package>/cli.py`` with ``register(
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.util
 import os
 import sys
 import textwrap
@@ -344,23 +342,6 @@ class RootGroup(typer.core.TyperGroup):
             raise
 
 
-def _load_cli(package: str):  # -> the package's cli module, or None
-    path = registry.module_file(f"{package}.cli")
-    if path is None:
-        return None
-    # Load cli.py by its path, not as `package.cli`: importing the package would run its
-    # __init__ (torch, transformers: seconds) just to list a command in --help. A cli module
-    # imports its system inside each command, when the command runs.
-    name = f"divelab._commands.{package.replace('.', '_')}"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def _system_group(s: registry.System, module) -> typer.Typer:  # noqa: ANN001
     """The system's commands as one group named by its key, whether its cli.py registered a group
     of that name or commands at the top level (recorded in MOVED)."""
@@ -379,11 +360,11 @@ def _system_group(s: registry.System, module) -> typer.Typer:  # noqa: ANN001
 
 def _register_system_commands(app: typer.Typer) -> None:
     for package in ENGINE_PACKAGES:
-        module = _load_cli(package)
+        module = registry.load_cli(package)
         if module is not None:
             module.register(app)
     for s in registry.SYSTEMS:
-        module = _load_cli(s.module)
+        module = registry.load_cli(s.module)
         if module is not None:
             app.add_typer(_system_group(s, module), name=s.key, no_args_is_help=True)
 

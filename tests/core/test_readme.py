@@ -67,6 +67,8 @@ def test_documentation_site_builds_strictly(tmp_path):
     for s in registry.SYSTEMS:  # every component's API page rendered its members
         page = (tmp_path / "site" / "api" / s.key / "index.html").read_text()
         assert page.count('class="doc doc-heading"') >= 2, f"api/{s.key}.md rendered no API"
+        if f"::: {s.plan}\n" in (DOCS / "api" / f"{s.key}.md").read_text():
+            assert f'id="{s.plan}"' in page, f"api/{s.key}.md did not render {s.plan}"
 
 
 DOCS = README.parent / "docs"
