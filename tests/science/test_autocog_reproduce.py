@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from divelab import verdicts
 from divelab.claims import Kind
-from divelab.science.autocog.reproduce import reproduce
+from divelab.scaleout import run_reproduction
 
 
 def test_smoke_reproduction_computes_claims():
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.science.autocog", "smoke", 0)
     assert rep.system == "autocog" and len(rep.claims) >= 6
     kinds = {c.kind for c in rep.claims}
     # simulated participants use strategies inside the search grammar: nothing here is evidence about people
@@ -25,12 +25,11 @@ def test_smoke_reproduction_computes_claims():
     conf = rep.details["confirmatory"]
     assert set(conf["pvalues"]) == {"H1", "H2", "H3"} and all(0 <= p <= 1 for p in conf["pvalues"].values())
     # same seed -> same numbers
-    again = reproduce("smoke", seed=0)
+    again = run_reproduction("divelab.science.autocog", "smoke", 0)
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
 
 
 def test_ablation_interval_resamples_whole_strategies():
-    from divelab.claims import Reproduction
     from divelab.science.autocog.reproduce import _diff_claim
 
     def runs(recovered):
@@ -39,7 +38,5 @@ def test_ablation_interval_resamples_whole_strategies():
     # one strategy carries the whole difference: runs-as-units would call it separated, strategies cannot
     a = runs({("ttw", 0): 1, ("ttw", 1): 1, ("ttw", 2): 1, ("pers", 0): 0, ("pers", 1): 0, ("pers", 2): 0})
     b = runs({(s, sd): 0 for s, sd in [("ttw", 0), ("ttw", 1), ("ttw", 2), ("pers", 0), ("pers", 1), ("pers", 2)]})
-    rep = Reproduction(system="autocog", title="t", scale="smoke", seed=0)
-    _diff_claim(rep, list(reversed(a)), b, "s", "p", 0.5, "base", "n", seed=0)
-    c = rep.claims[0]
+    c = _diff_claim(list(reversed(a)), b, "s", "p", 0.5, "base", "n", seed=0)
     assert c.kind is Kind.PLANTED and c.ci[0] <= 0.0 < c.ci[1]
