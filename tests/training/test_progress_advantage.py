@@ -298,9 +298,10 @@ def test_cli_scores_a_jsonl(pair, tmp_path) -> None:
 
 def test_reproduce_smoke_computes_claims() -> None:
     from divelab.claims import Kind, Verdict
-    from divelab.training.progress_advantage.reproduce import exact_check, reproduce
+    from divelab.scaleout import run_reproduction
+    from divelab.training.progress_advantage.reproduce import PLANS, exact_check
 
-    rep = reproduce(scale="smoke", seed=0)
+    rep = run_reproduction("divelab.training.progress_advantage", "smoke", 0)
     assert rep.system == "progress-advantage"
     lm = rep.details["lm"]
     assert set(lm) == {"TextWorld deterministic", "TextWorld slippery (slip 0.2)"}
@@ -324,7 +325,7 @@ def test_reproduce_smoke_computes_claims() -> None:
     assert all(c.measured is not None for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE)
     assert rep.figures and rep.setup
     json.loads(rep.to_json())
-    a, b = exact_check("smoke", 1), exact_check("smoke", 1)
+    a, b = exact_check(PLANS["smoke"].exact, 1), exact_check(PLANS["smoke"].exact, 1)
     assert a["random_identity_error"] == b["random_identity_error"]
     assert a["pg_sampled"]["identity_error"] == b["pg_sampled"]["identity_error"]
 

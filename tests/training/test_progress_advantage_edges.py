@@ -136,16 +136,16 @@ def test_worst_case_is_over_reachable_states_only() -> None:
 
 def test_reproduction_reports_worst_case_gap_and_small_beta_grid() -> None:
     from divelab.claims import Kind, Reproduction, Verdict
-    from divelab.training.progress_advantage.reproduce import _exact_claims, exact_check
+    from divelab.training.progress_advantage.reproduce import PLANS, _exact_claims, exact_check
 
-    ex = exact_check("smoke", 0)
+    ex = exact_check(PLANS["smoke"].exact, 0)
     assert {(r["beta"], r["gamma"]) for r in ex["small_beta_grid"]} == {(b, g) for b in (0.01, 0.001)
                                                                           for g in (0.9, 0.99)}
     assert any(r["underflows_float64"] for r in ex["small_beta_grid"])
     lc = ex["long_chain_gamma05"]
     assert lc["reward_gap_mean"] < 1e-9 < 0.5 < lc["reward_gap_max"]
     rep = Reproduction(system="progress-advantage", title="t", scale="smoke", seed=0)
-    _exact_claims(rep, ex)
+    rep.claims += _exact_claims(ex)
     worst = [c for c in rep.claims if c.statement.startswith("the same seam by its worst case")]
     grid = [c for c in rep.claims if c.statement.startswith("the identity at RLHF-typical settings")]
     assert len(worst) == 1 and worst[0].kind is Kind.CHECK and worst[0].verdict is Verdict.REPRODUCED

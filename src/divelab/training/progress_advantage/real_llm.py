@@ -386,7 +386,7 @@ def claims(res: dict[str, Any], seed: int = 0) -> list[Any]:
     from divelab.comparisons import against_strongest
 
     t, k = res["table"], res["k"]
-    src = "papers/training-rl.md §6"
+    src = "arXiv 2606.26080; week-in-review E173"
     label = f"SmolLM2-135M-Instruct + LoRA GRPO (beta {res['config']['beta']}), {res['n_states']} held-out states"
     prog = t[PROGRESS]
     cmp = against_strongest(100 * np.asarray(prog["_picks"]), {b: 100 * np.asarray(t[b]["_picks"]) for b in BASELINES},
@@ -459,7 +459,7 @@ def add_to(rep: Any, scale: str, seed: int) -> None:
 
     add_claims_at_full(rep, scale, lambda: measure(seed), details_key="smollm2",
                        statement="progress advantage of a KL-RL LoRA policy over SmolLM2-135M-Instruct",
-                       paper_value="post-trained / reference pairs of 4B-14B models", source="papers/training-rl.md §6")
+                       paper_value="post-trained / reference pairs of 4B-14B models", source="arXiv 2606.26080; week-in-review E173")
 
 
 def measure(seed: int = 0, cfg: RealLLMConfig | None = None) -> tuple[list[Any], dict[str, Any]]:

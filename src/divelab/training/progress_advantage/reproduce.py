@@ -3,7 +3,7 @@ language-model check on the RL engine's TextWorld games (and, at full scale, a k
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -11,20 +11,85 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable, strongest
 from divelab.comparisons import baseline_records
-from divelab.scale import pick
-from divelab.threads import torch_threads
+from divelab.rl.testbed import TestbedConfig
 from divelab.training.progress_advantage import mdp as M
+from divelab.training.progress_advantage.twcheck import EvalConfig
 
-NOTES = "papers/training-rl.md §6"
+SOURCE = "arXiv 2606.26080; week-in-review E173"
 SLIP = 0.2  # the stochastic variants' slip probability
 
 
+@dataclass(frozen=True)
+class ExactPlan:
+    slips: tuple[float, ...]
+    """slip probabilities of the 6-state chain MDP at which the identity and reward recovery are checked."""
+    random_mdps: int
+    """random stochastic MDPs (random sizes, references, beta, gamma) on which the identity is re-checked."""
+    small_betas: tuple[float, ...]
+    """KL weights beta of the RLHF-typical grid (small beta: optimal probabilities underflow float64)."""
+    small_gammas: tuple[float, ...]
+    """discount factors of that grid (long horizons)."""
+    mdps_per_cell: int
+    """random MDPs per (beta, gamma) cell of that grid."""
+    pg_steps: int
+    """steps of exact-gradient KL-regularised policy gradient on the slippery chain."""
+    pg_sampled_steps: int
+    """steps of sampled REINFORCE (64 episodes each) on the same chain."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    exact: ExactPlan
+    """the exact tabular check of the identity (no model, exact MDPs)."""
+    testbed: TestbedConfig
+    """the TextWorld games and the warm-started reference LM (the G2PO test bed; its seed is the run's seed)."""
+    iterations: int
+    """GRPO iterations that turn the reference into the (imperfect) RL policy."""
+    group_size: int
+    """rollouts per game in one GRPO group."""
+    evaluation: EvalConfig
+    """scoring of the policy's rollouts: groups per game, rollouts per group (best-of-n), Monte Carlo
+    steps and rollouts for the true advantage."""
+    keydoor: bool
+    """also run the key-and-door text game, which trains its own pair of tiny LMs (minutes of CPU)."""
+    bootstrap: int
+    """bootstrap resamples for the intervals of the AUROC and step-correlation claims."""
+    real_llm: bool
+    """also measure SmolLM2-135M-Instruct against a KL-RL LoRA policy over it (minutes of CPU and the
+    model download)."""
+
+
+PLANS = {
+    "smoke": Plan(exact=ExactPlan(slips=(0.0, 0.2), random_mdps=20, small_betas=(0.01, 0.001),
+                                  small_gammas=(0.9, 0.99), mdps_per_cell=1, pg_steps=300, pg_sampled_steps=100),
+                  testbed=TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4,
+                                        sft_episodes=4, sft_steps=10),
+                  iterations=2, group_size=4, evaluation=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
+                  keydoor=False, bootstrap=50, real_llm=False),
+    "quick": Plan(exact=ExactPlan(slips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4), random_mdps=200,
+                                  small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
+                                  mdps_per_cell=1, pg_steps=2000, pg_sampled_steps=1000),
+                  testbed=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=2, max_steps=8,
+                                        min_random_success=0.1, max_states=120, sft_episodes=32, sft_steps=200,
+                                        sft_lr=1e-2),
+                  iterations=3, group_size=8, evaluation=EvalConfig(reps=20, n=8, mc_steps=100, mc_rollouts=32),
+                  keydoor=False, bootstrap=400, real_llm=False),
+    "full": Plan(exact=ExactPlan(slips=tuple(np.linspace(0, 0.6, 13).tolist()), random_mdps=2000,
+                                 small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
+                                 mdps_per_cell=5, pg_steps=5000, pg_sampled_steps=3000),
+                 testbed=TestbedConfig(n_games=8, nb_rooms=3, nb_objects=4, quest_length=3, max_steps=12,
+                                       min_random_success=0.05, max_states=400, sft_episodes=32, sft_steps=300,
+                                       sft_lr=1e-2),
+                 iterations=4, group_size=8, evaluation=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64),
+                 keydoor=True, bootstrap=2000, real_llm=True),
+}
+
+
 # -- the exact check ---------------------------------------------------------------------------------
-def exact_check(scale: str, seed: int) -> dict[str, Any]:
+def exact_check(plan: ExactPlan, seed: int) -> dict[str, Any]:
     beta = 0.5
-    slips = pick(scale, smoke=[0.0, 0.2], quick=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4], full=list(np.linspace(0, 0.6, 13)))
     rows = []
-    for slip in slips:
+    for slip in plan.slips:
         mdp = M.slip_chain(6, float(slip))
         ref = np.full((6, 3), 1 / 3)
         Q, V = M.soft_value_iteration(mdp, ref, beta)
@@ -33,7 +98,7 @@ def exact_check(scale: str, seed: int) -> dict[str, Any]:
                      "reward_gap_mean": M.reward_recovery_gap(mdp, pi, ref, beta, V),
                      "reward_gap_max": M.reward_recovery_max_gap(mdp, pi, ref, beta, V)})
     rng = np.random.default_rng(seed)
-    n_random = pick(scale, smoke=20, quick=200, full=2000)
+    n_random = plan.random_mdps
     rand_err = 0.0
     for _ in range(n_random):
         S, A = int(rng.integers(2, 8)), int(rng.integers(2, 5))
@@ -45,9 +110,9 @@ def exact_check(scale: str, seed: int) -> dict[str, Any]:
     # RLHF-typical settings: small beta, long horizons; optimal probabilities fall below float64's range,
     # so the solver and the identity run on log-policies
     grid = []
-    for b in pick(scale, smoke=[0.01, 0.001], quick=[1.0, 0.1, 0.01, 0.001], full=[1.0, 0.1, 0.01, 0.001]):
-        for g in pick(scale, smoke=[0.9, 0.99], quick=[0.5, 0.9, 0.99, 0.999], full=[0.5, 0.9, 0.99, 0.999]):
-            for _ in range(pick(scale, smoke=1, quick=1, full=5)):
+    for b in plan.small_betas:
+        for g in plan.small_gammas:
+            for _ in range(plan.mdps_per_cell):
                 S, A = int(rng.integers(2, 8)), int(rng.integers(2, 5))
                 mdp = M.random_mdp(rng, S, A, gamma=g)
                 log_ref = np.log(rng.dirichlet(np.ones(A), size=S))
@@ -69,9 +134,9 @@ def exact_check(scale: str, seed: int) -> dict[str, Any]:
     mdp = M.slip_chain(6, 0.2)
     ref = np.full((6, 3), 1 / 3)
     Q, V = M.soft_value_iteration(mdp, ref, beta)
-    steps = pick(scale, smoke=300, quick=2000, full=5000)
+    steps = plan.pg_steps
     exact = M.kl_policy_gradient(mdp, ref, beta, Q, V, steps=steps, lr=1.0, log_every=max(1, steps // 100))
-    sampled = M.kl_policy_gradient(mdp, ref, beta, Q, V, steps=pick(scale, smoke=100, quick=1000, full=3000),
+    sampled = M.kl_policy_gradient(mdp, ref, beta, Q, V, steps=plan.pg_sampled_steps,
                                    lr=0.5, sampled=True, seed=seed, log_every=10)
     return {"beta": beta, "slips": rows, "n_random_mdps": n_random, "random_identity_error": rand_err,
             "small_beta_grid": grid, "long_chain_gamma05": long_row,
@@ -79,30 +144,17 @@ def exact_check(scale: str, seed: int) -> dict[str, Any]:
 
 
 # -- the language-model checks -----------------------------------------------------------------------
-def textworld_check(scale: str, seed: int) -> dict[str, Any]:
+def textworld_check(plan: Plan, seed: int) -> dict[str, Any]:
     """The headline LM check: the RL engine's TextWorld games, a GRPO+KL policy and its reference."""
-    from divelab.rl.testbed import TestbedConfig
-    from divelab.training.progress_advantage.twcheck import EvalConfig, TWCheckConfig, run_variant, variants
+    from divelab.training.progress_advantage.twcheck import TWCheckConfig, run_variant, variants
 
-    # the same test beds as the G2PO reproduction (so the games and warm start are cached once)
-    tb = pick(scale,
-              smoke=TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4,
-                                  sft_episodes=4, sft_steps=10, seed=seed),
-              quick=TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=2, max_steps=8,
-                                  min_random_success=0.1, max_states=120, sft_episodes=32, sft_steps=200,
-                                  sft_lr=1e-2, seed=seed),
-              full=TestbedConfig(n_games=8, nb_rooms=3, nb_objects=4, quest_length=3, max_steps=12,
-                                 min_random_success=0.05, max_states=400, sft_episodes=32, sft_steps=300,
-                                 sft_lr=1e-2, seed=seed))
-    base = TWCheckConfig(testbed=tb, iterations=pick(scale, smoke=2, quick=3, full=4),
-                         group_size=pick(scale, smoke=4, quick=8, full=8), seed=seed)
-    ev = pick(scale, smoke=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
-              quick=EvalConfig(reps=20, n=8, mc_steps=100, mc_rollouts=32),
-              full=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64))
+    base = TWCheckConfig(testbed=replace(plan.testbed, seed=seed), iterations=plan.iterations,
+                         group_size=plan.group_size, seed=seed)
+    ev = plan.evaluation
     return {name: run_variant(cfg, ev, seed) for name, cfg in variants(base, SLIP).items()}
 
 
-def keydoor_check(scale: str, seed: int) -> dict[str, Any]:
+def keydoor_check(seed: int) -> dict[str, Any]:
     """The second, exactly solvable test bed: a key-and-door text game of our own with a tiny LM
     trained by KL-regularised REINFORCE (full scale only: it trains its own models)."""
     from divelab.training.progress_advantage.lmcheck import (
@@ -126,10 +178,10 @@ def keydoor_check(scale: str, seed: int) -> dict[str, Any]:
     return out
 
 
-def lm_check(scale: str, seed: int) -> dict[str, Any]:
-    out = textworld_check(scale, seed)
-    if scale == "full":
-        out.update(keydoor_check(scale, seed))
+def lm_check(plan: Plan, seed: int) -> dict[str, Any]:
+    out = textworld_check(plan, seed)
+    if plan.keydoor:
+        out.update(keydoor_check(seed))
     return out
 
 
@@ -146,19 +198,28 @@ def cross_fitted(per_task: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"picked": picked, "per_task": np.concatenate(bo)}
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
+def run(plan: Plan, seed: int) -> Reproduction:
+    """The exact tabular check, then the language-model checks, then (when planned) the real LLM."""
     rep = Reproduction(system="progress-advantage",
                        title="Neglected Free Lunch from Post-training: Progress Advantage for LLM Agents",
-                       scale=scale, seed=seed)
-    with torch_threads(1):  # tiny models: one thread is as fast, and the machine is shared
-        ex = exact_check(scale, seed)
-        lm = lm_check(scale, seed)
+                       scale="", seed=seed)
+    ex = exact_check(plan.exact, seed)
+    lm = lm_check(plan, seed)
     rep.details = {"exact": ex, "lm": _strip(lm)}
-    _exact_claims(rep, ex)
-    _lm_claims(rep, lm, seed, scale)
+    rep.claims += _exact_claims(ex)
+    rep.claims += _lm_claims(lm, seed, plan.bootstrap)
     rep.figures += _figures(ex, lm)
+    rep.setup = _setup(ex, lm, plan)
+    if plan.real_llm:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
+        from divelab.training.progress_advantage import real_llm
+
+        real_llm.add_to(rep, "full", seed)
+    return rep
+
+
+def _setup(ex: dict[str, Any], lm: dict[str, Any], plan: Plan) -> str:
     tw = next(iter(lm.values()))["config"]
-    rep.setup = (
+    return (
         "Exact check: a 6-state chain MDP (left/stay/right, slip probability p replaces the move by another at "
         "random, gamma 0.9, beta 0.5, uniform reference policy). Soft value iteration gives Q*, V*; the optimal "
         "policy is found independently by soft policy iteration with exact evaluation, and by KL-regularised "
@@ -182,13 +243,8 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         f"{tw['eval']['mc_steps']} random steps. Stand-ins: tiny LMs for Gemma4/Qwen3.5, TextWorld for "
         "BFCL/WebShop/tau2-bench, the graph oracle's first wrong step for Who&When annotations."
         + (" At full scale the key-and-door game of lmcheck.py (a tiny LM fine-tuned on a noisy expert, then "
-           "KL-regularised REINFORCE, beta 0.1) is a second test bed." if scale == "full" else "")
+           "KL-regularised REINFORCE, beta 0.1) is a second test bed." if plan.keydoor else "")
     )
-    # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it (full scale only)
-    from divelab.training.progress_advantage import real_llm
-
-    real_llm.add_to(rep, scale, seed)
-    return rep
 
 
 def _strip(lm: dict[str, Any]) -> dict[str, Any]:
@@ -202,13 +258,15 @@ def _strip(lm: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
+def _exact_claims(ex: dict[str, Any]) -> list[Claim]:
+    """The identity on exact MDPs, the reward-recovery seam (mean and worst case), PG towards the identity."""
+    claims: list[Claim] = []
     err = max(max(r["identity_error"] for r in ex["slips"]), ex["random_identity_error"])
-    rep.add(Claim(
+    claims.append(Claim(
         statement="beta*log pi*/pi_ref equals Q* - V* in a stochastic MDP (max abs error, slippery chain at every "
                   f"slip and {ex['n_random_mdps']} random stochastic MDPs)",
         paper_value="exact (Proposition 1)", measured=err, unit="", kind=Kind.CHECK,
-        ruling=verdicts.bound(err, 1e-8, sense="<=", exact=True), source=NOTES,  # exact MDPs: no sample
+        ruling=verdicts.bound(err, 1e-8, sense="<=", exact=True), source=SOURCE,  # exact MDPs: no sample
         note="A check of the mathematics on exact MDPs: the largest error must be below 1e-8 (float64 precision "
              "after convergence). The optimal policy comes from soft policy iteration, independent of the value "
              "iteration giving Q*, V*."))
@@ -217,21 +275,21 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
     worst = max(sto, key=lambda r: r["reward_gap_mean"])
     at02 = min(sto, key=lambda r: abs(r["slip"] - 0.2))
     ok = det["reward_gap_mean"] < 1e-8 and all(r["reward_gap_mean"] > 1e-3 for r in sto)
-    rep.add(Claim(
+    claims.append(Claim(
         statement="the 'reward recovery' reading r = beta*log pi/pi_ref + V(s) - gamma*V(s') fails once transitions "
                   "are stochastic (mean |r_hat - r| over the optimal policy's occupancy, slip 0.2)",
         paper_value="holds only for deterministic transitions", measured=at02["reward_gap_mean"], kind=Kind.CHECK,
         ruling=verdicts.outcome(ok, test="gap < 1e-8 without slip and > 1e-3 at every slip > 0 (exact MDPs)"),
-        source=NOTES,
+        source=SOURCE,
         note=f"Gap {det['reward_gap_mean']:.1e} at slip 0; {at02['reward_gap_mean']:.3f} (worst triple "
              f"{at02['reward_gap_max']:.2f}) at slip 0.2; up to {worst['reward_gap_mean']:.3f} at slip "
              f"{worst['slip']:.2f}, against rewards of size 1. A check of the mathematics (exact values)."))
     pe, ps = ex["pg_exact"], ex["pg_sampled"]
-    rep.add(Claim(
+    claims.append(Claim(
         statement="a policy trained by KL-regularised policy gradient approaches the identity (max |beta log "
                   "pi/pi_ref - A*| at the end of training; exact gradient)",
         paper_value="exact only for an optimal RL policy", measured=pe["identity_error"][-1], kind=Kind.CHECK,
-        ruling=verdicts.bound(pe["identity_error"][-1], 1e-6, sense="<=", exact=True), source=NOTES,
+        ruling=verdicts.bound(pe["identity_error"][-1], 1e-6, sense="<=", exact=True), source=SOURCE,
         note=f"Exact-gradient PG: {pe['identity_error'][0]:.2f} at start -> {pe['identity_error'][-1]:.1e} after "
              f"{pe['steps'][-1]} steps; the rule fails if it has not fallen below 1e-6. Sampled REINFORCE (64 "
              f"episodes per step) stalls at max error {ps['identity_error'][-1]:.3f} (occupancy-weighted mean "
@@ -240,13 +298,13 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
     lc = ex["long_chain_gamma05"]
     ok_max = det["reward_gap_max"] < 1e-8 and all(r["reward_gap_max"] > 1e-2 for r in sto) \
         and lc["reward_gap_max"] > 1e-2
-    rep.add(Claim(
+    claims.append(Claim(
         statement="the same seam by its worst case: max |r_hat - r| over (s, a, s') reachable under the optimal "
                   "policy, which the occupancy-weighted mean can hide (slip 0.2)",
         paper_value="holds only for deterministic transitions", measured=at02["reward_gap_max"], kind=Kind.CHECK,
         ruling=verdicts.outcome(ok_max, test="worst-case gap < 1e-8 without slip, > 1e-2 at every slip > 0 and on "
                                              "a 20-state chain at gamma 0.5 (exact MDPs)"),
-        source=NOTES,
+        source=SOURCE,
         note=f"Worst case {det['reward_gap_max']:.1e} at slip 0, "
              + ", ".join(f"{r['reward_gap_max']:.2f} (mean {r['reward_gap_mean']:.3f}) at slip {r['slip']:.2f}"
                          for r in sto)
@@ -259,17 +317,18 @@ def _exact_claims(rep: Reproduction, ex: dict[str, Any]) -> None:
         n_under = sum(r["underflows_float64"] for r in grid)
         betas = sorted({r["beta"] for r in grid})
         gammas = sorted({r["gamma"] for r in grid})
-        rep.add(Claim(
+        claims.append(Claim(
             statement=f"the identity at RLHF-typical settings: beta {betas[0]:g}..{betas[-1]:g}, gamma up to "
                       f"{gammas[-1]:g} ({len(grid)} random stochastic MDPs, log-space solver; max error relative to "
                       "the value scale)",
             paper_value="exact (Proposition 1)", measured=rel, kind=Kind.CHECK,
-            ruling=verdicts.bound(rel, 1e-8, sense="<=", exact=True), source=NOTES,
+            ruling=verdicts.bound(rel, 1e-8, sense="<=", exact=True), source=SOURCE,
             note=f"{n_under}/{len(grid)} optimal policies have probabilities below float64's range (min log pi "
                  f"{min(r['min_log_pi'] for r in grid):.0f}), so they exist only as log-policies; the solver and "
                  "the identity run in log space and raise instead of returning NaN. Largest absolute error "
                  f"{max(r['identity_error'] for r in grid):.1e} (values reach {1 / (1 - gammas[-1]):.0f}x the "
                  "reward scale at the longest horizon)."))
+    return claims
 
 
 def _boot(n: int, fn, seed: int, n_resamples: int) -> tuple[float, float]:
@@ -278,10 +337,11 @@ def _boot(n: int, fn, seed: int, n_resamples: int) -> tuple[float, float]:
                               method="percentile")
 
 
-def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "quick") -> None:
+def _lm_claims(lm: dict[str, Any], seed: int, n_boot: int) -> list[Claim]:
+    """Per test bed: best-of-n, AUROC, failure localisation, step correlation, dependence on the aggregation."""
     from divelab.training.progress_advantage.lmcheck import best_of_n_per_task
 
-    n_boot = pick(scale, smoke=50, quick=400, full=2000)
+    claims: list[Claim] = []
     for env_name, res in lm.items():
         pol = res["policy"]
         n = pol["n"]
@@ -303,7 +363,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
         cmd_bo = (f" Command level (the log-ratio of the engine's command softmax, the distribution the KL "
                   f"regularised): cross-fitted {100 * cross_fitted(cmd['_per_task'])['per_task'].mean():.1f}%, "
                   f"sum/sum {100 * cmd['progress']['sum/sum']['best_of_n']:.1f}%.") if cmd else ""
-        rep.add(Claim(
+        claims.append(Claim(
             statement=f"best-of-{n} success with the progress score beats the best confidence baseline ({env_name}, "
                       "policy rollouts; aggregation chosen on the other half of the groups)",
             paper_value="38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, "
@@ -313,7 +373,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                      f"{100 * measured:.1f}%)",
             ruling=verdicts.direction(float(diff.mean()), ci, paper=(7.1, 11.4), tol=0.5, tol_kind="rel"),
             baselines=records, better="higher", compared_with=best_base,
-            source=NOTES + " (review: aiweekly)",
+            source=SOURCE + " (second-hand: the aiweekly review)",
             note=f"Random pick {100 * pol['mean_success']:.1f}%, any-of-{n} {100 * pol['oracle_best_of_n']:.1f}%; "
                  + ", ".join(f"{k} {100 * v['best_of_n']:.1f}%" for k, v in pol["baselines"].items())
                  + f"; progress with the theory's default sum/sum {100 * default:.1f}%; cross-fitted picks "
@@ -326,14 +386,14 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             aus = [{"name": k, "value": float(v["auroc"]), "ci": None} for k, v in pol["baselines"].items()]
             best_k = strongest(aus, "higher")["name"]
             best_au = pol["baselines"][best_k]["auroc"]
-            rep.add(Claim(
+            claims.append(Claim(
                 statement=f"AUROC of the progress score for trajectory success, above the best confidence baseline "
                           f"({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
                 paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", measured=au_fit, ci=au_ci,
                 kind=Kind.EMPIRICAL, baseline=f"{best_k}: AUROC {best_au:.3f}",
                 ruling=verdicts.value(au_fit, paper=0.87, tol=0.05, tol_kind="abs", ci=au_ci, chance=best_au),
                 baselines=aus, better="higher", compared_with=best_k,
-                source=NOTES,
+                source=SOURCE,
                 note="Confidence baselines: " + ", ".join(f"{k} {v['auroc']:.3f}" for k, v in pol["baselines"].items())
                      + f"; progress sum/sum {pa['sum/sum']['auroc']:.3f}, min/last {pa['min/last']['auroc']:.3f}"
                      + (f"; command level cross-fitted {_crossfit_auroc(cmd):.3f}" if cmd else "")
@@ -346,7 +406,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             ci_l = stats.proportion_ci(int(round(acc * k_loc)), k_loc)
             locs = [{"name": "random step", "value": 100 * rnd, "ci": None},
                     {"name": "least-confident step", "value": 100 * lc, "ci": None}]
-            rep.add(Claim(
+            claims.append(Claim(
                 statement=f"failure localisation: argmin of the running sum of step advantages = the known first "
                           f"wrong step ({env_name}, {k_loc} failed policy rollouts)",
                 paper_value="used for failure attribution (Who&When); no accuracy in the notes",
@@ -356,7 +416,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                                       why="the notes give no localisation accuracy"),
                 baselines=locs,
                 better="higher", compared_with=strongest(locs, "higher")["name"],
-                source=NOTES,
+                source=SOURCE,
                 note="Per token aggregation: "
                      + ", ".join(f"{k[10:-1]} {100 * v:.1f}%" for k, v in loc.items() if k.startswith("progress"))
                      + (f"; command level {100 * cmd['localisation']['progress (sum)']:.1f}%" if cmd else "")
@@ -375,7 +435,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             rho_p = float(mc["progress"])
             ci_r = _boot(len(ys), rho, seed, n_boot)
             rho_lp = mc["policy log-prob"]
-            rep.add(Claim(
+            claims.append(Claim(
                 statement=f"step scores track the policy's true advantage (Spearman rho with Monte Carlo "
                           f"P(win|h,a) - P(win|h), {mc['n_steps']} steps, {env_name})",
                 paper_value="beta*log pi/pi_ref = A* at the optimum", measured=rho_p, ci=ci_r, kind=Kind.EMPIRICAL,
@@ -385,7 +445,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
                                           "trained policy"),
                 **({"baselines": [{"name": "policy log-prob", "value": float(rho_lp), "ci": None}],
                     "better": "higher", "compared_with": "policy log-prob"} if rho_lp is not None else {}),
-                source=NOTES,
+                source=SOURCE,
                 note=(f"Command-level progress rho {_r(mc['progress (command level)'])}; "
                       if "progress (command level)" in mc else "")
                      + f"against the oracle's optimal advantage Q*-V* (all labelled steps): progress "
@@ -399,7 +459,7 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
         ci_g = stats.bootstrap_ci(gain, seed=seed + 1, method="percentile")
         vals = [v["best_of_n"] for v in pa.values()]
         n_beat = sum(v > max(b["best_of_n"] for b in pol["baselines"].values()) for v in vals)
-        rep.add(Claim(
+        claims.append(Claim(
             statement=f"dependence on the aggregation: the token/step aggregation chosen on the other half of the "
                       f"groups beats the theory's default sum/sum (best-of-{n}, {env_name})",
             paper_value="aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an "
@@ -407,17 +467,18 @@ def _lm_claims(rep: Reproduction, lm: dict[str, Any], seed: int, scale: str = "q
             baseline=f"sum/sum: best-of-{n} {100 * default:.1f}%",
             ruling=verdicts.direction(float(gain.mean()), ci_g, why="the paper reports the tuned choices, not the "
                                       "gain of tuning"),
-            source=NOTES,
+            source=SOURCE,
             note=f"Spread over all 5 token x 6 step aggregations {100 * min(vals):.0f}%..{100 * max(vals):.0f}% "
                  f"(in-sample), {n_beat}/{len(vals)} above the best baseline; cross-fitted picks {fit['picked']}. "
                  "Rule: the 95% bootstrap CI over tasks of (tuned - sum/sum) lies above 0; if it covers 0 the "
                  "dependence is not separated from noise. Full tables in details."))
-    rep.add(not_checkable(
+    claims.append(not_checkable(
         "best-of-8 and AUROC on BFCLv4 / WebShop / AgentDojo / tau2-bench / Who&When with Gemma4-4B, "
         "Qwen3.5-9B, Qwen3-14B, Olmo-3-7B pairs, and the Claude-as-judge baseline",
         "38.8% / 62.1% best-of-8; AUROC 0.87 vs 0.62",
         "no pretrained weights, benchmarks or API models are reachable from this machine; the TextWorld games and "
-        "tiny LMs above stand in", source=NOTES))
+        "tiny LMs above stand in", source=SOURCE))
+    return claims
 
 
 def _r(x: float | None) -> str:
@@ -472,9 +533,6 @@ def _crossfit_auroc_ci(pol: dict[str, Any], seed: int, n_resamples: int) -> tupl
 
 
 def _figures(ex: dict[str, Any], lm: dict[str, Any]) -> list[Figure]:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figs = []
