@@ -228,9 +228,9 @@ def test_replay_cache_and_live_router_agree(tmp_path, monkeypatch):
 
 
 def test_reproduce_smoke():
-    from divelab.orchestration.fugu.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.orchestration.fugu", "smoke", 0)
     assert len(rep.claims) >= 7
     assert all(c.kind is not None for c in rep.claims)
     live = [c for c in rep.claims if c.statement.startswith("live routing")][0]

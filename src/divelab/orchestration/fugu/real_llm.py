@@ -39,7 +39,7 @@ from divelab.progress import track
 from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "agents-coding-safety.md §E166"
+SRC = "arXiv 2606.21228; week-in-review E166"
 
 
 def candidates(task_prompt: str, k: int = 4, seed: int = 0) -> list[str]:
