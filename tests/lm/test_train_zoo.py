@@ -53,7 +53,7 @@ def test_resume_after_interrupt_equals_uninterrupted(tmp_path):
     assert res.train_losses == ref.train_losses and res.val_losses == ref.val_losses
     for (n, a), (_, b) in zip(ref_model.state_dict().items(), model.state_dict().items(), strict=True):
         assert torch.equal(a, b), n
-    with pytest.raises(ValueError, match=r"different TrainConfig \(differs in \['lr'\]\)"):
+    with pytest.raises(ValueError, match=r"different configuration \(differs in \['lr'\]\)"):
         train(build_model("tiny-100k", 64, seed=1), STREAM, STREAM, replace(cfg, lr=1e-3), ckpt_dir=tmp_path / "run")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 # torch and transformers load only when a model helper is first used.
 _EXPORTS = {
     "divelab.lm.corpus": ["CorpusConfig", "Manifest", "load_corpus", "manifest"],
+    "divelab.lm.fitting": ["FitResult", "fit", "warmup_cosine"],
     "divelab.lm.models": ["MODEL_CONFIGS", "build_model", "count_parameters"],
     "divelab.lm.sampling": ["Generation", "generate", "sample_text"],
     "divelab.lm.scoring": ["continuation_logprob", "sequence_logprobs", "text_logprob", "token_logprobs"],
@@ -40,11 +41,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "MODEL_CONFIGS", "RECIPES", "CorpusConfig", "Generation", "Manifest", "Recipe", "SequenceSource",
+    "MODEL_CONFIGS", "RECIPES", "CorpusConfig", "FitResult", "Generation", "Manifest", "Recipe", "SequenceSource",
     "TokenStream", "TrainConfig", "TrainResult", "build_model", "continuation_logprob", "count_parameters",
-    "encode_split", "ensure_trained", "evaluate", "generate", "get_tokenizer", "load_corpus", "load_model",
+    "encode_split", "ensure_trained", "evaluate", "fit", "generate", "get_tokenizer", "load_corpus", "load_model",
     "manifest", "pretrained", "recipe", "sample_text", "sequence_logprobs", "split_loss", "text_logprob",
-    "token_logprobs", "train",
+    "token_logprobs", "train", "warmup_cosine",
 ]
 
 

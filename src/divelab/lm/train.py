@@ -1,4 +1,4 @@
-"""A small, readable training loop for any Hugging Face causal LM.
+"""A small, readable training loop for any Hugging Face causal LM (its steps run in :func:`divelab.lm.fit`).
 
 AdamW, linear warmup then cosine decay to ``min_lr_ratio * lr``, gradient clipping, periodic
 validation loss, and checkpoints (safetensors weights + optimizer/scheduler/RNG state) that a
@@ -14,8 +14,6 @@ optional loss mask, for SFT on prompts + completions).
 from __future__ import annotations
 
 import math
-import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,11 +21,8 @@ from typing import Protocol
 
 import numpy as np
 import torch
-from safetensors.torch import load_model as st_load_model
-from safetensors.torch import save_model as st_save_model
 
-from divelab.cache import atomic_dir
-from divelab.progress import make_progress
+from divelab.lm.fitting import fit, warmup_cosine
 
 Batch = dict[str, torch.Tensor]  # input_ids, attention_mask, labels (-100 = not trained on)
 
@@ -182,29 +177,12 @@ def as_source(data: BatchSource | np.ndarray | torch.Tensor | Sequence[int]) -> 
 
 def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
     """Multiplier of ``lr`` at a step: linear warmup, then cosine to ``min_lr_ratio``."""
-
-    def f(step: int) -> float:
-        if config.warmup and step < config.warmup:
-            return (step + 1) / config.warmup
-        span = max(1, config.steps - config.warmup)
-        progress = min(1.0, (step - config.warmup) / span)
-        return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return f
+    return warmup_cosine(config.steps, config.warmup, config.min_lr_ratio)
 
 
 def _step_generator(seed: int, step: int) -> torch.Generator:
     # seeded per step: a resumed run draws the same batches as an uninterrupted one
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
-
-
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    # no weight decay on norms and biases (1-D parameters), the usual choice
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, foreach=False)
 
 
 @torch.no_grad()
@@ -225,31 +203,10 @@ def evaluate(model: torch.nn.Module, batches: list[Batch]) -> float:
     return total / max(count, 1)
 
 
-def _latest_checkpoint(ckpt_dir: Path) -> Path | None:
-    if not ckpt_dir.is_dir():
-        return None
-    steps = sorted(p for p in ckpt_dir.glob("step-*") if (p / "state.pt").exists())
-    return steps[-1] if steps else None
-
-
 def _resume_key(config: TrainConfig) -> dict:
     d = asdict(config)
     d.pop("num_threads")  # speed only
     return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-def _save_checkpoint(ckpt_dir: Path, config: TrainConfig, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer,
-                     sched: torch.optim.lr_scheduler.LRScheduler, losses: list[float],
-                     val_losses: list[tuple[int, float]], tokens_seen: int) -> None:
-    final = ckpt_dir / f"step-{step:08d}"
-    with atomic_dir(final) as tmp:
-        st_save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
-        torch.save({"step": step, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": torch.get_rng_state(), "losses": losses, "val_losses": val_losses,
-                    "tokens_seen": tokens_seen, "config": _resume_key(config)}, tmp / "state.pt")
-    for old in ckpt_dir.glob("step-*"):  # keep only the newest
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
 
 
 def train(model: torch.nn.Module, train_data: BatchSource | np.ndarray | torch.Tensor,
@@ -272,69 +229,41 @@ def train(model: torch.nn.Module, train_data: BatchSource | np.ndarray | torch.T
     src = as_source(train_data)
     val_src = as_source(val_data) if val_data is not None else None
     ckpt_path = Path(ckpt_dir) if ckpt_dir is not None else None
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(config.num_threads or 1)
-    try:
-        return _train(model, src, val_src, config, ckpt_path, description, callback)
-    finally:
-        torch.set_num_threads(threads_before)
+    return _train(model, src, val_src, config, ckpt_path, description, callback)
 
 
 def _train(model: torch.nn.Module, src: BatchSource, val_src: BatchSource | None, config: TrainConfig,
            ckpt_path: Path | None, description: str,
            callback: Callable[[int, float], None] | None) -> TrainResult:
-    torch.manual_seed(config.seed)
-    opt = make_optimizer(model, config)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(config))
-    losses: list[float] = []
-    val_losses: list[tuple[int, float]] = []
-    tokens_seen, start, resumed_from = 0, 0, None
-    if ckpt_path is not None and (last := _latest_checkpoint(ckpt_path)) is not None:
-        st_load_model(model, str(last / "model.safetensors"))
-        state = torch.load(last / "state.pt", weights_only=True)
-        stored = state.get("config", _resume_key(config))
-        if stored != _resume_key(config):
-            diff = sorted(k for k in set(stored) | set(_resume_key(config))
-                          if stored.get(k) != _resume_key(config).get(k))
-            raise ValueError(f"checkpoint {last} was written with a different TrainConfig (differs in {diff}); "
-                             "use another ckpt_dir or delete it to start afresh")
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-        losses, tokens_seen = list(state["losses"]), int(state["tokens_seen"])
-        val_losses = [(int(s), float(v)) for s, v in state["val_losses"]]
-        start = resumed_from = int(state["step"])
+    state: dict = {"val_losses": [], "tokens_seen": 0}  # checkpointed beside the weights
     eval_set = val_src.eval_batches(config.eval_batches, config.batch_size, config.seq_len) if val_src else None
 
-    t0 = time.perf_counter()
-    model.train()
-    with make_progress() as progress:
-        task = progress.add_task(description, total=config.steps, completed=start, info="")
-        for step in range(start, config.steps):
-            batch = src.sample(config.batch_size, config.seq_len, _step_generator(config.seed, step))
-            out = model(**batch)
-            loss = out.loss
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"training loss became {loss.item()} at step {step}; "
-                                         f"try a lower lr (now {config.lr})")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.item()))
-            tokens_seen += int(batch["attention_mask"].sum())
-            done = step + 1
-            if eval_set is not None and (done == config.steps or (config.eval_every and done % config.eval_every == 0)):
-                val_losses.append((done, evaluate(model, eval_set)))
-                model.train()
-            info = f"loss {losses[-1]:.3f}" + (f"  val {val_losses[-1][1]:.3f}" if val_losses else "")
-            progress.update(task, completed=done, info=info)
-            if ckpt_path is not None and (done == config.steps or (config.ckpt_every and done % config.ckpt_every == 0)):
-                _save_checkpoint(ckpt_path, config, done, model, opt, sched, losses, val_losses, tokens_seen)
-            if callback is not None:
-                callback(done, losses[-1])
-    model.eval()
-    return TrainResult(steps=config.steps, train_losses=losses, val_losses=val_losses, tokens_seen=tokens_seen,
-                       wall_time_s=time.perf_counter() - t0, resumed_from=resumed_from, config=asdict(config))
+    def loss_of_step(step: int) -> torch.Tensor:
+        batch = src.sample(config.batch_size, config.seq_len, _step_generator(config.seed, step))
+        state["tokens_seen"] += int(batch["attention_mask"].sum())
+        return model(**batch).loss
+
+    def after_step(done: int, loss: float | None) -> None:
+        if eval_set is not None and (done == config.steps or (config.eval_every and done % config.eval_every == 0)):
+            state["val_losses"].append((done, evaluate(model, eval_set)))
+            model.train()
+        if callback is not None:
+            callback(done, float(loss))
+
+    def on_resume(stored: dict) -> None:
+        state["tokens_seen"] = int(stored["tokens_seen"])
+        state["val_losses"] = [(int(s), float(v)) for s, v in stored["val_losses"]]
+
+    def info(done: int, loss: float | None) -> str:
+        val = state["val_losses"]
+        return f"loss {loss:.3f}" + (f"  val {val[-1][1]:.3f}" if val else "")
+
+    result = fit(model, loss_of_step, config.steps, lr=config.lr, optimizer="adamw",
+                 weight_decay=config.weight_decay, betas=config.betas, foreach=False, schedule=lr_lambda(config),
+                 grad_clip=config.grad_clip if config.grad_clip > 0 else None, seed=config.seed,
+                 num_threads=config.num_threads or 1, description=description, info=info, after_step=after_step, ckpt_dir=ckpt_path,
+                 ckpt_every=config.ckpt_every, ckpt_key=_resume_key(config), ckpt_state=lambda: dict(state),
+                 on_resume=on_resume)
+    return TrainResult(steps=config.steps, train_losses=[float(x) for x in result.losses],
+                       val_losses=state["val_losses"], tokens_seen=state["tokens_seen"],
+                       wall_time_s=result.wall_time_s, resumed_from=result.resumed_from, config=asdict(config))
