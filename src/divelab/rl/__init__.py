@@ -6,9 +6,11 @@ from divelab.rl.advantages import (
     get_advantage,
     register_advantage,
 )
+from divelab.rl.pg_loss import k3_kl, policy_gradient_loss
 from divelab.rl.rollout import IndependentSampler, Policy, RolloutSampler, Step, Trajectory, continue_episode
 
 __all__ = [
     "IndependentSampler", "Policy", "RolloutSampler", "Step", "StepBatch", "Trajectory",
-    "available_advantages", "continue_episode", "get_advantage", "register_advantage",
+    "available_advantages", "continue_episode", "get_advantage", "k3_kl", "policy_gradient_loss",
+    "register_advantage",
 ]

@@ -4,7 +4,8 @@ Each iteration: (1) *rollouts*: the sampler plays G episodes per game with the c
 (2) *bookkeeping*: per-step data and the advantage estimator (for ``g2po`` this is where the
 group graph is built); (3) *update*: score the frozen reference once, then ``ppo_epochs`` passes
 of the clipped policy-gradient loss on the chosen actions' log-probs plus ``kl_coef`` times the
-k3 estimate of KL(pi || pi_ref) (``exp(lr) - lr - 1`` with ``lr = log pi_ref - log pi``).
+k3 estimate of KL(pi || pi_ref) (``exp(lr) - lr - 1`` with ``lr = log pi_ref - log pi``): the
+public :func:`divelab.rl.policy_gradient_loss`.
 
 An action's log-prob is the log-softmax over admissible candidates of the summed action-token
 log-probs, so the gradient flows into the action tokens (and, through the softmax, into the
@@ -34,6 +35,7 @@ from divelab.cache import atomic_write_bytes
 from divelab.envs.base import EnvFactory
 from divelab.progress import make_progress
 from divelab.rl.advantages import StepBatch, get_advantage
+from divelab.rl.pg_loss import k3_kl, policy_gradient_loss
 from divelab.rl.policy import LMPolicy
 from divelab.rl.rollout import IndependentSampler, RolloutSampler, Trajectory
 
@@ -193,13 +195,10 @@ class GRPOTrainer:
         for epoch in range(cfg.ppo_epochs):
             lps = self.policy.candidate_logprobs([u[0] for u in uniq], [list(u[1]) for u in uniq])
             new_lp = torch.stack([lps[inverse[i]][a] for i, a in enumerate(action_idx)])
-            ratio = torch.exp(new_lp - old_lp)
-            pg = -torch.minimum(ratio * adv_t, torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv_t)
-            log_r = ref_chosen - new_lp
-            k3 = torch.exp(log_r) - log_r - 1.0
-            loss = (pg + cfg.kl_coef * k3).mean()
+            loss = policy_gradient_loss(new_lp, adv_t, old_logprobs=old_lp, clip_eps=cfg.clip_eps,
+                                        ref_logprobs=ref_chosen, kl_coef=cfg.kl_coef)
             if epoch == 0:
-                kl_before = float(k3.detach().mean())
+                kl_before = float(k3_kl(new_lp.detach(), ref_chosen).mean())
                 entropy = float(torch.stack([-(lp.exp() * lp).sum() for lp in lps]).detach().mean())
             self.optimizer.zero_grad()
             loss.backward()
