@@ -244,9 +244,9 @@ def test_cli_errors(tiny_checkpoint, tmp_path) -> None:
 
 def test_smoke_reproduction_computes_claims() -> None:
     from divelab.claims import Kind
-    from divelab.interp.cliff_tokens.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.interp.cliff_tokens", "smoke", 0)
     assert rep.system == "cliff-tokens" and len(rep.claims) >= 6
     check = rep.claims[0]
     assert check.kind == Kind.CHECK and check.verdict.value == "reproduced"
@@ -260,3 +260,18 @@ def test_smoke_reproduction_computes_claims() -> None:
     for c in dpo:
         assert {b["name"] for b in c.baselines} == {"starting model", "full-sequence", "random-token"}
         assert c.rule["args"]["training_runs"] == 1
+
+
+def test_the_plan_sizes_the_real_llm_run_and_only_full_runs_it(monkeypatch) -> None:
+    from divelab.claims import Reproduction
+    from divelab.interp.cliff_tokens import real_llm
+    from divelab.interp.cliff_tokens.reproduce import PLANS
+    from divelab.lm import real
+
+    assert PLANS["full"].real_llm is not None
+    assert PLANS["smoke"].real_llm is None and PLANS["quick"].real_llm is None
+    seen = []
+    monkeypatch.setattr(real, "is_available", lambda: True)
+    monkeypatch.setattr(real_llm, "measure_smollm2", lambda cfg=None, **kw: (seen.append(cfg), ([], {}))[1])
+    real_llm.add_to(Reproduction("cliff-tokens", "t", "", 0), "full", 0, cfg=real_llm.RealConfig(problems=2))
+    assert [c.problems for c in seen] == [2]

@@ -36,7 +36,7 @@ from divelab.interp.cliff_tokens.task import Problem
 from divelab.interp.cliff_tokens.taxonomy import TYPES
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "training-rl.md §5; week-in-review E172"
+SRC = "arXiv 2606.25524; week-in-review E172"
 
 ONE_SHOT = ("Solve the problem in one line, then write 'The answer is' and the number.\n"
             "Example: Ann has 2 pens and buys 3 more. How many pens does she have?\n"
@@ -200,10 +200,12 @@ def measure_smollm2(cfg: RealConfig | None = None, *, tiny: dict[str, Any] | Non
         return measure(model, tok, word_problems(cfg.problems), cfg, tiny=tiny, seed=seed)
 
 
-def add_to(rep: Any, scale: str, seed: int = 0, tiny: dict[str, Any] | None = None) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, scale: str, seed: int = 0, tiny: dict[str, Any] | None = None,
+           cfg: RealConfig | None = None) -> None:
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), sized by
+    ``cfg`` (the defaults when None)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure_smollm2(tiny=tiny, seed=seed),
+    real.add_claims_at_full(rep, scale, lambda: measure_smollm2(cfg, tiny=tiny, seed=seed),
                             statement=f"{MODEL_LABEL}: cliffs on arithmetic word problems",
                             paper_value="see the paper's claims", source=SRC)

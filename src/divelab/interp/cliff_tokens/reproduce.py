@@ -15,16 +15,14 @@ from divelab.comparisons import against_strongest
 from divelab.interp.cliff_tokens import dpo
 from divelab.interp.cliff_tokens.cliff_test import DELTA0, cliff_matrix, is_cliff, required_drop
 from divelab.interp.cliff_tokens.detector import Detection, detect
-from divelab.interp.cliff_tokens.interventions import cliff_del_keep
+from divelab.interp.cliff_tokens.interventions import Intervention, cliff_del_keep
 from divelab.interp.cliff_tokens.model import ChainModelSpec, load_chain_model, sampled_accuracy
 from divelab.interp.cliff_tokens.potential import RolloutConfig, Rollouts, sample_traces
-from divelab.interp.cliff_tokens.real_llm import summarise
+from divelab.interp.cliff_tokens.real_llm import RealConfig, summarise
 from divelab.interp.cliff_tokens.task import chain_problems
 from divelab.interp.cliff_tokens.taxonomy import TYPES
-from divelab.scale import check_scale, pick
-from divelab.threads import torch_threads
 
-SOURCE = "training-rl.md §5; week-in-review E172"
+SOURCE = "arXiv 2606.25524; week-in-review E172"
 PAPER_DETECTION_RATIO = 4000 * 60 / 8  # ~4,000 GPU-hours of detection vs 8 min of Cliff-DPO training
 # Every DPO arm is one training run from the same start: the interval over held-out problems cannot
 # separate a pair-selection method from its run.
@@ -36,40 +34,52 @@ TIMING_WHY = ("one timing of each arm in this run: a timing claim needs at least
 @dataclass(frozen=True)
 class Plan:
     model: ChainModelSpec
-    sibling: ChainModelSpec | None  # a second size, for the scale claim
-    n: int  # continuations per prefix
-    problems: int  # detection problems (in distribution)
+    """the tiny chain-of-thought model: its training steps, corpus and size."""
+    sibling: ChainModelSpec | None
+    """a second, smaller model for the claim that deterministic cliffs are shared across sizes (None: skip it)."""
+    n: int
+    """continuations sampled per prefix to estimate a token's potential (the paper: 64)."""
+    problems: int
+    """in-distribution problems whose responses are searched for cliffs."""
     per_problem: int
+    """responses sampled per problem."""
     lengths: tuple[int, ...]
-    beyond: int  # problems beyond the model
+    """operand counts of the in-distribution (detection and held-out evaluation) problems."""
+    beyond: int
+    """problems longer than the model was trained on (the seam: wrong without any cliff)."""
     beyond_lengths: tuple[int, ...]
-    seq_samples: int  # responses per problem for full-sequence DPO pairs
+    """operand counts of those longer problems."""
+    seq_samples: int
+    """responses per problem sampled for full-sequence DPO's preference pairs."""
     eval_problems: int
+    """held-out problems on which each DPO arm's accuracy is measured."""
     eval_samples: int
+    """samples per held-out problem (at temperature 1)."""
     dpo: dpo.DPOConfig
+    """the DPO trainer's settings (beta, learning rate, epochs, LoRA rank), shared by every arm."""
     batch_rows: int = 512
+    """continuations generated per batch while estimating potentials (memory, not results)."""
+    real_llm: RealConfig | None = None
+    """the SmolLM2-135M-Instruct run beside the tiny model, or None to skip it (minutes of CPU)."""
 
 
 TINY_DPO = dpo.DPOConfig(beta=0.1, lr=1e-3, epochs=3, batch_size=8, lora_r=8, lora_alpha=16)
 
-
-def plan_for(scale: str) -> Plan:
-    base = ChainModelSpec()
-    return pick(
-        scale,
-        smoke=Plan(model=ChainModelSpec(max_steps=40, target_acc=0.0, check_every=20, check_problems=20,
-                                        corpus=2000),
-                   sibling=ChainModelSpec(max_steps=20, target_acc=0.0, check_every=20, check_problems=20,
-                                          corpus=2000, overrides=(("hidden_size", 32), ("intermediate_size", 96))),
-                   n=8, problems=3, per_problem=2, lengths=(3, 4), beyond=2, beyond_lengths=(8,),
-                   seq_samples=4, eval_problems=20, eval_samples=1, dpo=TINY_DPO, batch_rows=256),
-        quick=Plan(model=base, sibling=None, n=32, problems=16, per_problem=2, lengths=(5, 6), beyond=6,
-                   beyond_lengths=(9, 10), seq_samples=8, eval_problems=300, eval_samples=2, dpo=TINY_DPO,
-                   batch_rows=256),
-        full=Plan(model=base, sibling=ChainModelSpec(overrides=(("hidden_size", 32), ("intermediate_size", 96))),
-                  n=64, problems=60, per_problem=2, lengths=(4, 5, 6), beyond=30, beyond_lengths=(9, 10),
-                  seq_samples=8, eval_problems=1000, eval_samples=4, dpo=TINY_DPO, batch_rows=1024),
-    )
+PLANS = {
+    "smoke": Plan(model=ChainModelSpec(max_steps=40, target_acc=0.0, check_every=20, check_problems=20, corpus=2000),
+                  sibling=ChainModelSpec(max_steps=20, target_acc=0.0, check_every=20, check_problems=20,
+                                         corpus=2000, overrides=(("hidden_size", 32), ("intermediate_size", 96))),
+                  n=8, problems=3, per_problem=2, lengths=(3, 4), beyond=2, beyond_lengths=(8,),
+                  seq_samples=4, eval_problems=20, eval_samples=1, dpo=TINY_DPO, batch_rows=256),
+    "quick": Plan(model=ChainModelSpec(), sibling=None, n=32, problems=16, per_problem=2, lengths=(5, 6), beyond=6,
+                  beyond_lengths=(9, 10), seq_samples=8, eval_problems=300, eval_samples=2, dpo=TINY_DPO,
+                  batch_rows=256),
+    "full": Plan(model=ChainModelSpec(), sibling=ChainModelSpec(overrides=(("hidden_size", 32),
+                                                                           ("intermediate_size", 96))),
+                 n=64, problems=60, per_problem=2, lengths=(4, 5, 6), beyond=30, beyond_lengths=(9, 10),
+                 seq_samples=8, eval_problems=1000, eval_samples=4, dpo=TINY_DPO, batch_rows=1024,
+                 real_llm=RealConfig()),
+}
 
 
 def _has_cliff(det: Detection) -> np.ndarray:
@@ -85,225 +95,235 @@ def _pts(x: float) -> float:
     return 100.0 * x
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    plan = plan_for(scale)
-    t0 = time.perf_counter()
+def run(plan: Plan, seed: int) -> Reproduction:
     rep = Reproduction(system="cliff-tokens", title="Cliff tokens: where a reasoning solution tips into failure",
-                       scale=scale, seed=seed)
-    with torch_threads(1):
-        _run(rep, plan, seed)
-    # SmolLM2-135M-Instruct beside the tiny model (full scale only)
-    from divelab.interp.cliff_tokens import real_llm
+                       scale="", seed=seed)
+    rep.claims += _claims_the_test(plan.n)
+    # the model, and cliffs detected in its own sampled responses
+    model, tok, meta = load_chain_model(plan.model)
+    cfg = RolloutConfig(n=plan.n, max_new_tokens=72, batch_rows=plan.batch_rows, seed=seed)
+    problems = chain_problems(plan.problems, plan.lengths, seed=100 + seed)
+    det = detect(model, tok, problems, checker="chain", config=cfg, per_problem=plan.per_problem)
+    detect_s = det.rollouts.cost.seconds
+    rep.setup = (f"A {meta['params']:,}-parameter Llama-style divelab LM trained from scratch on a running-sum-mod-10 "
+                 f"chain of thought ({plan.model.train_lengths} operands), stopped at sampled accuracy "
+                 f">= {plan.model.target_acc} (step {meta['steps']}). {len(det.traces)} responses to {plan.problems} "
+                 f"problems with {plan.lengths} operands, sampled at T = 1; potentials from N = {plan.n} continuations "
+                 f"at every token (paper: N = 64). Cliff-DPO with LoRA r = {plan.dpo.lora_r}, beta = {plan.dpo.beta}, "
+                 f"lr = {plan.dpo.lr} (a tiny model needs a far larger lr than the paper's 1e-6).")
 
-    real_llm.add_to(rep, scale, seed, tiny=rep.details.get("summary"))
-    rep.runtime_s = time.perf_counter() - t0
+    rep.claims += _claims_cliffs_in_wrong_traces(det, seed)
+    iv = cliff_del_keep(det)
+    rep.claims += _claims_interventions(iv, plan.n)
+    rep.claims += _claims_taxonomy(det)
+    dpo_claims, dpo_details = _claims_cliff_dpo(model, tok, det, problems, detect_s, plan, seed)
+    rep.claims += dpo_claims
+    rep.claims += _claims_beyond_the_model(model, tok, cfg, det, plan, seed)
+    rep.claims += _claims_scale(det, plan, seed)
+
+    rep.details = {**dpo_details, "cliffs": det.table(), "model_steps": meta["steps"],
+                   "cost": vars(det.rollouts.cost), "summary": summarise(det, iv)}
+    rep.figures.append(_figure(det))
+    if plan.real_llm is not None:  # SmolLM2-135M-Instruct beside the tiny model
+        from divelab.interp.cliff_tokens import real_llm
+
+        real_llm.add_to(rep, "full", seed, tiny=rep.details.get("summary"), cfg=plan.real_llm)
     return rep
 
 
-def _run(rep: Reproduction, plan: Plan, seed: int) -> None:
-    n = plan.n
-    # --- 1. the test itself (at the paper's N = 64, and at this run's N) -----------------------------------------
+def _claims_the_test(n: int) -> list[Claim]:
+    """The cliff test itself, at the paper's N = 64 and at this run's N."""
     ok = True
     for nn in sorted({64, n}):
         direct = np.array([[is_cliff(a, b, nn) for b in range(nn + 1)] for a in range(nn + 1)])
         ok &= bool((cliff_matrix(nn) == direct).all())
     d50, d90 = required_drop(0.5, 64), required_drop(0.9, 64)
     ok = bool(ok and d50 > d90 > DELTA0)
-    rep.add(Claim(statement="the precomputed 65x65 decision matrix equals the z-test formula, and the "
+    return [Claim(statement="the precomputed 65x65 decision matrix equals the z-test formula, and the "
                             "required drop is larger near p = 0.5 than near p = 0.9 (both above delta0 = 0.1)",
                   paper_value="delta0 = 0.1, alpha = 0.05, unpooled SE", measured=f"{d50:.3f} at 0.5, {d90:.3f} at 0.9",
-                  kind=Kind.CHECK, source="§5 definitions",
-                  ruling=verdicts.outcome(ok, test="matrix == formula for all k pairs; drop(0.5) > drop(0.9) > 0.1")))
+                  kind=Kind.CHECK, source=SOURCE,
+                  ruling=verdicts.outcome(ok, test="matrix == formula for all k pairs; drop(0.5) > drop(0.9) > 0.1"))]
 
-    # --- the model and the detection ----------------------------------------------------------------------------
-    model, tok, meta = load_chain_model(plan.model)
-    cfg = RolloutConfig(n=n, max_new_tokens=72, batch_rows=plan.batch_rows, seed=seed)
-    problems = chain_problems(plan.problems, plan.lengths, seed=100 + seed)
-    det = detect(model, tok, problems, checker="chain", config=cfg, per_problem=plan.per_problem)
-    detect_s = det.rollouts.cost.seconds
-    traces = det.traces
-    correct = np.array([t.correct for t in traces])
+
+def _claims_cliffs_in_wrong_traces(det: Detection, seed: int) -> list[Claim]:
+    """Cliffs concentrate in wrong traces."""
+    correct = np.array([t.correct for t in det.traces])
     has = _has_cliff(det)
-    rep.setup = (f"A {meta['params']:,}-parameter Llama-style divelab LM trained from scratch on a running-sum-mod-10 "
-                 f"chain of thought ({plan.model.train_lengths} operands), stopped at sampled accuracy "
-                 f">= {plan.model.target_acc} (step {meta['steps']}). {len(traces)} responses to {plan.problems} "
-                 f"problems with {plan.lengths} operands, sampled at T = 1; potentials from N = {n} continuations at "
-                 f"every token (paper: N = 64). Cliff-DPO with LoRA r = {plan.dpo.lora_r}, beta = {plan.dpo.beta}, "
-                 f"lr = {plan.dpo.lr} (a tiny model needs a far larger lr than the paper's 1e-6).")
-
-    # --- 2. cliffs concentrate in wrong traces ------------------------------------------------------------------
     wrong, right = has[~correct], has[correct]
     if wrong.size >= 2 and right.size >= 2:
         d, lo, hi = stats.diff_ci(wrong, right, seed=seed)
-        rep.add(Claim(statement="cliffs occur more often in incorrect traces (share with >= 1 cliff, wrong - right)",
+        return [Claim(statement="cliffs occur more often in incorrect traces (share with >= 1 cliff, wrong - right)",
                       paper_value="more often in incorrect traces", measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                      source="§5 results", baseline=f"right traces: {right.mean():.2f} ({right.size})",
+                      source=SOURCE, baseline=f"right traces: {right.mean():.2f} ({right.size})",
                       ruling=verdicts.direction(d, (lo, hi), why="the paper reports the direction, not one rate"),
                       note=f"wrong traces: {wrong.mean():.2f} of {wrong.size} have a cliff; right: {right.mean():.2f} "
-                           f"of {right.size}"))
-    else:
-        rep.add(not_checkable("cliffs occur more often in incorrect traces", "direction",
-                              f"needs >= 2 right and >= 2 wrong traces; got {right.size} right, {wrong.size} wrong"))
+                           f"of {right.size}")]
+    return [not_checkable("cliffs occur more often in incorrect traces", "direction",
+                          f"needs >= 2 right and >= 2 wrong traces; got {right.size} right, {wrong.size} wrong")]
 
-    # --- 3. interventions ---------------------------------------------------------------------------------------
-    iv = cliff_del_keep(det)
-    if iv:
-        pdel = np.array([i.pass_del for i in iv])
-        pkeep = np.array([i.pass_keep for i in iv])
-        lo, hi = stats.proportion_ci(int(pdel.sum()), pdel.size)
-        rep.add(Claim(statement=f"cliff-del (drop the first cliff token, resample) recovers pass@{n}",
-                      paper_value="pass@64 = 1.0", measured=float(pdel.mean()), ci=(lo, hi),
-                      kind=Kind.BY_CONSTRUCTION, source="§5 results",
-                      ruling=verdicts.value(float(pdel.mean()), paper=1.0, tol=0.05, tol_kind="abs", ci=(lo, hi)),
-                      note="resampling from the prefix whose potential the test required to be high: with "
-                           f"p_(t-1) > 0.1 + 1.645 SE, pass@{n} fails only with probability <= 0.9^{n}"))
-        lo, hi = stats.proportion_ci(int(pkeep.sum()), pkeep.size)
-        rep.add(Claim(statement=f"cliff-keep (keep the cliff token, resample after it) recovers pass@{n} only partly",
-                      paper_value="0.71–1.00", measured=float(pkeep.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
-                      source="§5 results", baseline=f"cliff-del {pdel.mean():.2f}",
-                      ruling=verdicts.value(float(pkeep.mean()), paper=(0.71, 1.0), tol=0.1, tol_kind="abs",
-                                            ci=(lo, hi)),
-                      # cliff-del is ~1 by construction, so "del beats keep" would repeat this measurement
-                      note=f"{len(iv)} first cliffs, fresh continuations; cliff-del − cliff-keep = "
-                           f"{pdel.mean() - pkeep.mean():+.2f} (paper 0–0.29)"))
-    else:
-        rep.add(not_checkable("cliff-del vs cliff-keep", "1.0 vs 0.71–1.00", "no cliff was found"))
 
-    # --- 4. taxonomy --------------------------------------------------------------------------------------------
+def _claims_interventions(iv: list[Intervention], n: int) -> list[Claim]:
+    """Cliff-del (drop the first cliff token) and cliff-keep (keep it), both resampled: pass@N."""
+    if not iv:
+        return [not_checkable("cliff-del vs cliff-keep", "1.0 vs 0.71–1.00", "no cliff was found")]
+    pdel = np.array([i.pass_del for i in iv])
+    pkeep = np.array([i.pass_keep for i in iv])
+    lo, hi = stats.proportion_ci(int(pdel.sum()), pdel.size)
+    claims = [Claim(statement=f"cliff-del (drop the first cliff token, resample) recovers pass@{n}",
+                    paper_value="pass@64 = 1.0", measured=float(pdel.mean()), ci=(lo, hi),
+                    kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+                    ruling=verdicts.value(float(pdel.mean()), paper=1.0, tol=0.05, tol_kind="abs", ci=(lo, hi)),
+                    note="resampling from the prefix whose potential the test required to be high: with "
+                         f"p_(t-1) > 0.1 + 1.645 SE, pass@{n} fails only with probability <= 0.9^{n}")]
+    lo, hi = stats.proportion_ci(int(pkeep.sum()), pkeep.size)
+    claims.append(Claim(statement=f"cliff-keep (keep the cliff token, resample after it) recovers pass@{n} only partly",
+                        paper_value="0.71–1.00", measured=float(pkeep.mean()), ci=(lo, hi), kind=Kind.EMPIRICAL,
+                        source=SOURCE, baseline=f"cliff-del {pdel.mean():.2f}",
+                        ruling=verdicts.value(float(pkeep.mean()), paper=(0.71, 1.0), tol=0.1, tol_kind="abs",
+                                              ci=(lo, hi)),
+                        # cliff-del is ~1 by construction, so "del beats keep" would repeat this measurement
+                        note=f"{len(iv)} first cliffs, fresh continuations; cliff-del − cliff-keep = "
+                             f"{pdel.mean() - pkeep.mean():+.2f} (paper 0–0.29)"))
+    return claims
+
+
+def _claims_taxonomy(det: Detection) -> list[Claim]:
+    """The three cliff types (deterministic / uncertain / sampled-off) and their shares."""
     kinds = Counter(c.kind for c in det.cliffs)
     shares = {k: kinds.get(k, 0) / max(1, len(det.cliffs)) for k in TYPES}
-    rep.add(Claim(statement="the taxonomy: all three cliff types (deterministic / uncertain / sampled-off) occur",
+    return [Claim(statement="the taxonomy: all three cliff types (deterministic / uncertain / sampled-off) occur",
                   paper_value="three types, by entropy (H_b(0.99) = 0.056 nats) and greedy rank",
                   measured=", ".join(f"{k} {v:.2f}" for k, v in shares.items()) + f" of {len(det.cliffs)}",
-                  kind=Kind.EMPIRICAL, source="§5 definitions",
+                  kind=Kind.EMPIRICAL, source=SOURCE,
                   ruling=verdicts.outcome(all(kinds.get(k, 0) > 0 for k in TYPES),
                                           test="each type has >= 1 cliff"),
                   note="with continuations from the model's own distribution a token of probability >= 0.99 can "
                        "lower the true potential by at most 0.01, so deterministic cliffs here are Monte Carlo "
-                       "noise (or a decoding mismatch); see docs/systems/cliff-tokens.md"))
+                       "noise (or a decoding mismatch); see docs/systems/cliff-tokens.md")]
 
-    # --- 5. Cliff-DPO vs baselines ------------------------------------------------------------------------------
+
+def _claims_cliff_dpo(model, tok, det: Detection, problems, detect_s: float, plan: Plan,
+                      seed: int) -> tuple[list[Claim], dict]:
+    """Cliff-DPO vs the starting model, full-sequence DPO and random-token DPO; positions and compute spent.
+
+    Returns the claims and what goes to ``details`` (accuracies, pair counts, timings)."""
+    claims: list[Claim] = []
     c0 = det.rollouts.cost.seconds
     pairs = dpo.cliff_pairs(det, top_k=10)
     pair_s = det.rollouts.cost.seconds - c0
     eval_p = chain_problems(plan.eval_problems, plan.lengths, seed=900 + seed)
     base_acc = _acc(model, tok, eval_p, plan, seed + 7)
-    details: dict = {"base_accuracy": float(base_acc.mean()), "pairs": dict(Counter(p.kind for p in pairs)),
-                     "cliffs": det.table(), "model_steps": meta["steps"], "cost": vars(det.rollouts.cost),
-                     "summary": summarise(det, iv)}
+    details: dict = {"base_accuracy": float(base_acc.mean()), "pairs": dict(Counter(p.kind for p in pairs))}
     # full-sequence DPO pairs from more responses to the same problems (sampling only, no potentials)
     seq_roll = Rollouts(model, tok, "chain", RolloutConfig(n=1, max_new_tokens=72, batch_rows=1024, seed=seed))
     t_s = time.perf_counter()
     seq_traces = sample_traces(seq_roll, problems, plan.seq_samples, seed=seed + 3)
     seq_sample_s = time.perf_counter() - t_s
+    details["setup_timing_s"] = {"detection": detect_s, "chosen_potentials": pair_s,
+                                 "sequence_sampling": seq_sample_s}
     seq_pairs = dpo.sequence_pairs(seq_traces, tok.eos_token_id, seed=seed)
-    rand_pairs = dpo.random_token_pairs(model, traces, max(1, len(pairs)), seed=seed)
-    if len(pairs) >= 2 and seq_pairs:
-        runs = {"cliff": dpo.train_dpo(model, pairs, plan.dpo),
-                "full-sequence": dpo.train_dpo(model, seq_pairs, plan.dpo),
-                "random-token": dpo.train_dpo(model, rand_pairs, plan.dpo)}
-        accs = {k: _acc(r.model, tok, eval_p, plan, seed + 7) for k, r in runs.items()}
-        details["dpo"] = {k: {"accuracy": float(accs[k].mean()), "pairs": r.pairs, "positions": r.positions,
-                              "train_s": r.seconds} for k, r in runs.items()}
-        # judged against the strongest of: the starting model, full-sequence DPO and equal-count random-token DPO
-        cmp = against_strongest(_pts(accs["cliff"]), {"starting model": _pts(base_acc),
-                                                      **{k: _pts(accs[k]) for k in ("full-sequence", "random-token")}},
-                                better="higher", seed=seed)
-        g0 = accs["cliff"].mean() - base_acc.mean()
-        rep.add(Claim(statement=f"Cliff-DPO raises accuracy over the strongest alternative ({cmp.strongest})",
-                      paper_value="up to +6.6 points over the starting model", measured=cmp.effect, ci=cmp.ci,
-                      unit="points", kind=Kind.EMPIRICAL, source="§5 Cliff-DPO",
-                      baseline=f"over the starting model {_pts(g0):+.1f} points; full-sequence DPO "
-                               f"{runs['full-sequence'].pairs} pairs; random-token DPO {len(rand_pairs)} pairs",
-                      ruling=verdicts.direction(cmp.effect, cmp.ci,
-                                                paper=(0.0, 6.6) if cmp.strongest == "starting model" else None,
-                                                tol=3.0, tol_kind="abs", training_runs=TRAINING_RUNS,
-                                                why="the paper's +6.6 is over the starting model"),
-                      note=f"{len(pairs)} single-token pairs; base {base_acc.mean():.3f} -> "
-                           f"{accs['cliff'].mean():.3f}; {plan.eval_problems} held-out problems x "
-                           f"{plan.eval_samples} samples at T = 1; one DPO run per arm",
-                      **cmp.claim_fields()))
-        ratio = runs["full-sequence"].positions / max(1, runs["cliff"].positions)
-        rep.add(Claim(statement="positions trained: full-sequence DPO / Cliff-DPO",
-                      paper_value="~5.8M / ~33k = 176x", measured=ratio, unit="x", kind=Kind.BY_CONSTRUCTION,
-                      source="§5 efficiency",
-                      ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5),
-                      note=f"{runs['full-sequence'].positions} vs {runs['cliff'].positions} positions; our "
-                           "responses are ~25 tokens, GSM8K's are hundreds, so the ratio scales with length"))
-        tr_ratio = runs["full-sequence"].seconds / max(1e-9, runs["cliff"].seconds)
-        rep.add(not_checkable("training wall-clock: full-sequence DPO / Cliff-DPO", "112 / 8 min = 14x",
-                              f"{TIMING_WHY} (this run: {runs['full-sequence'].seconds:.2f} s vs "
-                              f"{runs['cliff'].seconds:.2f} s, {tr_ratio:.2f}x)", source="§5 efficiency"))
-        total = detect_s + pair_s + runs["cliff"].seconds
-        ratio_dt = (detect_s + pair_s) / max(1e-9, runs["cliff"].seconds)
-        rep.add(not_checkable(
-            "the cost the headline hides: Cliff-DPO's detection compute / its training compute",
-            "~4,000 GPU-h / 8 min = 30,000x",
-            f"{TIMING_WHY} (this run: detection {detect_s:.1f} s + chosen-token potentials {pair_s:.1f} s vs "
-            f"training {runs['cliff'].seconds:.2f} s, {ratio_dt:.0f}x; detection is {(detect_s + pair_s) / total:.1%} "
-            f"of Cliff-DPO's compute; full-sequence DPO total {seq_sample_s + runs['full-sequence'].seconds:.1f} s). "
-            "Detection grows as N x T^2 and our responses are ~25 tokens, GSM8K's hundreds",
-            source="§5 efficiency"))
-        # which types help
-        det_pairs = [p for p in pairs if p.kind == "deterministic"]
-        other_pairs = [p for p in pairs if p.kind in ("uncertain", "sampled-off")]
-        if len(det_pairs) >= 4 and len(other_pairs) >= 4:
-            a_det = _acc(dpo.train_dpo(model, det_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
-            a_oth = _acc(dpo.train_dpo(model, other_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
-            g3, lo3, hi3 = stats.paired_diff_ci(a_oth, a_det, method="bootstrap", seed=seed)
-            rep.add(Claim(statement="Cliff-DPO on uncertain + sampled-off cliffs helps more than on deterministic",
-                          paper_value="uncertain / sampled-off help, deterministic does not", measured=_pts(g3),
-                          ci=(_pts(lo3), _pts(hi3)), unit="points", kind=Kind.EMPIRICAL, source="§5 Cliff-DPO",
-                          baseline=f"deterministic-only {a_det.mean():.3f}",
-                          ruling=verdicts.direction(_pts(g3), (_pts(lo3), _pts(hi3)), training_runs=TRAINING_RUNS,
-                                                    why="the paper gives the direction per type")))
-        else:
-            rep.add(not_checkable("Cliff-DPO helps on uncertain / sampled-off cliffs, not on deterministic ones",
-                                  "uncertain / sampled-off help, deterministic does not",
-                                  f"too few pairs per group ({len(det_pairs)} deterministic, {len(other_pairs)} "
-                                  "other; need >= 4 each): deterministic cliffs are rare when continuations come "
-                                  "from the model's own distribution (see the taxonomy note)",
-                                  source="§5 Cliff-DPO"))
+    rand_pairs = dpo.random_token_pairs(model, det.traces, max(1, len(pairs)), seed=seed)
+    if len(pairs) < 2 or not seq_pairs:
+        return [not_checkable("Cliff-DPO vs full-sequence DPO", "up to +6.6 points",
+                              f"too few preference pairs ({len(pairs)} at cliffs, {len(seq_pairs)} whole-response)")
+                ], details
+    runs = {"cliff": dpo.train_dpo(model, pairs, plan.dpo),
+            "full-sequence": dpo.train_dpo(model, seq_pairs, plan.dpo),
+            "random-token": dpo.train_dpo(model, rand_pairs, plan.dpo)}
+    accs = {k: _acc(r.model, tok, eval_p, plan, seed + 7) for k, r in runs.items()}
+    details["dpo"] = {k: {"accuracy": float(accs[k].mean()), "pairs": r.pairs, "positions": r.positions,
+                          "train_s": r.seconds} for k, r in runs.items()}
+    # judged against the strongest of: the starting model, full-sequence DPO and equal-count random-token DPO
+    cmp = against_strongest(_pts(accs["cliff"]), {"starting model": _pts(base_acc),
+                                                  **{k: _pts(accs[k]) for k in ("full-sequence", "random-token")}},
+                            better="higher", seed=seed)
+    g0 = accs["cliff"].mean() - base_acc.mean()
+    claims.append(Claim(statement=f"Cliff-DPO raises accuracy over the strongest alternative ({cmp.strongest})",
+                        paper_value="up to +6.6 points over the starting model", measured=cmp.effect, ci=cmp.ci,
+                        unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
+                        baseline=f"over the starting model {_pts(g0):+.1f} points; full-sequence DPO "
+                                 f"{runs['full-sequence'].pairs} pairs; random-token DPO {len(rand_pairs)} pairs",
+                        ruling=verdicts.direction(cmp.effect, cmp.ci,
+                                                  paper=(0.0, 6.6) if cmp.strongest == "starting model" else None,
+                                                  tol=3.0, tol_kind="abs", training_runs=TRAINING_RUNS,
+                                                  why="the paper's +6.6 is over the starting model"),
+                        note=f"{len(pairs)} single-token pairs; base {base_acc.mean():.3f} -> "
+                             f"{accs['cliff'].mean():.3f}; {plan.eval_problems} held-out problems x "
+                             f"{plan.eval_samples} samples at T = 1; one DPO run per arm",
+                        **cmp.claim_fields()))
+    ratio = runs["full-sequence"].positions / max(1, runs["cliff"].positions)
+    claims.append(Claim(statement="positions trained: full-sequence DPO / Cliff-DPO",
+                        paper_value="~5.8M / ~33k = 176x", measured=ratio, unit="x", kind=Kind.BY_CONSTRUCTION,
+                        source=SOURCE,
+                        ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5),
+                        note=f"{runs['full-sequence'].positions} vs {runs['cliff'].positions} positions; our "
+                             "responses are ~25 tokens, GSM8K's are hundreds, so the ratio scales with length"))
+    tr_ratio = runs["full-sequence"].seconds / max(1e-9, runs["cliff"].seconds)
+    claims.append(not_checkable("training wall-clock: full-sequence DPO / Cliff-DPO", "112 / 8 min = 14x",
+                                f"{TIMING_WHY} (this run: {runs['full-sequence'].seconds:.2f} s vs "
+                                f"{runs['cliff'].seconds:.2f} s, {tr_ratio:.2f}x)", source=SOURCE))
+    total = detect_s + pair_s + runs["cliff"].seconds
+    ratio_dt = (detect_s + pair_s) / max(1e-9, runs["cliff"].seconds)
+    claims.append(not_checkable(
+        "the cost the headline hides: Cliff-DPO's detection compute / its training compute",
+        "~4,000 GPU-h / 8 min = 30,000x",
+        f"{TIMING_WHY} (this run: detection {detect_s:.1f} s + chosen-token potentials {pair_s:.1f} s vs "
+        f"training {runs['cliff'].seconds:.2f} s, {ratio_dt:.0f}x; detection is {(detect_s + pair_s) / total:.1%} "
+        f"of Cliff-DPO's compute; full-sequence DPO total {seq_sample_s + runs['full-sequence'].seconds:.1f} s). "
+        "Detection grows as N x T^2 and our responses are ~25 tokens, GSM8K's hundreds",
+        source=SOURCE))
+    # which types help
+    det_pairs = [p for p in pairs if p.kind == "deterministic"]
+    other_pairs = [p for p in pairs if p.kind in ("uncertain", "sampled-off")]
+    if len(det_pairs) >= 4 and len(other_pairs) >= 4:
+        a_det = _acc(dpo.train_dpo(model, det_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
+        a_oth = _acc(dpo.train_dpo(model, other_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
+        g3, lo3, hi3 = stats.paired_diff_ci(a_oth, a_det, method="bootstrap", seed=seed)
+        claims.append(Claim(statement="Cliff-DPO on uncertain + sampled-off cliffs helps more than on deterministic",
+                            paper_value="uncertain / sampled-off help, deterministic does not", measured=_pts(g3),
+                            ci=(_pts(lo3), _pts(hi3)), unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
+                            baseline=f"deterministic-only {a_det.mean():.3f}",
+                            ruling=verdicts.direction(_pts(g3), (_pts(lo3), _pts(hi3)), training_runs=TRAINING_RUNS,
+                                                      why="the paper gives the direction per type")))
     else:
-        rep.add(not_checkable("Cliff-DPO vs full-sequence DPO", "up to +6.6 points",
-                              f"too few preference pairs ({len(pairs)} at cliffs, {len(seq_pairs)} whole-response)"))
+        claims.append(not_checkable("Cliff-DPO helps on uncertain / sampled-off cliffs, not on deterministic ones",
+                                    "uncertain / sampled-off help, deterministic does not",
+                                    f"too few pairs per group ({len(det_pairs)} deterministic, {len(other_pairs)} "
+                                    "other; need >= 4 each): deterministic cliffs are rare when continuations come "
+                                    "from the model's own distribution (see the taxonomy note)",
+                                    source=SOURCE))
+    return claims, details
 
-    # --- 6. the seam: problems beyond the model -----------------------------------------------------------------
+
+def _claims_beyond_the_model(model, tok, cfg: RolloutConfig, det: Detection, plan: Plan, seed: int) -> list[Claim]:
+    """The seam: on problems beyond the model, wrong traces often have no cliff at all."""
+    correct = np.array([t.correct for t in det.traces])
     beyond = chain_problems(plan.beyond, plan.beyond_lengths, seed=500 + seed)
     det_b = detect(model, tok, beyond, checker="chain", config=cfg, per_problem=plan.per_problem)
     nb = np.array([1.0 - h for h, t in zip(_has_cliff(det_b), det_b.traces, strict=True) if not t.correct])
-    ni = 1.0 - wrong
+    ni = 1.0 - _has_cliff(det)[~correct]
     if nb.size >= 2 and ni.size >= 2:
         d, lo, hi = stats.diff_ci(nb, ni, seed=seed)
-        rep.add(Claim(statement=f"the seam: wrong traces without any cliff are more common on problems beyond the "
+        return [Claim(statement=f"the seam: wrong traces without any cliff are more common on problems beyond the "
                                 f"model ({plan.beyond_lengths} operands) than in distribution",
                       paper_value="no cliff when the problem is beyond the model", measured=d, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§5 caveat",
+                      kind=Kind.EMPIRICAL, source=SOURCE,
                       baseline=f"in distribution: {ni.mean():.2f} of {ni.size} wrong traces have no cliff",
                       ruling=verdicts.direction(d, (lo, hi), why="the caveat is qualitative"),
                       note=f"beyond: {nb.mean():.2f} of {nb.size} wrong traces have no cliff; start potential "
-                           f"{np.mean([t.ks[0] / n for t in det_b.traces]):.2f} vs "
-                           f"{np.mean([t.ks[0] / n for t in traces]):.2f}"))
-    else:
-        rep.add(not_checkable("the seam: no cliff on problems beyond the model", "qualitative",
-                              f"too few wrong traces ({nb.size} beyond, {ni.size} in distribution)"))
+                           f"{np.mean([t.ks[0] / plan.n for t in det_b.traces]):.2f} vs "
+                           f"{np.mean([t.ks[0] / plan.n for t in det.traces]):.2f}")]
+    return [not_checkable("the seam: no cliff on problems beyond the model", "qualitative",
+                          f"too few wrong traces ({nb.size} beyond, {ni.size} in distribution)")]
 
-    # --- 7. scale -----------------------------------------------------------------------------------------------
+
+def _claims_scale(det: Detection, plan: Plan, seed: int) -> list[Claim]:
+    """Deterministic cliffs shared with a smaller sibling model (its greedy token is the cliff token)."""
     if plan.sibling is None:
-        rep.add(not_checkable("deterministic cliffs are shared between two model sizes", "an 8B and a 0.6B fall at "
+        return [not_checkable("deterministic cliffs are shared between two model sizes", "an 8B and a 0.6B fall at "
                               "the same word", "needs a second model trained from scratch (~1.5 min on this CPU); "
-                              "run `divelab reproduce cliff-tokens --scale full`", source="§5 scale"))
-    else:
-        _scale_claim(rep, det, plan, seed)
-
-    details["setup_timing_s"] = {"detection": detect_s, "chosen_potentials": pair_s,
-                                 "sequence_sampling": seq_sample_s}
-    rep.details = details
-    _figure(rep, det)
-
-
-def _scale_claim(rep: Reproduction, det: Detection, plan: Plan, seed: int) -> None:
+                              "run `divelab reproduce cliff-tokens --scale full`", source=SOURCE)]
     other, _, _ = load_chain_model(plan.sibling)  # trains on first use: not under no_grad
     same: dict[str, list[float]] = {k: [] for k in TYPES}
     with torch.no_grad():
@@ -315,23 +335,19 @@ def _scale_claim(rep: Reproduction, det: Detection, plan: Plan, seed: int) -> No
     det_s, unc_s = np.array(same["deterministic"]), np.array(same["uncertain"] + same["sampled-off"])
     if det_s.size >= 3 and unc_s.size >= 3:
         d, lo, hi = stats.diff_ci(det_s, unc_s, seed=seed)
-        rep.add(Claim(statement="deterministic cliffs are shared with a smaller sibling more than other cliffs "
+        return [Claim(statement="deterministic cliffs are shared with a smaller sibling more than other cliffs "
                                 "(the sibling's greedy token is the cliff token)",
                       paper_value="deterministic cliffs largely scale-invariant", measured=d, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source="§5 scale", baseline=f"other cliffs {unc_s.mean():.2f}",
-                      ruling=verdicts.direction(d, (lo, hi), why="qualitative in the paper")))
-    else:
-        allc = np.array(sum(same.values(), []))
-        rep.add(not_checkable("deterministic cliffs are shared between two model sizes", "scale-invariant",
-                              f"only {det_s.size} deterministic and {unc_s.size} other cliffs (need >= 3 each); "
-                              f"over all cliffs the sibling falls at the same token in "
-                              f"{allc.mean() if allc.size else float('nan'):.2f}", source="§5 scale"))
+                      kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"other cliffs {unc_s.mean():.2f}",
+                      ruling=verdicts.direction(d, (lo, hi), why="qualitative in the paper"))]
+    allc = np.array(sum(same.values(), []))
+    return [not_checkable("deterministic cliffs are shared between two model sizes", "scale-invariant",
+                          f"only {det_s.size} deterministic and {unc_s.size} other cliffs (need >= 3 each); "
+                          f"over all cliffs the sibling falls at the same token in "
+                          f"{allc.mean() if allc.size else float('nan'):.2f}", source=SOURCE)]
 
 
-def _figure(rep: Reproduction, det: Detection) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+def _figure(det: Detection) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
@@ -350,6 +366,6 @@ def _figure(rep: Reproduction, det: Detection) -> None:
     ax.set_ylabel("potential P_t")
     ax.set_title("potentials of wrong responses (x = cliff token)")
     fig.tight_layout()
-    rep.figures.append(Figure.from_matplotlib(fig, "potentials", "Token-wise potential of wrong responses; "
-                                                                 "crosses mark cliffs."))
+    figure = Figure.from_matplotlib(fig, "potentials", "Token-wise potential of wrong responses; crosses mark cliffs.")
     plt.close(fig)
+    return figure
