@@ -3,12 +3,12 @@
 import pytest
 
 from divelab.claims import Kind
-from divelab.coding.sherloc.reproduce import reproduce
+from divelab.scaleout import run_reproduction
 
 
 @pytest.mark.slow
 def test_smoke_reproduction_computes_claims():
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.coding.sherloc", "smoke", 0)
     loc = rep.details["localization"]
     assert set(loc) == {"sherloc", "bm25", "ochiai", "surprisal"}
     for name, by in loc.items():

@@ -6,20 +6,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from divelab.scale import pick
+ALL_REPOS = ("json", "tomllib", "textlib", "html", "pyflakes")
 
 
 @dataclass(frozen=True)
 class Plan:
     repos: tuple[str, ...]
+    """the real packages bugs are planted into (CPython stdlib packages and pyflakes)."""
     n_per_repo: int
+    """bugs planted per package (only those the package's own tests detect are kept)."""
     lm_steps: int
+    """training steps of the surprisal baseline's language model on the 'seen' packages."""
     repair_budget: int
-    repair_every: int = 1  # repair every k-th task (the repair side dominates the run time)
+    """validated candidate patches the repair agent may try per task."""
+    repair_every: int = 1
+    """repair every k-th task only (the repair side dominates the run time)."""
+    live_llm: bool = False
+    """also drive the SHERLOC loop with SmolLM2-135M-Instruct on a slice of the tasks (minutes of CPU)."""
 
 
-def plan_for(scale: str) -> Plan:
-    return pick(scale,
-                smoke=Plan(("html",), 2, 5, 2),
-                quick=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 4, 120, 4, repair_every=2),
-                full=Plan(("json", "tomllib", "textlib", "html", "pyflakes"), 20, 600, 8))
+PLANS = {
+    "smoke": Plan(("html",), 2, 5, 2),
+    "quick": Plan(ALL_REPOS, 4, 120, 4, repair_every=2),
+    "full": Plan(ALL_REPOS, 20, 600, 8, live_llm=True),
+}

@@ -29,7 +29,7 @@ from divelab.coding.sherloc.agent import SherlocLocalizer
 from divelab.coding.sherloc.baselines import bm25_localize, ochiai_localize
 from divelab.coding.sherloc.benchmark import Repo, Task
 from divelab.coding.sherloc.finding import Location
-from divelab.coding.sherloc.plan import plan_for
+from divelab.coding.sherloc.plan import PLANS
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
@@ -37,7 +37,7 @@ from divelab.comparisons import against_strongest
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SRC = "agents-coding-safety.md §E169; week-in-review E169"
+SRC = "arXiv 2606.24820; week-in-review E169"
 RECOVERY_PATHS = ("reask", "tool_error", "forced_finalise", "fallback")
 
 
@@ -166,7 +166,7 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
     from divelab.coding.sherloc.benchmark import build_benchmark, open_repo
     from divelab.threads import torch_threads
 
-    names = list(repos or plan_for("quick").repos)
+    names = list(repos or PLANS["quick"].repos)
     tasks = build_benchmark(names, n_per_repo, seed=seed)
     idx = slice_indices(tasks, cfg.per_repo)
     opened = {name: open_repo(name) for name in names}

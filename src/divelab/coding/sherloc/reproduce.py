@@ -9,7 +9,6 @@ file / the gated case file, and the resolve rates and localization cost are comp
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 
 import numpy as np
@@ -23,20 +22,19 @@ from divelab.coding.sherloc.baselines import (
     ochiai_localize,
     surprisal_localize,
 )
-from divelab.coding.sherloc.benchmark import Task, build_benchmark, open_repo
+from divelab.coding.sherloc.benchmark import Repo, Task, build_benchmark, open_repo
 from divelab.coding.sherloc.finding import CaseFile, Finding, Location, render
 from divelab.coding.sherloc.mutate import functions
-from divelab.coding.sherloc.plan import Plan, plan_for
+from divelab.coding.sherloc.plan import PLANS, Plan  # noqa: F401  (the runner reads PLANS from here)
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.repair import RepairAgent, gate
 from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
-from divelab.scale import check_scale
 from divelab.threads import torch_threads
 
-SOURCE = "agents-coding-safety.md §E169; week-in-review E169"
+SOURCE = "arXiv 2606.24820; week-in-review E169"
 SEEN_REPOS = ("json", "tomllib", "textlib")  # the surprisal LM is trained on these packages' clean code
 # What the repair side of the set-up writes into its outcomes (shown with every run).
 PLANTED = ("The repair agent is our search over the inverse of the same mutation operators that planted the "
@@ -73,21 +71,19 @@ def _wrong_case(task: Task, files: dict[str, str], rng: random.Random) -> CaseFi
         confidence=0.9)])
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    scale = check_scale(scale)
-    t0 = time.time()
-    plan = plan_for(scale)
-    rep = Reproduction("sherloc", "SHERLOC: diagnostic case files for bug localization (E169)", scale, seed)
-    tasks = build_benchmark(list(plan.repos), plan.n_per_repo, seed=seed)
-    if not tasks:
-        raise RuntimeError("no planted bug was detected by the test suites; nothing to measure")
-    repos = {name: open_repo(name) for name in plan.repos}
+# The surprisal LM's training runs on the process's default torch threads (the old reproduction pinned only
+# the scoring), so the runner leaves threads alone; the scoring keeps its own one-thread pin.
+THREADS = None
+
+
+def _localize(tasks: list[Task], repos: dict[str, Repo], plan: Plan,
+              seed: int) -> tuple[dict[str, list[list[Location]]], list[CaseFile], Counter]:
+    """Every localizer on every task: (predictions per localizer, SHERLOC's case files, recovery events)."""
     model, tok = _train_surprisal_lm(plan, seed)
     scorer = lm_line_scorer(model, tok)
     score_cache: dict[tuple[str, int], list[float]] = {}
-
     preds: dict[str, list[list[Location]]] = {k: [] for k in ("sherloc", "bm25", "ochiai", "surprisal")}
-    loc_cost, recov = [], Counter()
+    recov: Counter = Counter()
     cases: list[CaseFile] = []
     for task in track(tasks, "SHERLOC: localizing"):
         repo = repos[task.repo]
@@ -96,7 +92,6 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                                                                  task.issue)
         cases.append(res.case)
         recov.update(res.recoveries)
-        loc_cost.append(res.chars_read)
         preds["sherloc"].append(res.locations)
         preds["bm25"].append(bm25_localize(files, task.issue))
         preds["ochiai"].append(ochiai_localize(files, task.spectrum, len(task.failing_tests)))
@@ -110,8 +105,11 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                     score_cache[key] = scorer(files[f].splitlines())
             line_scores[f] = score_cache[key]
         preds["surprisal"].append(surprisal_localize(files, line_scores))
+    return preds, cases, recov
 
-    n = len(tasks)
+
+def _hits(preds: dict[str, list[list[Location]]], tasks: list[Task]) -> tuple[dict, dict[tuple[str, str], np.ndarray]]:
+    """(acc@1 and recall@5 per localizer and granularity, the per-task top-1 hits)."""
     table: dict[str, dict[str, dict[str, float]]] = {}
     hits1: dict[tuple[str, str], np.ndarray] = {}
     for name, pl in preds.items():
@@ -121,22 +119,22 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
             h5 = np.array([hit(p, t, g, 5) for p, t in zip(pl, tasks, strict=True)], float)
             hits1[(name, g)] = h1
             table[name][g] = {"acc@1": float(h1.mean()), "recall@5": float(h5.mean())}
-    rep.details["localization"] = table
-    rep.details["n_tasks"] = n
-    rep.details["tasks_per_repo"] = dict(Counter(t.repo for t in tasks))
-    rep.details["recoveries"] = dict(recov)
+    return table, hits1
 
-    rep.add(not_checkable("SHERLOC acc@1 on SWE-Bench Lite with a reasoning LLM", "84.33%",
-                          "needs SWE-Bench Lite and a reasoning LLM; here a programmatic diagnostician drives the "
-                          "loop; what each localizer reaches on our planted-bug tasks is in details['localization']",
-                          SOURCE))
+
+def _claims_localization(hits1: dict[tuple[str, str], np.ndarray], n: int, seed: int) -> list[Claim]:
+    """SHERLOC's acc@1 at each granularity against the strongest other localizer."""
+    out = [not_checkable("SHERLOC acc@1 on SWE-Bench Lite with a reasoning LLM", "84.33%",
+                         "needs SWE-Bench Lite and a reasoning LLM; here a programmatic diagnostician drives the "
+                         "loop; what each localizer reaches on our planted-bug tasks is in details['localization']",
+                         SOURCE)]
     for g in GRANS:
         k1 = int(hits1[("sherloc", g)].sum())
         lo, hi = stats.proportion_ci(k1, n)
         cmp = against_strongest(hits1[("sherloc", g)], {b: hits1[(b, g)] for b in ("bm25", "ochiai", "surprisal")},
                                 better="higher", seed=seed)
         best, eff, (elo, ehi) = cmp.strongest, cmp.effect, cmp.ci
-        rep.add(Claim(
+        out.append(Claim(
             statement=f"the SHERLOC loop's {g}-level acc@1 beats the strongest other localizer on planted real bugs",
             paper_value="SHERLOC beats localization baselines (e.g. +18.3 pp over non-fine-tuned 32B)",
             measured=float(k1 / n), ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1",
@@ -145,38 +143,52 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
             ruling=verdicts.direction(eff, (elo, ehi), expected_sign=1, paper=0.183),
             note=f"paired difference vs {best}: {eff:+.3f} [{elo:+.3f}, {ehi:+.3f}] over {n} tasks; driven by "
                  "the programmatic diagnostician, not an LLM"))
+    return out
 
-    # the memorisation seam: surprisal accuracy on packages the LM was trained on vs not
+
+def _claims_memorisation(hits1: dict[tuple[str, str], np.ndarray], tasks: list[Task], plan: Plan,
+                         seed: int) -> list[Claim]:
+    """The memorisation seam: surprisal accuracy on packages the LM was trained on vs not."""
     seen = np.array([t.repo in SEEN_REPOS for t in tasks])
+    out = []
     for g in ("function", "line"):
         h = hits1[("surprisal", g)]
         if seen.all() or (~seen).all():
-            rep.add(not_checkable(f"surprisal {g} acc@1 is higher on packages the LM saw",
-                                  "~58% of recall may come from memorised famous libraries",
-                                  "this scale has tasks from only one group (run quick or full)", SOURCE))
+            out.append(not_checkable(f"surprisal {g} acc@1 is higher on packages the LM saw",
+                                     "~58% of recall may come from memorised famous libraries",
+                                     "this scale has tasks from only one group (run quick or full)", SOURCE))
             continue
         eff, elo, ehi = stats.diff_ci(h[seen], h[~seen], seed=seed)
         # a localizer that finds nothing in either group (a floor) cannot show a memorisation gap
         floor = f"the surprisal localizer hit no bug at {g} level in either group (a floor)"
-        rep.add(Claim(statement=f"memorisation seam: surprisal {g}-level acc@1 is higher on packages in the LM's "
-                                "training data than on unseen ones",
-                      paper_value="~58% of recall may come from memorised famous libraries", measured=eff,
-                      ci=(elo, ehi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1 difference (seen - unseen)",
-                      baseline=f"unseen packages: {float(h[~seen].mean()):.3f}",
-                      ruling=verdicts.uninformative(floor) if h.sum() == 0 else verdicts.direction(
-                          eff, (elo, ehi), expected_sign=1, why="the paper gives a share of recall, not an accuracy gap"),
-                      note=f"seen {float(h[seen].mean()):.3f} (n={int(seen.sum())}) vs unseen "
-                           f"{float(h[~seen].mean()):.3f} (n={int((~seen).sum())}); our LM is the zoo's tiny "
-                           f"model trained {plan.lm_steps} more steps on {', '.join(SEEN_REPOS)}"))
+        out.append(Claim(
+            statement=f"memorisation seam: surprisal {g}-level acc@1 is higher on packages in the LM's "
+                      "training data than on unseen ones",
+            paper_value="~58% of recall may come from memorised famous libraries", measured=eff,
+            ci=(elo, ehi), kind=Kind.EMPIRICAL, source=SOURCE, unit="acc@1 difference (seen - unseen)",
+            baseline=f"unseen packages: {float(h[~seen].mean()):.3f}",
+            ruling=verdicts.uninformative(floor) if h.sum() == 0 else verdicts.direction(
+                eff, (elo, ehi), expected_sign=1, why="the paper gives a share of recall, not an accuracy gap"),
+            note=f"seen {float(h[seen].mean()):.3f} (n={int(seen.sum())}) vs unseen "
+                 f"{float(h[~seen].mean()):.3f} (n={int((~seen).sum())}); our LM is the zoo's tiny "
+                 f"model trained {plan.lm_steps} more steps on {', '.join(SEEN_REPOS)}"))
+    return out
 
-    # injection into the repair agent
+
+REPAIR_CONDITIONS = ("none", "case", "location", "wrong", "gated")
+
+
+def _repair(tasks: list[Task], repos: dict[str, Repo], preds: dict[str, list[list[Location]]],
+            cases: list[CaseFile], plan: Plan, seed: int) -> tuple[dict[str, list[float]], dict[str, list[int]],
+                                                                   list[bool]]:
+    """The repair agent given each report condition: (resolved per task, characters read for localization,
+    whether the gate injected the case file), per condition."""
     rng = random.Random(seed)
     agents = {name: RepairAgent(r, plan.repair_budget) for name, r in repos.items()}
-    conds = ("none", "case", "location", "wrong", "gated")
-    res_ = {c: [] for c in conds}
-    chars = {c: [] for c in conds}
+    resolved: dict[str, list[float]] = {c: [] for c in REPAIR_CONDITIONS}
+    chars: dict[str, list[int]] = {c: [] for c in REPAIR_CONDITIONS}
     gated_on = []
-    for i in track(range(0, n, plan.repair_every), "SHERLOC: repairing"):
+    for i in track(range(0, len(tasks), plan.repair_every), "SHERLOC: repairing"):
         task = tasks[i]
         agent = agents[task.repo]
         files = agent.repo.with_task(task)
@@ -186,82 +198,113 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                 "location": task.issue + "\n\n" + render(cases[i], location_only=True),
                 "wrong": task.issue + "\n\n" + render(_wrong_case(task, files, rng))}
         msgs["gated"] = msgs["case"] if inject else msgs["none"]
-        for c in conds:
+        for c in REPAIR_CONDITIONS:
             out = agent.repair(task, msgs[c])
-            res_[c].append(float(out.resolved))
+            resolved[c].append(float(out.resolved))
             chars[c].append(out.localization_chars)
-    rates = {c: float(np.mean(v)) for c, v in res_.items()}
-    rep.details["resolve_rate"] = rates
-    rep.details["localization_chars"] = {c: float(np.mean(v)) for c, v in chars.items()}
-    rep.details["gate_injected_fraction"] = float(np.mean(gated_on))
+    return resolved, chars, gated_on
 
+
+def _claims_injection(res_: dict[str, list[float]], chars: dict[str, list[int]], gated_on: list[bool],
+                      plan: Plan, seed: int) -> list[Claim]:
+    """Injecting the case file into the repair agent: resolve rates and localization cost per condition."""
+    rates = {c: float(np.mean(v)) for c, v in res_.items()}
     # the case file against every report-free or reduced report measured (no report, location only)
     cmp = against_strongest(res_["case"], {"no report": res_["none"], "location only": res_["location"]},
                             better="higher", seed=seed)
     e, (lo, hi) = cmp.effect, cmp.ci
-    rep.add(Claim(statement=f"injecting the case file raises the repair agent's resolve rate over the strongest "
-                            f"alternative ({cmp.strongest})",
-                  paper_value="+5.95 pp over no report (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
-                  unit="resolve-rate difference", kind=Kind.PLANTED, source=SOURCE,
-                  baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
-                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
-                                            paper=0.0595 if cmp.strongest == "no report" else None,
-                                            why="the paper's +5.95 pp is over no report"),
-                  **cmp.claim_fields(),
-                  note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
-                       "validated candidates per task"))
+    out = [Claim(statement=f"injecting the case file raises the repair agent's resolve rate over the strongest "
+                           f"alternative ({cmp.strongest})",
+                 paper_value="+5.95 pp over no report (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
+                 unit="resolve-rate difference", kind=Kind.PLANTED, source=SOURCE,
+                 baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
+                 ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
+                                           paper=0.0595 if cmp.strongest == "no report" else None,
+                                           why="the paper's +5.95 pp is over no report"),
+                 **cmp.claim_fields(),
+                 note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
+                      "validated candidates per task")]
     e, lo, hi = stats.paired_diff_ci(res_["wrong"], res_["none"], method="bootstrap", seed=seed)
-    rep.add(Claim(statement="a wrong diagnosis drags the resolve rate below the no-report baseline",
-                  paper_value="20% vs 62% no-report", measured=e, ci=(lo, hi), unit="resolve-rate difference",
-                  kind=Kind.PLANTED, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
-                  # nothing can fall below a no-report rate of zero: the floor is detected, not argued
-                  ruling=verdicts.uninformative("the no-report resolve rate is 0 (a floor): no report can drag "
-                                                "it lower") if rates["none"] == 0 else
-                  verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
-                  note=f"wrong case file {rates['wrong']:.3f} vs none {rates['none']:.3f}; the wrong file costs "
-                       "validation budget before the agent falls back to its own search"))
+    out.append(Claim(statement="a wrong diagnosis drags the resolve rate below the no-report baseline",
+                     paper_value="20% vs 62% no-report", measured=e, ci=(lo, hi), unit="resolve-rate difference",
+                     kind=Kind.PLANTED, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
+                     # nothing can fall below a no-report rate of zero: the floor is detected, not argued
+                     ruling=verdicts.uninformative("the no-report resolve rate is 0 (a floor): no report can drag "
+                                                   "it lower") if rates["none"] == 0 else
+                     verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
+                     note=f"wrong case file {rates['wrong']:.3f} vs none {rates['none']:.3f}; the wrong file costs "
+                          "validation budget before the agent falls back to its own search"))
     c_none, c_case = np.array(chars["none"], float), np.array(chars["case"], float)
     if c_none.mean() > 0:
         red = 1 - c_case.mean() / c_none.mean()
         rel = np.where(c_none > 0, 1 - c_case / np.maximum(c_none, 1), 0.0)
         lo, hi = stats.bootstrap_ci(rel, seed=seed)
-        rep.add(Claim(statement="with the case file the repair agent spends less on localization",
-                      paper_value="-36.7% localization tokens", measured=float(red), ci=(lo, hi),
-                      unit="fraction of characters read saved", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
-                      baseline=f"no report: {c_none.mean():.0f} chars read",
-                      ruling=verdicts.value(float(red), paper=0.367, tol=0.5, tol_kind="rel", ci=(lo, hi), chance=0.0),
-                      note="partly by construction: a trusted report replaces the agent's own search; it reads "
-                           "again only when the report's locations yield no fix"))
+        out.append(Claim(statement="with the case file the repair agent spends less on localization",
+                         paper_value="-36.7% localization tokens", measured=float(red), ci=(lo, hi),
+                         unit="fraction of characters read saved", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
+                         baseline=f"no report: {c_none.mean():.0f} chars read",
+                         ruling=verdicts.value(float(red), paper=0.367, tol=0.5, tol_kind="rel", ci=(lo, hi),
+                                               chance=0.0),
+                         note="partly by construction: a trusted report replaces the agent's own search; it reads "
+                              "again only when the report's locations yield no fix"))
     e, lo, hi = stats.paired_diff_ci(res_["gated"], res_["case"], method="bootstrap", seed=seed)
-    rep.add(Claim(statement="selective injection (deployable gate: confidence + agreement with BM25/SBFL) "
-                            "does at least as well as injecting everything",
-                  paper_value="strong agents lose ground when fed findings indiscriminately; paper's gate used "
-                              "the gold patch", measured=e, ci=(lo, hi), unit="resolve-rate difference",
-                  kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"inject everything: {rates['case']:.3f}",
-                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
-                                            why="the paper reports no number for gated vs inject-all"),
-                  note=f"gate injected on {np.mean(gated_on):.0%} of tasks"))
-    total = sum(recov.values())
-    rep.add(Claim(statement="the self-recovery layer fired on real tasks and every task ended with a case file",
+    out.append(Claim(statement="selective injection (deployable gate: confidence + agreement with BM25/SBFL) "
+                               "does at least as well as injecting everything",
+                     paper_value="strong agents lose ground when fed findings indiscriminately; paper's gate used "
+                                 "the gold patch", measured=e, ci=(lo, hi), unit="resolve-rate difference",
+                     kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"inject everything: {rates['case']:.3f}",
+                     ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
+                                               why="the paper reports no number for gated vs inject-all"),
+                     note=f"gate injected on {np.mean(gated_on):.0%} of tasks"))
+    return out
+
+
+def _claim_recovery(cases: list[CaseFile], recov: Counter, n: int) -> list[Claim]:
+    """The self-recovery layer fired and every localization ended with a case file."""
+    return [Claim(statement="the self-recovery layer fired on real tasks and every task ended with a case file",
                   paper_value="a lightweight self-recovery layer handles invalid outputs and tool errors",
-                  measured=float(total), kind=Kind.CHECK, source=SOURCE, unit="recovery events",
+                  measured=float(sum(recov.values())), kind=Kind.CHECK, source=SOURCE, unit="recovery events",
                   ruling=verdicts.outcome(len(cases) == n and all(c.findings for c in cases),
                                           test="every localization returned a non-empty case file"),
-                  note=f"recovery paths fired: {dict(recov)} (programmatic diagnostician)"))
-    if scale != "full":  # at full scale real_llm.add_to measures it
+                  note=f"recovery paths fired: {dict(recov)} (programmatic diagnostician)")]
+
+
+def _setup(plan: Plan, n: int) -> str:
+    return (f"{n} bugs planted by E170's mutation operators into {', '.join(plan.repos)} (CPython stdlib "
+            "packages and pyflakes), each detected by the package's own unittest suite run in divelab.sandbox; "
+            "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "
+            "programmatic diagnostician, BM25 (rank-bm25), Ochiai SBFL (coverage.py per-test contexts), "
+            "LM surprisal (zoo smoke LM trained on json/tomllib/textlib). Repair: search over inverse "
+            f"mutation operators, validated by the real tests. {PLANTED}")
+
+
+def run(plan: Plan, seed: int) -> Reproduction:
+    tasks = build_benchmark(list(plan.repos), plan.n_per_repo, seed=seed)
+    if not tasks:
+        raise RuntimeError("no planted bug was detected by the test suites; nothing to measure")
+    repos = {name: open_repo(name) for name in plan.repos}
+    n = len(tasks)
+    preds, cases, recov = _localize(tasks, repos, plan, seed)
+    table, hits1 = _hits(preds, tasks)
+    resolved, chars, gated_on = _repair(tasks, repos, preds, cases, plan, seed)
+
+    rep = Reproduction("sherloc", "SHERLOC: diagnostic case files for bug localization (E169)", "", seed,
+                       setup=_setup(plan, n), planted=PLANTED)
+    rep.details = {"localization": table, "n_tasks": n, "tasks_per_repo": dict(Counter(t.repo for t in tasks)),
+                   "recoveries": dict(recov), "resolve_rate": {c: float(np.mean(v)) for c, v in resolved.items()},
+                   "localization_chars": {c: float(np.mean(v)) for c, v in chars.items()},
+                   "gate_injected_fraction": float(np.mean(gated_on))}
+    rep.claims += _claims_localization(hits1, n, seed)
+    rep.claims += _claims_memorisation(hits1, tasks, plan, seed)
+    rep.claims += _claims_injection(resolved, chars, gated_on, plan, seed)
+    rep.claims += _claim_recovery(cases, recov, n)
+    if plan.live_llm:
+        from divelab.coding.sherloc import real_llm  # SmolLM2 driving the loop on a slice
+
+        real_llm.add_to(rep, "full", seed, tasks, repos, preds)
+    else:
         rep.add(not_checkable("SHERLOC driven by SmolLM2-135M-Instruct on a slice",
-                          "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
+                              "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
                               "run at full scale only (SmolLM2 generates ~4-16 tok/s on this CPU); "
                               "`divelab sherloc localize --llm smollm2` runs the loop with it on one task", SOURCE))
-    rep.setup = (f"{n} bugs planted by E170's mutation operators into {', '.join(plan.repos)} (CPython stdlib "
-                 "packages and pyflakes), each detected by the package's own unittest suite run in divelab.sandbox; "
-                 "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "
-                 "programmatic diagnostician, BM25 (rank-bm25), Ochiai SBFL (coverage.py per-test contexts), "
-                 "LM surprisal (zoo smoke LM trained on json/tomllib/textlib). Repair: search over inverse "
-                 f"mutation operators, validated by the real tests. {PLANTED}")
-    rep.planted = PLANTED
-    from divelab.coding.sherloc import real_llm  # SmolLM2 on a slice (full scale only; quick is unchanged)
-
-    real_llm.add_to(rep, scale, seed, tasks, repos, preds)
-    rep.runtime_s = time.time() - t0
     return rep
