@@ -97,18 +97,18 @@ def test_cot_miner_ignores_honest_transcripts():
 
 
 def test_smoke_reproduction():
-    from divelab.oversight.forensics.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.oversight.forensics", "smoke", 0)
     assert len(rep.claims) >= 9
     assert all(c.kind is not None and c.verdict is not None for c in rep.claims)
 
 
 def test_smoke_reproduction_labels_planted_agents_and_judges_against_the_strongest_reader():
     from divelab.claims import Kind
-    from divelab.oversight.forensics.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.oversight.forensics", "smoke", 0)
     assert rep.planted, "the set-up must say what it plants"
     # Every agent here is planted by us; only the real model's test may count as evidence about models.
     assert [c for c in rep.claims if c.kind is Kind.EMPIRICAL] == [c for c in rep.claims if "SmolLM2" in c.statement]
@@ -116,6 +116,15 @@ def test_smoke_reproduction_labels_planted_agents_and_judges_against_the_stronge
     assert {b["name"] for b in rec.baselines} == {"reading the CoT alone", "testing every motive, no CoT"}
     assert all(c.rule["args"].get("ci") or c.rule["args"].get("exact") for c in rep.claims
                if c.rule and c.rule["name"] == "bound")
+
+
+def test_the_plan_sizes_the_power_simulation_and_says_when_the_real_model_is_skipped():
+    from divelab.scaleout import run_reproduction
+
+    rep = run_reproduction("divelab.oversight.forensics", "smoke", 0, sets={"power_sims": "40"})
+    power = next(c for c in rep.claims if c.statement.startswith("Fisher power"))
+    assert power.note.startswith("40 simulated studies") and rep.plan["power_sims"] == 40
+    assert "no real model in this run" in rep.setup
 
 
 def test_a_silent_positive_control_makes_the_real_model_test_uninformative():
