@@ -483,7 +483,7 @@ def _claims_flips(replays: dict[str, list[ReplayRow]], totals: dict[str, int],
                   f"cut-replay, so test power (K) and what the model learned set the share.")))
     else:
         claims.append(not_checkable("Share of stance flips that are performative", "71–92%",
-                              why="no stance flip in the sampled traces", source=SOURCE, kind=Kind.PLANTED))
+                                    why="no stance flip in the sampled traces", source=SOURCE, kind=Kind.PLANTED))
     if control is not None:
         d, lo, hi = control
         rlo, rhi = stats.proportion_ci(int(real.sum()), real.size)
@@ -497,8 +497,9 @@ def _claims_flips(replays: dict[str, list[ReplayRow]], totals: dict[str, int],
             note=f"Recall {real.mean():.2f} [{rlo:.2f}, {rhi:.2f}] over {real.size} real flips."))
     else:
         claims.append(not_checkable("Cut-replay recovers the planted real flips", "our control",
-                              why=f"too few flips of each kind replayed (real {real.size}, performative {perf.size})",
-                              source=SOURCE, kind=Kind.BY_CONSTRUCTION))
+                                    why=f"too few flips of each kind replayed (real {real.size}, "
+                                        f"performative {perf.size})",
+                                    source=SOURCE, kind=Kind.BY_CONSTRUCTION))
     sig = [r for rows in replays.values() for r in rows if r.significant]
     if sig:
         k = sum(r.follows_stance for r in sig)
@@ -578,7 +579,7 @@ def _claims_ambiguous(fast: RegimeRun, cv: CVResult, seed: int, plan: Plan) -> l
                   f"readability is expected to fall towards chance.")))
     else:
         claims.append(not_checkable("Seam: first-token AUROC on the most ambiguous prompts", "not reported",
-                              why="one outcome class only among the ambiguous or clear prompts", source=SOURCE))
+                                    why="one outcome class only among the ambiguous or clear prompts", source=SOURCE))
     m = cv.q.shape[0]
     amb_cv = amb[:m]
     if amb_cv.sum() >= 2 and (~amb_cv).sum() >= 2:
