@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from divelab.claims import Kind, Verdict
-from divelab.training.g2po.reproduce import _across, _plan, experiment_config, reproduce, setups
+from divelab.scaleout import run_reproduction
+from divelab.training.g2po.reproduce import PLANS, _across, _plan, setups
+from divelab.training.g2po.setup import experiment_config
 from divelab.verdicts import reapply
 
 
 def test_setups_cross_game_sets_and_warm_starts_and_mark_the_tuned_one() -> None:
-    sups = setups("quick", seed=0)
+    sups = setups(PLANS["quick"], seed=0)
     assert len(sups) == 4
     assert {(s.testbed.game_seed0, s.testbed.seed) for s in sups} == {(0, 0), (0, 1), (100, 0), (100, 1)}
     assert [s.preregistered for s in sups] == [False, True, True, True]  # game set 0 / warm 0 was tuned on
@@ -31,7 +33,7 @@ def test_across_is_a_t_interval_over_setup_means() -> None:
 
 
 def test_reproduce_smoke_computes_claims() -> None:
-    rep = reproduce(scale="smoke", seed=0)
+    rep = run_reproduction("divelab.training.g2po", "smoke", 0)
     assert rep.system == "g2po" and len(rep.claims) >= 7
     for c in rep.claims:
         assert c.kind in Kind
@@ -83,7 +85,7 @@ def test_reproduce_smoke_computes_claims() -> None:
 def test_warm_starts_differ_by_seed_and_are_deterministic(tmp_path, monkeypatch) -> None:
     from divelab.rl.testbed import build_testbed
 
-    cfg0 = setups("smoke", seed=0)
+    cfg0 = setups(PLANS["smoke"], seed=0)
     weights = []
     for d in ("a", "b"):
         monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path / d))

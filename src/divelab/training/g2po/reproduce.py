@@ -11,7 +11,6 @@ rollout seeds, the warm start and the choice of games together.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -24,13 +23,19 @@ from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.testbed import TestbedConfig, build_testbed
-from divelab.scale import check_scale, pick
-from divelab.threads import torch_threads
-from divelab.training.g2po.setup import CONDITIONS, ESTIMATORS, METHODS, experiment_config
+from divelab.training.g2po.setup import (
+    CONDITIONS,
+    ESTIMATORS,
+    METHODS,
+    TESTBEDS,
+    TRAINING,
+    Training,
+    train_settings,
+)
 
 # a timing claim gets a verdict only from at least this many repeated measurements (here: g2po runs)
 MIN_TIMED_RUNS = 5
-NOTES = "training-rl.md §3 (E165)"
+SOURCE = "arXiv 2606.22995; week-in-review E165"
 
 
 # estimators scored on every batch for the variance claim: same data, different credit
@@ -86,16 +91,36 @@ class Setup:
 GAME_SETS = (0, 100, 200)
 
 
-def setups(scale: str, seed: int) -> list[Setup]:
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    testbed: TestbedConfig
+    """the primary set-up's games and warm start (game set from generator seed 0; the warm start's seed is
+    the run's); the other set-ups change only the game set and the warm start's seed."""
+    training: Training
+    """iterations and group size of every run, training seeds per set-up, and which methods each
+    condition trains."""
+    game_sets: int
+    """game sets used (their generator seeds start at 0, 100, 200)."""
+    warm_starts: int
+    """warm starts (behaviour-cloned policies, seeds seed, seed+1, ...) per game set."""
+
+
+PLANS = {
+    "smoke": Plan(testbed=TESTBEDS["smoke"], training=TRAINING["smoke"], game_sets=1, warm_starts=2),
+    "quick": Plan(testbed=TESTBEDS["quick"], training=TRAINING["quick"], game_sets=2, warm_starts=2),
+    "full": Plan(testbed=TESTBEDS["full"], training=TRAINING["full"], game_sets=3, warm_starts=3),
+}
+
+
+def setups(plan: Plan, seed: int) -> list[Setup]:
     """Every (game set x warm start) of a scale. The first is the primary set-up (game set 0, warm
     start ``seed``): the configuration was chosen on it after a first, 2-step set-up failed to
     separate the methods. Every other set-up (game sets 100 and 200, warm starts ``seed + 1``, ...)
     was fixed before any of its results were seen and is reported on its own too."""
-    base, _ = experiment_config(scale, seed)
-    n_sets, n_warm = pick(scale, smoke=(1, 2), quick=(2, 2), full=(3, 3))
+    base = dataclasses.replace(plan.testbed, seed=seed)
     out = []
-    for g in GAME_SETS[:n_sets]:
-        for w in range(n_warm):
+    for g in GAME_SETS[:plan.game_sets]:
+        for w in range(plan.warm_starts):
             cfg = dataclasses.replace(base, game_seed0=g, seed=seed + w)
             out.append(Setup(name=f"games@{g}/warm{seed + w}", testbed=cfg, preregistered=(g, w) != (0, 0)))
     return out
@@ -115,10 +140,11 @@ def _plan(train: dict[str, Any], primary: bool) -> list[tuple[int, str, str]]:
     return out
 
 
-def run_experiment(scale: str, seed: int) -> dict[str, Any]:
-    _, train = experiment_config(scale, seed)
+def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
+    """Every run of every set-up: per-iteration success, advantage statistics and timings."""
+    train = train_settings(plan.training, seed)
     iterations, group_size, seeds = train["iterations"], train["group_size"], train["seeds"]
-    sups = setups(scale, seed)
+    sups = setups(plan, seed)
     out: dict[str, Any] = {"runs": [], "iterations": iterations, "group_size": group_size, "seeds": seeds,
                            "train": train, "setups": {}}
     todo = []
@@ -179,121 +205,175 @@ def _across(by_setup: dict[str, list[float]]) -> tuple[float, tuple[float, float
     return float(np.mean(means)), stats.mean_ci(means), means
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    t0 = time.perf_counter()
-    with torch_threads(1):  # tiny models: one thread is faster than two contended ones
-        data = run_experiment(scale, seed)
-    rep = Reproduction(system="g2po", title="G2PO: group-graph policy optimization", scale=scale, seed=seed)
-    runs = data["runs"]
-    names = list(data["setups"])
-    pre = [n for n in names if data["setups"][n]["preregistered"]]
+class _Results:
+    """The runs of one experiment, looked up by set-up, condition and method."""
 
-    def get(setup: str, cond: str, method: str) -> dict[int, dict[str, Any]]:
-        return {r["seed"]: r for r in runs
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.runs = data["runs"]
+        self.names = list(data["setups"])
+        self.pre = [n for n in self.names if data["setups"][n]["preregistered"]]
+        self.how = (f"{len(self.names)} set-ups (game sets x warm starts: {', '.join(self.names)}), training seeds "
+                    f"{data['seeds']} within each; success over the second half of training; per set-up the mean "
+                    "over its seeds of the paired-by-seed difference; 95% t-interval over the set-up means, so it "
+                    "covers rollout seeds, warm starts and game sets together.")
+
+    def get(self, setup: str, cond: str, method: str) -> dict[int, dict[str, Any]]:
+        return {r["seed"]: r for r in self.runs
                 if r["setup"] == setup and r["condition"] == cond and r["method"] == method}
 
-    def gains(cond: str, a: str, b: str, only: list[str] | None = None) -> dict[str, list[float]]:
+    def gains(self, cond: str, a: str, b: str, only: list[str] | None = None) -> dict[str, list[float]]:
         """Per set-up, per seed: 100 x (final success of a - final success of b), paired by seed."""
         out = {}
-        for n in only or names:
-            ra, rb = get(n, cond, a), get(n, cond, b)
+        for n in only or self.names:
+            ra, rb = self.get(n, cond, a), self.get(n, cond, b)
             out[n] = [100 * (_final(ra[s]) - _final(rb[s])) for s in sorted(ra) if s in rb]
         return out
 
-    def per_setup_text(g: dict[str, list[float]]) -> str:
-        return ", ".join(f"{n} {np.mean(v):+.1f}" for n, v in g.items() if v)
-
-    def final_of(cond: str, m: str, only: list[str] | None = None) -> float:
-        vals = [_final(r) for n in (only or names) for r in get(n, cond, m).values()]
+    def final_of(self, cond: str, m: str, only: list[str] | None = None) -> float:
+        vals = [_final(r) for n in (only or self.names) for r in self.get(n, cond, m).values()]
         return float(np.mean(vals)) if vals else float("nan")
 
-    how = (f"{len(names)} set-ups (game sets x warm starts: {', '.join(names)}), training seeds "
-           f"{data['seeds']} within each; success over the second half of training; per set-up the mean over "
-           "its seeds of the paired-by-seed difference; 95% t-interval over the set-up means, so it covers "
-           "rollout seeds, warm starts and game sets together.")
+    def improvement(self) -> dict[str, list[float]]:
+        """Per set-up, per seed: final success minus the first iteration's, averaged over the methods."""
+        get = self.get
+        return {n: [float(np.mean([100 * (_final(get(n, "repeat", m)[s]) - get(n, "repeat", m)[s]["success"][0])
+                                   for m in METHODS if s in get(n, "repeat", m)]))
+                    for s in self.data["seeds"] if s in get(n, "repeat", "grpo")] for n in self.names}
 
-    # prerequisite: training must improve success, or the comparisons below say nothing
-    impr = {n: [float(np.mean([100 * (_final(get(n, "repeat", m)[s]) - get(n, "repeat", m)[s]["success"][0])
-                               for m in METHODS if s in get(n, "repeat", m)]))
-                for s in data["seeds"] if s in get(n, "repeat", "grpo")] for n in names}
+    def within_decision_shares(self) -> dict[str, float]:
+        """Each credit estimator's within-decision share of advantage variance, over the grpo batches."""
+        grpo_runs = [r for n in self.names for r in self.get(n, "repeat", "grpo").values()]
+        return {name: float(np.mean([_share_of(r, name) for r in grpo_runs])) for name in CREDIT_ESTIMATORS}
+
+    def advantage_variance(self) -> dict[str, float]:
+        return {m: float(np.mean([np.mean(r["adv_var"]) for n in self.names
+                                  for r in self.get(n, "repeat", m).values()])) for m in METHODS}
+
+
+def _per_setup_text(g: dict[str, list[float]]) -> str:
+    return ", ".join(f"{n} {np.mean(v):+.1f}" for n, v in g.items() if v)
+
+
+def _share_of(run: dict[str, Any], name: str) -> float:
+    return float(np.nanmean(run["within_decision_share"][name]))
+
+
+def run(plan: Plan, seed: int) -> Reproduction:
+    """Train every method on every set-up, then measure each claim from the runs."""
+    res = _Results(run_experiment(plan, seed))
+    rep = Reproduction(system="g2po", title="G2PO: group-graph policy optimization", scale="", seed=seed)
+    rep.claims += _claims_training_improves(res)
+    rep.claims += _claims_headline(res)
+    rep.claims += _claims_gigpo_context(res)
+    rep.claims += _claims_control(res)
+    rep.claims += _claims_credit_variance(res)
+    rep.claims += _claims_bookkeeping(res)
+    rep.add(not_checkable("ALFWorld / WebShop / AppWorld success rates with Qwen2.5-1.5B", "+22 / +14 / <3 points",
+                          "no pretrained weights or benchmark environments on this machine; generated "
+                          "TextWorld games (ALFWorld's engine) and a ~20k-parameter policy stand in",
+                          source=SOURCE))
+    rep.details = _details(res)
+    rep.figures.append(_curves(res.runs, res.names))
+    rep.setup = _setup(res.data, res.names, res.pre, seed)
+    return rep
+
+
+def _claims_training_improves(res: _Results) -> list[Claim]:
+    """Prerequisite: training must improve success, or the comparisons below say nothing."""
+    impr = res.improvement()
     mi, ci_i, _ = _across(impr)
     # a prerequisite of the set-up, not evidence about the paper: a check that the comparisons can speak
-    rep.add(Claim(statement="Setup check: GRPO-style training improves success over its start (all methods)",
+    return [Claim(statement="Setup check: GRPO-style training improves success over its start (all methods)",
                   paper_value="(prerequisite, not a paper number)", measured=mi, unit="points", ci=ci_i,
-                  kind=Kind.CHECK, source=NOTES,
+                  kind=Kind.CHECK, source=SOURCE,
                   ruling=verdicts.direction(mi, ci_i, why="a prerequisite of this set-up; the paper has no number"),
                   note=("success over the second half of training minus the first iteration's, averaged over "
-                        "the methods run on the repeating games. " + how + " Per set-up: " + per_setup_text(impr))))
+                        "the methods run on the repeating games. " + res.how + " Per set-up: "
+                        + _per_setup_text(impr)))]
 
-    # the headline: G2PO against the strongest baseline measured where states repeat (GRPO is the
-    # paper's baseline, GiGPO the strongest simple one); one claim, every baseline recorded
-    fin = {m: final_of("repeat", m) for m in METHODS}
+
+def _claims_headline(res: _Results) -> list[Claim]:
+    """G2PO against the strongest baseline measured where states repeat (GRPO is the paper's baseline,
+    GiGPO the strongest simple one); one claim, every baseline recorded."""
+    get, names, pre, data = res.get, res.names, res.pre, res.data
+    fin = {m: res.final_of("repeat", m) for m in METHODS}
     base_names = [m for m in ("grpo", "gigpo") if any(get(n, "repeat", m) for n in names)]
     baselines = []
     for m in base_names:
         mv, mci, _ = _across({n: [100 * _final(r) for r in get(n, "repeat", m).values()] for n in names})
         baselines.append({"name": m, "value": mv, "ci": list(mci)})
     strongest = max(baselines, key=lambda b: b["value"])["name"]
-    g_main = gains("repeat", "g2po", strongest)
+    g_main = res.gains("repeat", "g2po", strongest)
     m_main, ci_main, _ = _across(g_main)
     n_runs = min(sum(len(get(n, "repeat", m)) for n in names) for m in ("g2po", strongest))
-    g_grpo = gains("repeat", "g2po", "grpo")
+    g_grpo = res.gains("repeat", "g2po", "grpo")
     m_grpo, ci_grpo, _ = _across(g_grpo)
     # the paper's +14..+22 is over GRPO: a size to compare only when GRPO is the strongest baseline here
     size = (dict(paper=(14.0, 22.0), tol=0.5, tol_kind="rel") if strongest == "grpo" else
             dict(why="the paper's +14..+22 is over GRPO; it states no G2PO-vs-GiGPO gap for these tasks"))
     pre_text = ""
     if pre:
-        m_pre, ci_pre, _ = _across(gains("repeat", "g2po", strongest, only=pre))
+        m_pre, ci_pre, _ = _across(res.gains("repeat", "g2po", strongest, only=pre))
         pre_text = (f" Only the set-ups fixed before seeing results ({', '.join(pre)}): {m_pre:+.1f} points "
                     f"[{ci_pre[0]:+.1f}, {ci_pre[1]:+.1f}].")
-    rep.add(Claim(statement="G2PO beats the strongest baseline where states repeat (TextWorld games, over warm "
+    return [Claim(statement="G2PO beats the strongest baseline where states repeat (TextWorld games, over warm "
                             "starts x game sets)",
                   paper_value="+22 points ALFWorld, ~+14 WebShop (over GRPO)", measured=m_main, unit="points",
-                  ci=ci_main, kind=Kind.EMPIRICAL, source=NOTES,
+                  ci=ci_main, kind=Kind.EMPIRICAL, source=SOURCE,
                   baselines=baselines, better="higher", compared_with=strongest,
                   baseline=("final success (%): " + ", ".join(f"{b['name']} {b['value']:.1f}" for b in baselines)
                             + f"; g2po {100 * fin['g2po']:.1f}"),
                   ruling=verdicts.direction(m_main, ci_main, training_runs=n_runs, **size),
                   note=(f"g2po minus {strongest} (the strongest baseline by final success), paired by seed on the "
                         f"seeds where both ran ({train_seeds_text(data, 'repeat', strongest)}); {n_runs} training "
-                        "runs of the smaller arm. " + how + " Per set-up: " + per_setup_text(g_main)
+                        "runs of the smaller arm. " + res.how + " Per set-up: " + _per_setup_text(g_main)
                         + f". Against GRPO, the paper's baseline: {m_grpo:+.1f} points [{ci_grpo[0]:+.1f}, "
-                        f"{ci_grpo[1]:+.1f}] (" + per_setup_text(g_grpo) + "). Size (when GRPO is the strongest): "
+                        f"{ci_grpo[1]:+.1f}] (" + _per_setup_text(g_grpo) + "). Size (when GRPO is the strongest): "
                         "the paper's +14..+22 widened by 50% (other environments and a 20k-parameter policy). The "
-                        f"primary set-up ({names[0]}) is the one the configuration was tuned on." + pre_text)))
+                        f"primary set-up ({names[0]}) is the one the configuration was tuned on." + pre_text))]
 
-    g_gg = gains("repeat", "g2po", "gigpo")
-    if any(g_gg.values()):
-        g_gr = gains("repeat", "gigpo", "grpo")
-        m_gr, ci_gr, _ = _across(g_gr)
-        rep.add(Claim(statement="GiGPO vs GRPO where states repeat (context for G2PO)",
-                      paper_value="GiGPO paper: >12 points ALFWorld", measured=m_gr, unit="points", ci=ci_gr,
-                      kind=Kind.EMPIRICAL, source=NOTES, baseline=f"grpo final success {fin['grpo']:.2f}",
-                      ruling=verdicts.direction(m_gr, ci_gr, paper=12.0, tol=0.5, tol_kind="rel",
-                                                training_runs=min(sum(len(get(n, "repeat", m)) for n in names)
-                                                                  for m in ("gigpo", "grpo"))),
-                      note=("gigpo minus grpo, paired by seed. Per set-up: " + per_setup_text(g_gr)
-                            + ". Size: the GiGPO paper's >12 points, ±50%.")))
 
-    # control: with V(s) = mean discounted return, no repeated state means no edge signal: identical runs
-    ctl_names = [n for n in names if get(n, "control", "g2po")]
-    g_ctl = gains("control", "g2po", "grpo", only=ctl_names)
+def _claims_gigpo_context(res: _Results) -> list[Claim]:
+    """GiGPO against GRPO where states repeat, when GiGPO ran."""
+    get, names = res.get, res.names
+    if not any(res.gains("repeat", "g2po", "gigpo").values()):
+        return []
+    g_gr = res.gains("repeat", "gigpo", "grpo")
+    m_gr, ci_gr, _ = _across(g_gr)
+    return [Claim(statement="GiGPO vs GRPO where states repeat (context for G2PO)",
+                  paper_value="GiGPO paper: >12 points ALFWorld", measured=m_gr, unit="points", ci=ci_gr,
+                  kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"grpo final success {res.final_of('repeat', 'grpo'):.2f}",
+                  ruling=verdicts.direction(m_gr, ci_gr, paper=12.0, tol=0.5, tol_kind="rel",
+                                            training_runs=min(sum(len(get(n, "repeat", m)) for n in names)
+                                                              for m in ("gigpo", "grpo"))),
+                  note=("gigpo minus grpo, paired by seed. Per set-up: " + _per_setup_text(g_gr)
+                        + ". Size: the GiGPO paper's >12 points, ±50%."))]
+
+
+def _control_setups(res: _Results) -> list[str]:
+    return [n for n in res.names if res.get(n, "control", "g2po")]
+
+
+def _claims_control(res: _Results) -> list[Claim]:
+    """With V(s) = mean discounted return, no repeated state means no edge signal: identical runs."""
+    get = res.get
+    ctl_names = _control_setups(res)
+    g_ctl = res.gains("control", "g2po", "grpo", only=ctl_names)
     ctl_all = [x for v in g_ctl.values() for x in v]
     identical = all(get(n, "control", "g2po")[s]["success"] == get(n, "control", "grpo")[s]["success"]
                     for n in ctl_names for s in get(n, "control", "g2po") if s in get(n, "control", "grpo"))
     worst = float(max(abs(x) for x in ctl_all))
     ablation = ""
-    g_out = gains("control", "g2po-outcome", "grpo", only=ctl_names)
+    g_out = res.gains("control", "g2po-outcome", "grpo", only=ctl_names)
     if any(g_out.values()):
         mo, (lo, hi), _ = _across(g_out)
         ablation = (f" Ablation, the literal reading (V = mean undiscounted outcome, gamma 0.95): {mo:+.1f} points "
                     f"[{lo:+.1f}, {hi:+.1f}] vs grpo on the control: every step of a winning chain gets TD error "
                     "-(1 - gamma), and standardisation over the graph makes that a full negative unit.")
-    rep.add(Claim(statement="G2PO's gain over GRPO when states almost never repeat (control games)",
+    return [Claim(statement="G2PO's gain over GRPO when states almost never repeat (control games)",
                   paper_value="under 3 points (AppWorld)", measured=float(np.mean(ctl_all)), unit="points",
-                  kind=Kind.BY_CONSTRUCTION, source=NOTES,
+                  kind=Kind.BY_CONSTRUCTION, source=SOURCE,
                   # exact: the runs are seeded and, with no repeated state, identical step by step
                   ruling=verdicts.bound(worst, 3.0, sense="<=", exact=True),
                   note=("same games, every observation tagged with a session id and step counter so state keys "
@@ -301,23 +381,21 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                         f"({len(ctl_all)} pair(s)); largest |gain| {worst:.1f} points (rule: <= 3). By "
                         "construction: with V(s) the mean discounted return from s, a transition seen in one "
                         "trajectory has TD error 0, so G2PO's edge term vanishes and it trains exactly like GRPO "
-                        f"(runs identical: {identical})." + ablation)))
+                        f"(runs identical: {identical})." + ablation))]
 
-    # advantage variance: how much of the credit varies between occurrences of one decision,
-    # every estimator scored on the same batches (those of the grpo runs on repeating games)
-    def share_of(run: dict[str, Any], name: str) -> float:
-        return float(np.nanmean(run["within_decision_share"][name]))
 
-    ratio = {n: [share_of(r, "g2po") / max(share_of(r, "grpo"), 1e-12) for r in get(n, "repeat", "grpo").values()]
+def _claims_credit_variance(res: _Results) -> list[Claim]:
+    """How much of the credit varies between occurrences of one decision, every estimator scored on the
+    same batches (those of the grpo runs on repeating games)."""
+    names = res.names
+    ratio = {n: [_share_of(r, "g2po") / max(_share_of(r, "grpo"), 1e-12) for r in res.get(n, "repeat", "grpo").values()]
              for n in names}
     m_r, ci_r, _ = _across(ratio)
-    grpo_runs = [r for n in names for r in get(n, "repeat", "grpo").values()]
-    per_method_share = {name: float(np.mean([share_of(r, name) for r in grpo_runs])) for name in CREDIT_ESTIMATORS}
-    per_method_var = {m: float(np.mean([np.mean(r["adv_var"]) for n in names
-                                        for r in get(n, "repeat", m).values()])) for m in METHODS}
-    rep.add(Claim(statement="G2PO lowers the variance of the credit one decision gets (vs GRPO, same batches)",
+    per_method_share = res.within_decision_shares()
+    per_method_var = res.advantage_variance()
+    return [Claim(statement="G2PO lowers the variance of the credit one decision gets (vs GRPO, same batches)",
                   paper_value="lower variance (group-aggregated V(s); TD differences cancel noise)",
-                  measured=m_r, unit="x GRPO", ci=ci_r, kind=Kind.BY_CONSTRUCTION, source=NOTES,
+                  measured=m_r, unit="x GRPO", ci=ci_r, kind=Kind.BY_CONSTRUCTION, source=SOURCE,
                   baseline=f"grpo's within-decision share {per_method_share['grpo']:.2f} (ratio 1)",
                   ruling=verdicts.direction(1.0 - m_r, (1.0 - ci_r[1], 1.0 - ci_r[0]),
                                             why="the paper gives no variance ratio"),
@@ -331,8 +409,12 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                         + ". By construction, mostly: the edge term is the same for every occurrence of a "
                         "deterministic transition, so only the episode term (GRPO's) varies within a decision, "
                         "while the edge term adds between-decision variance; the ratio is below 1 whenever any "
-                        "state repeats with different outcomes.")))
-    share = {n: [100 * r["bookkeeping_share"] for r in get(n, "repeat", "g2po").values()] for n in names}
+                        "state repeats with different outcomes."))]
+
+
+def _claims_bookkeeping(res: _Results) -> list[Claim]:
+    """The graph bookkeeping's share of step time (a timing: a verdict only from enough repeated runs)."""
+    share = {n: [100 * r["bookkeeping_share"] for r in res.get(n, "repeat", "g2po").values()] for n in res.names}
     n_timed = sum(len(v) for v in share.values())
     share_stmt = "Graph bookkeeping (StepBatch + graph + TD + standardisation) as a share of step time"
     share_how = ("wall time of the advantage step over rollout + advantage + update time, g2po runs on the "
@@ -341,31 +423,36 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                  "not smaller.")
     if n_timed >= MIN_TIMED_RUNS:
         m_s, ci_s, _ = _across(share)
-        rep.add(Claim(statement=share_stmt, paper_value="under 0.5% of compute", measured=m_s, unit="%", ci=ci_s,
-                      kind=Kind.EMPIRICAL, source=NOTES, ruling=verdicts.bound(m_s, 0.5, sense="<=", ci=ci_s),
-                      note=share_how + f" {n_timed} timed runs; t-interval over set-up means; the far end decides."))
-    else:
-        rep.add(not_checkable(share_stmt, "under 0.5% of compute",
-                              f"only {n_timed} timed run(s) at this scale; a timing verdict needs at least "
-                              f"{MIN_TIMED_RUNS} repeated, interleaved measurements", source=NOTES))
-    rep.add(not_checkable("ALFWorld / WebShop / AppWorld success rates with Qwen2.5-1.5B", "+22 / +14 / <3 points",
-                          "no pretrained weights or benchmark environments on this machine; generated "
-                          "TextWorld games (ALFWorld's engine) and a ~20k-parameter policy stand in",
-                          source=NOTES))
+        return [Claim(statement=share_stmt, paper_value="under 0.5% of compute", measured=m_s, unit="%", ci=ci_s,
+                      kind=Kind.EMPIRICAL, source=SOURCE, ruling=verdicts.bound(m_s, 0.5, sense="<=", ci=ci_s),
+                      note=share_how + f" {n_timed} timed runs; t-interval over set-up means; the far end decides.")]
+    return [not_checkable(share_stmt, "under 0.5% of compute",
+                          f"only {n_timed} timed run(s) at this scale; a timing verdict needs at least "
+                          f"{MIN_TIMED_RUNS} repeated, interleaved measurements", source=SOURCE)]
 
-    rep.details = {"runs": runs, "setups": data["setups"],
-                   "gains_points": {"repeat/g2po-grpo": g_grpo, "repeat/g2po-gigpo": g_gg, "control/g2po-grpo": g_ctl},
-                   "within_decision_share_by_estimator": per_method_share, "adv_var_by_method": per_method_var,
-                   "improvement_points": impr, "final_success": fin, "train": data["train"],
-                   "iterations": data["iterations"], "group_size": data["group_size"], "seeds": data["seeds"]}
-    rep.figures.append(_curves(runs, names))
+
+def _details(res: _Results) -> dict[str, Any]:
+    data = res.data
+    ctl_names = _control_setups(res)
+    return {"runs": res.runs, "setups": data["setups"],
+            "gains_points": {"repeat/g2po-grpo": res.gains("repeat", "g2po", "grpo"),
+                             "repeat/g2po-gigpo": res.gains("repeat", "g2po", "gigpo"),
+                             "control/g2po-grpo": res.gains("control", "g2po", "grpo", only=ctl_names)},
+            "within_decision_share_by_estimator": res.within_decision_shares(),
+            "adv_var_by_method": res.advantage_variance(),
+            "improvement_points": res.improvement(), "final_success": {m: res.final_of("repeat", m) for m in METHODS},
+            "train": data["train"], "iterations": data["iterations"], "group_size": data["group_size"],
+            "seeds": data["seeds"]}
+
+
+def _setup(data: dict[str, Any], names: list[str], pre: list[str], seed: int) -> str:
     tr = data["train"]
     first = data["setups"][names[0]]
     tb = first["testbed"]
     rand = "; ".join(f"{n}: " + ", ".join(f"{g.rsplit('-', 1)[-1]} {100 * p:.0f}%" for g, p in
                                           data["setups"][n]["random_success"].items())
                      for n in names if n.endswith(f"warm{seed}"))
-    rep.setup = (
+    return (
         f"Set-ups: {', '.join(names)} (a game set x a warm start; {', '.join(pre) or 'none'} fixed before seeing "
         f"any of their results, {names[0]} the set-up the configuration was tuned on). Each game set is "
         f"{tb['n_games']} TextWorld games generated offline with TextWorld's own generator ({tb['nb_rooms']} rooms, "
@@ -393,8 +480,6 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         "advantage + standardised edge TD, weights 1 and 1; g2po-outcome: V = mean undiscounted outcome). Success "
         "is the on-policy training success; the final value averages the second half of training."
     )
-    rep.runtime_s = time.perf_counter() - t0
-    return rep
 
 
 def train_seeds_text(data: dict[str, Any], cond: str, method: str) -> str:
@@ -403,9 +488,6 @@ def train_seeds_text(data: dict[str, Any], cond: str, method: str) -> str:
 
 
 def _curves(runs: list[dict[str, Any]], setups_: list[str]) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
