@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from divelab.claims import Kind, Verdict
-from divelab.coding.bayes_control.reproduce import reproduce
+from divelab.scaleout import run_reproduction
 
 
 def test_reproduce_smoke_computes_claims_and_is_seeded():
-    rep = reproduce(scale="smoke", seed=0)
+    rep = run_reproduction("divelab.coding.bayes_control", "smoke", 0)
     assert rep.system == "bayes-control" and len(rep.claims) >= 7
     checked = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
     assert all(c.measured is not None for c in checked)
@@ -30,6 +30,6 @@ def test_reproduce_smoke_computes_claims_and_is_seeded():
     assert regime.rule["name"] == "outcome" and isinstance(rep.details["non_monotone_cells"], list)
     syn = next(c for c in rep.claims if "syntax" in c.statement)
     assert abs(syn.measured) < 0.05
-    again = reproduce(scale="smoke", seed=0)  # pools now cached: only the replay reruns
+    again = run_reproduction("divelab.coding.bayes_control", "smoke", 0)  # pools now cached: only the replay reruns
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
     assert again.details["utility_table"] == rep.details["utility_table"]

@@ -49,7 +49,7 @@ from divelab.progress import track
 from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
-SOURCE = "agents-coding-safety.md §E170 / week-in-review"
+SOURCE = "arXiv 2606.24453; week-in-review E170"
 PUBLIC = 0.25
 
 

