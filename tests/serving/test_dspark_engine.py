@@ -131,9 +131,9 @@ def test_sts_reduces_ece_and_preserves_order():
 
 
 def test_reproduce_smoke_computes_claims():
-    from divelab.serving.dspark.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
 
-    rep = reproduce("smoke", seed=0)
+    rep = run_reproduction("divelab.serving.dspark", "smoke", 0)
     statements = [c.statement for c in rep.claims]
     assert any("lossless" in s for s in statements)
     assert all(c.measured is not None for c in rep.claims if c.verdict.value != "not checkable here")
