@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from divelab.envs.base import EnvFactory
+from divelab.lm.fitting import fit
 from divelab.rl.policy import LMPolicy
 from divelab.rl.rollout import IndependentSampler, Trajectory
 
@@ -58,18 +59,12 @@ def sft_warm_start(policy: LMPolicy, trajectories: Sequence[Trajectory], steps: 
     if not data:
         raise ValueError("no steps in the given trajectories")
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(policy.model.parameters(), lr=lr)
-    policy.model.train()
-    losses = []
-    for _ in range(steps):
+
+    def loss_of_step(step: int) -> torch.Tensor:
         idx = rng.choice(len(data), size=min(batch_size, len(data)), replace=False)
         lps = policy.candidate_logprobs([data[i][0] for i in idx], [data[i][1] for i in idx])
-        loss = -torch.stack([lp[data[i][2]] for lp, i in zip(lps, idx, strict=True)]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    policy.model.eval()
+        return -torch.stack([lp[data[i][2]] for lp, i in zip(lps, idx, strict=True)]).mean()
+
+    result = fit(policy.model, loss_of_step, steps, lr=lr, optimizer="adam", seed=seed, description="SFT warm start")
     policy.invalidate()
-    return losses
+    return [float(x) for x in result.losses]

@@ -23,7 +23,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
+from divelab.lm.fitting import fit
 from divelab.lm.models import build_model
+from divelab.rl.pg_loss import policy_gradient_loss
 from divelab.training.world_model.transitions import State, Transition
 
 MARKERS = ["[FB]", "[ROOM]", "[INV]", "[ACT]", "[DO]", "[R]", "[WHY]"]
@@ -235,12 +237,8 @@ def lm_train(wm: WorldModel, transitions: Sequence[Transition], stage: str, step
     weights = np.array([win_weight if t.reward > 0 else 1.0 for t in transitions])
     probs = weights / weights.sum()
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(wm.model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 20) * max(0.1, 1 - i / steps))
-    wm.model.train()
-    losses = []
-    for _ in range(steps):
+
+    def loss_of_step(step: int) -> torch.Tensor:
         idx = rng.choice(len(data), size=min(batch_size, len(data)), replace=False,
                          p=None if win_weight == 1.0 else probs)
         width = max(len(data[i][0]) + len(data[i][1]) for i in idx)
@@ -256,16 +254,14 @@ def lm_train(wm: WorldModel, transitions: Sequence[Transition], stage: str, step
         ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
                                                reduction="none").view(len(idx), -1)
         m = mask[:, 1:].float()
-        loss = (ce * m).sum() / m.sum()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(wm.model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-    wm.model.eval()
+        return (ce * m).sum() / m.sum()
+
+    # linear warmup over 20 steps, then linear decay to 10% of lr
+    result = fit(wm.model, loss_of_step, steps, lr=lr, optimizer="adamw", grad_clip=1.0, seed=seed,
+                 schedule=lambda i: min(1.0, (i + 1) / 20) * max(0.1, 1 - i / steps),
+                 description=f"world model: {stage}")
     wm.invalidate()
-    return losses
+    return [float(x) for x in result.losses]
 
 
 def rl_train(wm: WorldModel, transitions: Sequence[Transition], steps: int, group: int = 4, prompts: int = 8,
@@ -278,10 +274,10 @@ def rl_train(wm: WorldModel, transitions: Sequence[Transition], steps: int, grou
     if not transitions:
         raise ValueError("no transitions to train on")
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(wm.model.parameters(), lr=lr, weight_decay=0.0)
     means = []
-    for _ in range(steps):
+
+    def loss_of_step(step: int) -> torch.Tensor | None:
+        wm.model.eval()
         idx = rng.choice(len(transitions), size=min(prompts, len(transitions)), replace=False)
         batch = [transitions[i] for i in idx]
         texts = [prompt_text(t.state, t.action) for t in batch]
@@ -292,14 +288,12 @@ def rl_train(wm: WorldModel, transitions: Sequence[Transition], steps: int, grou
         adv = (rewards.reshape(-1, group) - rewards.reshape(-1, group).mean(1, keepdims=True)).reshape(-1)
         means.append(float(rewards.mean()))
         if np.all(adv == 0):
-            continue
+            return None  # no signal: skip the update
         wm.model.train()
         lp = wm.sequence_logprobs([wm.encode(texts[j // group]) for j in range(len(gens))], gens)
-        loss = -(torch.tensor(adv, dtype=torch.float32) * lp).mean()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(wm.model.parameters(), 1.0)
-        opt.step()
-        wm.model.eval()
+        return policy_gradient_loss(lp, torch.tensor(adv, dtype=torch.float32))
+
+    fit(wm.model, loss_of_step, steps, lr=lr, optimizer="adamw", grad_clip=1.0, seed=seed,
+        description="world model: RL (fidelity reward)", info=lambda done, loss: f"reward {means[-1]:.3f}")
     wm.invalidate()
     return means

@@ -17,6 +17,7 @@ import torch
 
 from divelab.envs.base import EnvFactory
 from divelab.envs.textworld import compact_view
+from divelab.lm.fitting import fit
 from divelab.lm.models import build_model
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.policy import LMPolicy, PolicyConfig, train_word_tokenizer
@@ -36,11 +37,8 @@ def wm_pretrain(policy: LMPolicy, transitions: Sequence[Transition], steps: int,
         text = f"{compact_view(t.state.observation())} [SEP] {t.action} [EOS] {compact_view(t.next_state.observation())}"
         data.append(tok.encode(text).ids[-96:] + [policy.eos_id])
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(policy.model.parameters(), lr=lr)
-    policy.model.train()
-    losses = []
-    for _ in range(steps):
+
+    def loss_of_step(step: int) -> torch.Tensor:
         idx = rng.choice(len(data), size=min(batch_size, len(data)), replace=False)
         width = max(len(data[i]) for i in idx)
         ids = torch.full((len(idx), width), policy.pad_id, dtype=torch.long)
@@ -49,14 +47,12 @@ def wm_pretrain(policy: LMPolicy, transitions: Sequence[Transition], steps: int,
             ids[r, :len(data[i])] = torch.tensor(data[i])
             attn[r, :len(data[i])] = 1
         labels = ids.masked_fill(attn == 0, -100)
-        loss = policy.model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    policy.model.eval()
+        return policy.model(input_ids=ids, attention_mask=attn, labels=labels).loss
+
+    result = fit(policy.model, loss_of_step, steps, lr=lr, optimizer="adam", seed=seed,
+                 description="agent: next-state pre-training")
     policy.invalidate()
-    return losses
+    return [float(x) for x in result.losses]
 
 
 def warmup_runs(make_env: EnvFactory, seen_ids: Sequence[str], held_ids: Sequence[str],
