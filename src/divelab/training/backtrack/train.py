@@ -28,8 +28,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from divelab.cache import atomic_dir, entry_path, stable_hash
+from divelab.lm import fitting
 from divelab.lm.models import build_model
-from divelab.progress import make_progress
+from divelab.rl.pg_loss import policy_gradient_loss
 from divelab.threads import torch_threads
 from divelab.training.backtrack.maze import MazeSpec
 from divelab.training.backtrack.policy import (
@@ -164,26 +165,16 @@ def _sft(
 ) -> dict[str, Any]:
     """Cross-entropy on every move of the episodes ``source`` yields (fresh episodes each step)."""
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    model.train()
-    losses: list[float] = []
     shares: list[dict] = []
-    with make_progress() as prog:
-        task = prog.add_task(f"backtrack: {label}", total=cfg.steps, info="")
-        for step in range(cfg.steps):
-            eps = source(rng, cfg.batch)
-            if step == 0:
-                shares.append(signal_share(model, eps, torch.ones(sum(e.n_actions for e in eps)), window))
-            logp = action_logprobs(model, build_action_batch(eps), window)
-            loss = -logp.mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            losses.append(loss.item())
-            prog.update(task, advance=1, info=f"loss {loss.item():.3f}")
-    model.eval()
+
+    def loss_of_step(step: int) -> torch.Tensor:
+        eps = source(rng, cfg.batch)
+        if step == 0:
+            shares.append(signal_share(model, eps, torch.ones(sum(e.n_actions for e in eps)), window))
+        return -action_logprobs(model, build_action_batch(eps), window).mean()
+
+    losses = fitting.fit(model, loss_of_step, cfg.steps, lr=cfg.lr, optimizer="adamw", grad_clip=1.0, seed=seed,
+                 description=f"backtrack: {label}").losses
     return {"loss_first": losses[0], "loss_last": float(np.mean(losses[-10:])), "signal": shares}
 
 
@@ -225,54 +216,52 @@ def train_rl(base: Trained, specs: list[MazeSpec], ms: ModelSpec, cfg: RLConfig,
     def fit() -> Trained:
         model = _clone(base.model, ms)
         rng = np.random.default_rng(seed + 2)
-        torch.manual_seed(seed + 2)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
         history: list[dict[str, float]] = []
-        with make_progress() as prog:
-            task = prog.add_task("backtrack: RL (own attempts)", total=cfg.updates, info="")
-            for u in range(cfg.updates):
-                mazes = sample_mazes(specs, cfg.mazes, rng)
-                group_mazes = [m for m in mazes for _ in range(cfg.group)]
-                model.eval()
-                eps = rollout(model, group_mazes, cap=cfg.cap, seed=int(rng.integers(2**31)), window=ms.window)
-                r = np.array([float(e.success) - cfg.alpha * e.steps / e.maze.spec.shortest_path for e in eps])
-                r = r.reshape(cfg.mazes, cfg.group)
-                adv = (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)
-                w = torch.tensor(
-                    [float(a) for e, a in zip(eps, adv.reshape(-1), strict=True) for _ in range(e.n_actions)]
-                )
-                row: dict[str, float] = {
-                    "update": u,
-                    "success": float(np.mean([e.success for e in eps])),
-                    "steps": float(np.mean([e.steps for e in eps])),
-                }
-                model.train()
-                if u % cfg.grad_every == 0:
-                    row.update({f"signal_{k}": v for k, v in signal_share(model, eps, w, ms.window).items()})
-                else:
-                    back = torch.tensor([b for e in eps for b in e.backward_flags()], dtype=torch.bool)
-                    row["signal_token_share"] = float(((w != 0) & back).sum()) / max(int((w != 0).sum()), 1)
-                batch = build_action_batch(eps)
-                if cfg.kl > 0:
-                    logp_all = legal_log_probs(model, batch, ms.window)
-                    logp = logp_all.gather(1, batch.target[:, None]).squeeze(1)
-                    with torch.no_grad():
-                        ref = legal_log_probs(base.model, batch, ms.window)
-                    p = logp_all.exp()
-                    kl = (p * torch.where(p > 0, logp_all - ref, torch.zeros_like(p))).sum(-1).mean()
-                    ent = -(p * torch.where(p > 0, logp_all, torch.zeros_like(p))).sum(-1)
-                    row["kl"] = float(kl)
-                else:
-                    logp, ent = action_logprobs_and_entropy(model, batch, ms.window)
-                    kl = torch.zeros(())
-                loss = -(w * logp).sum() / len(w) - cfg.entropy * ent.mean() + cfg.kl * kl
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                history.append(row)
-                prog.update(task, advance=1, info=f"success {row['success']:.2f} steps {row['steps']:.1f}")
-        model.eval()
+
+        def loss_of_step(u: int) -> torch.Tensor:
+            mazes = sample_mazes(specs, cfg.mazes, rng)
+            group_mazes = [m for m in mazes for _ in range(cfg.group)]
+            model.eval()
+            eps = rollout(model, group_mazes, cap=cfg.cap, seed=int(rng.integers(2**31)), window=ms.window)
+            r = np.array([float(e.success) - cfg.alpha * e.steps / e.maze.spec.shortest_path for e in eps])
+            r = r.reshape(cfg.mazes, cfg.group)
+            adv = (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)
+            w = torch.tensor(
+                [float(a) for e, a in zip(eps, adv.reshape(-1), strict=True) for _ in range(e.n_actions)]
+            )
+            row: dict[str, float] = {
+                "update": u,
+                "success": float(np.mean([e.success for e in eps])),
+                "steps": float(np.mean([e.steps for e in eps])),
+            }
+            model.train()
+            if u % cfg.grad_every == 0:
+                row.update({f"signal_{k}": v for k, v in signal_share(model, eps, w, ms.window).items()})
+            else:
+                back = torch.tensor([b for e in eps for b in e.backward_flags()], dtype=torch.bool)
+                row["signal_token_share"] = float(((w != 0) & back).sum()) / max(int((w != 0).sum()), 1)
+            batch = build_action_batch(eps)
+            if cfg.kl > 0:
+                logp_all = legal_log_probs(model, batch, ms.window)
+                logp = logp_all.gather(1, batch.target[:, None]).squeeze(1)
+                with torch.no_grad():
+                    ref = legal_log_probs(base.model, batch, ms.window)
+                p = logp_all.exp()
+                kl = (p * torch.where(p > 0, logp_all - ref, torch.zeros_like(p))).sum(-1).mean()
+                ent = -(p * torch.where(p > 0, logp_all, torch.zeros_like(p))).sum(-1)
+                row["kl"] = float(kl)
+            else:
+                logp, ent = action_logprobs_and_entropy(model, batch, ms.window)
+                kl = torch.zeros(())
+            history.append(row)
+            pg = policy_gradient_loss(logp, w, reduction="sum") / len(w)
+            return pg - cfg.entropy * ent.mean() + cfg.kl * kl
+
+        def info(done: int, loss: float | None) -> str:
+            return f"success {history[-1]['success']:.2f} steps {history[-1]['steps']:.1f}"
+
+        fitting.fit(model, loss_of_step, cfg.updates, lr=cfg.lr, optimizer="adamw", grad_clip=1.0, seed=seed + 2,
+            description="backtrack: RL (own attempts)", info=info)
         return Trained(model, {"history": history})
 
     key = {"kind": "rl", "base": stable_hash(base.meta["key"]), "specs": _specs_key(specs),
