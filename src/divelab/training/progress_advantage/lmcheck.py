@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from divelab.cache import atomic_dir, atomic_write_text, entry_path, stable_hash
-from divelab.progress import make_progress
+from divelab.lm.fitting import fit
+from divelab.rl.pg_loss import policy_gradient_loss
 from divelab.training.progress_advantage.textgame import (
     ACTIONS,
     GameSpec,
@@ -224,22 +225,15 @@ def train_reference(cfg: LMCheckConfig, tok: Any) -> tuple[torch.nn.Module, list
     data = expert_episodes(replace(spec, slip=0.0), tok, cfg.sft_episodes, cfg.sft_eps, rng)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, vocab_size=len(tok), seed=cfg.seed)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.sft_lr, weight_decay=0.0)
-    losses = []
-    with make_progress() as p:
-        task = p.add_task("progress-advantage: reference (SFT)", total=cfg.sft_steps, info="")
-        for _ in range(cfg.sft_steps):
-            batch = [data[i] for i in rng.integers(len(data), size=cfg.sft_batch)]
-            n_tok = sum(len(e.spans) for e in batch) * ACTION_TOKENS
-            loss = -action_logprob_sums(model, batch).sum() / n_tok
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
-            p.update(task, advance=1, info=f"loss {losses[-1]:.3f}")
-    model.eval()
-    return model, losses
+
+    def loss_of_step(step: int) -> torch.Tensor:
+        batch = [data[i] for i in rng.integers(len(data), size=cfg.sft_batch)]
+        n_tok = sum(len(e.spans) for e in batch) * ACTION_TOKENS
+        return -action_logprob_sums(model, batch).sum() / n_tok
+
+    losses = fit(model, loss_of_step, cfg.sft_steps, lr=cfg.sft_lr, optimizer="adamw",
+                 description="progress-advantage: reference (SFT)").losses
+    return model, [float(x) for x in losses]
 
 
 def train_policy(cfg: LMCheckConfig, tok: Any, reference: torch.nn.Module) -> tuple[torch.nn.Module, list[float]]:
@@ -248,33 +242,28 @@ def train_policy(cfg: LMCheckConfig, tok: Any, reference: torch.nn.Module) -> tu
 
     spec = cfg.spec
     policy = copy.deepcopy(reference)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.rl_lr)
     rng = np.random.default_rng(cfg.seed + 1)
     tasks = all_tasks(spec)
     curve = []
-    with make_progress() as p:
-        task = p.add_task("progress-advantage: policy (KL-regularised PG)", total=cfg.rl_iters, info="")
-        for _ in range(cfg.rl_iters):
-            chosen = [tasks[j] for j in rng.integers(len(tasks), size=cfg.rl_tasks)]
-            policy.eval()
-            eps = sample_tasks(policy, tok, spec, chosen, cfg.rl_group, seed=int(rng.integers(2**31)))
-            policy.train()
-            lp = action_logprob_sums(policy, eps)
-            with torch.no_grad():
-                lr_ = action_logprob_sums(reference, eps)
-            R = torch.tensor([float(e.won) for e in eps])
-            reward = (R - cfg.beta * (lp.detach() - lr_)).view(cfg.rl_tasks, cfg.rl_group)
-            G = cfg.rl_group
-            baseline = (reward.sum(1, keepdim=True) - reward) / (G - 1)  # leave-one-out group mean
-            adv = (reward - baseline).view(-1)
-            loss = -(adv * lp).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            opt.step()
-            curve.append(float(R.mean()))
-            p.update(task, advance=1, info=f"success {np.mean(curve[-10:]):.2f}")
-    policy.eval()
+
+    def loss_of_step(step: int) -> torch.Tensor:
+        chosen = [tasks[j] for j in rng.integers(len(tasks), size=cfg.rl_tasks)]
+        policy.eval()
+        eps = sample_tasks(policy, tok, spec, chosen, cfg.rl_group, seed=int(rng.integers(2**31)))
+        policy.train()
+        lp = action_logprob_sums(policy, eps)
+        with torch.no_grad():
+            lr_ = action_logprob_sums(reference, eps)
+        R = torch.tensor([float(e.won) for e in eps])
+        reward = (R - cfg.beta * (lp.detach() - lr_)).view(cfg.rl_tasks, cfg.rl_group)
+        G = cfg.rl_group
+        baseline = (reward.sum(1, keepdim=True) - reward) / (G - 1)  # leave-one-out group mean
+        curve.append(float(R.mean()))
+        return policy_gradient_loss(lp, (reward - baseline).view(-1))
+
+    fit(policy, loss_of_step, cfg.rl_iters, lr=cfg.rl_lr, optimizer="adam", grad_clip=1.0,
+        description="progress-advantage: policy (KL-regularised PG)",
+        info=lambda done, loss: f"success {np.mean(curve[-10:]):.2f}")
     return policy, curve
 
 
