@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from divelab.lm.fitting import fit
+
 A, B = 0, 1
 
 
@@ -159,17 +161,15 @@ def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: Crossco
     d = acts_a.shape[1]
     scale = tuple(float(x.norm(dim=-1).mean() / d ** 0.5) for x in (acts_a, acts_b))
     cc = Crosscoder(d, config, scale=scale)  # type: ignore[arg-type]
-    opt = torch.optim.Adam(cc.parameters(), lr=config.lr)
     g = torch.Generator().manual_seed(config.seed)
     n = acts_a.shape[0]
-    for _ in range(config.steps):
+
+    def loss_of_step(step: int) -> torch.Tensor:
         idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
-        loss, _ = cc.loss(acts_a[idx], acts_b[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        cc.enforce_masks()
-    cc.eval()
+        return cc.loss(acts_a[idx], acts_b[idx])[0]
+
+    fit(cc, loss_of_step, config.steps, lr=config.lr, optimizer="adam", description="crosscoder",
+        after_step=lambda done, loss: cc.enforce_masks())
     return cc
 
 

@@ -15,9 +15,11 @@ import torch
 from divelab.cache import atomic_dir, entry_path, stable_hash
 from divelab.interp.crosscoder import task
 from divelab.interp.crosscoder.interventions import generate
+from divelab.lm.fitting import fit
 from divelab.lm.models import build_model
 from divelab.lm.train import SequenceSource, TrainConfig, train
 from divelab.rl.advantages import group_normalize
+from divelab.rl.pg_loss import policy_gradient_loss
 from divelab.threads import torch_threads
 
 CACHE_KIND = "crosscoder"
@@ -81,43 +83,47 @@ def rl_sibling(base, tok, spec: PairSpec) -> tuple[torch.nn.Module, dict]:
     import copy
 
     model = copy.deepcopy(base)
-    opt = torch.optim.Adam(model.parameters(), lr=spec.rl_lr)
     rng = random.Random(spec.seed + 7)
     check = [p for p in task.prompts(2 * spec.check_prompts, seed=3000 + spec.seed) if p.is_tool]
     history: list[tuple[int, float, float]] = []
+    rewards_of: list[float] = []
     max_new = 20
-    it = 0
-    for it in range(1, spec.rl_iters + 1):
+
+    def loss_of_step(step: int) -> torch.Tensor | None:
+        it = step + 1
         batch = [task.tool_prompt(rng) for _ in range(spec.rl_prompts)]
         texts = [p.text for p in batch for _ in range(spec.rl_group)]
         model.eval()
         resp = generate(model, tok, texts, temperature=1.0, seed=spec.seed * 100_000 + it, max_new_tokens=max_new)
         rewards = np.array([task.score(batch[i // spec.rl_group], r)["correct"] for i, r in enumerate(resp)])
+        rewards_of.append(float(rewards.mean()))
         adv = group_normalize(rewards, np.repeat(np.arange(len(batch)), spec.rl_group))
         model.train()
         keep = np.flatnonzero(adv != 0)
-        if keep.size:
-            enc = [_encode(tok, texts[i], resp[i], eos=len(resp[i]) < max_new) for i in keep]
-            n = max(len(e[0]) for e in enc)
-            ids = torch.tensor([e[0] + [tok.pad_token_id] * (n - len(e[0])) for e in enc])
-            lm = torch.tensor([e[1] + [0] * (n - len(e[1])) for e in enc], dtype=torch.float32)
-            att = torch.tensor([[1] * len(e[0]) + [0] * (n - len(e[0])) for e in enc])
-            logp = torch.log_softmax(model(input_ids=ids, attention_mask=att).logits[:, :-1].float(), -1)
-            tok_lp = logp.gather(-1, ids[:, 1:, None])[..., 0] * lm[:, 1:]
-            a = torch.tensor(adv[keep], dtype=torch.float32)
-            loss = -(a * tok_lp.sum(-1)).sum() / len(texts)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-        if it % spec.check_every == 0:
-            model.eval()
-            acc = float(tool_correctness(model, tok, check)["correct"].mean())
-            history.append((it, float(rewards.mean()), acc))
-            if acc >= spec.target:
-                break
-    model.eval()
-    return model, {"rl_iters": it, "history": history}
+        if not keep.size:
+            return None  # every group agreed: no signal
+        enc = [_encode(tok, texts[i], resp[i], eos=len(resp[i]) < max_new) for i in keep]
+        n = max(len(e[0]) for e in enc)
+        ids = torch.tensor([e[0] + [tok.pad_token_id] * (n - len(e[0])) for e in enc])
+        lm = torch.tensor([e[1] + [0] * (n - len(e[1])) for e in enc], dtype=torch.float32)
+        att = torch.tensor([[1] * len(e[0]) + [0] * (n - len(e[0])) for e in enc])
+        logp = torch.log_softmax(model(input_ids=ids, attention_mask=att).logits[:, :-1].float(), -1)
+        tok_lp = logp.gather(-1, ids[:, 1:, None])[..., 0] * lm[:, 1:]
+        a = torch.tensor(adv[keep], dtype=torch.float32)
+        # divided by every rollout, kept or not: a batch with few informative rollouts moves the model less
+        return policy_gradient_loss(tok_lp.sum(-1), a, reduction="sum") / len(texts)
+
+    def after_step(it: int, loss: float | None) -> bool:
+        if it % spec.check_every:
+            return False
+        model.eval()
+        acc = float(tool_correctness(model, tok, check)["correct"].mean())
+        history.append((it, rewards_of[-1], acc))
+        return acc >= spec.target
+
+    result = fit(model, loss_of_step, spec.rl_iters, lr=spec.rl_lr, optimizer="adam", grad_clip=1.0,
+                 description="crosscoder RL sibling", after_step=after_step)
+    return model, {"rl_iters": result.steps, "history": history}
 
 
 def pair_paths(spec: PairSpec) -> tuple[Path, Path]:

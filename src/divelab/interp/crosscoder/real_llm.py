@@ -35,6 +35,7 @@ from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_pairs, layer_hook
 from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
 from divelab.interp.crosscoder.ranking import rank_features
+from divelab.lm.fitting import fit
 
 SYSTEM = "Reply with only <call NAME>, NAME = the right tool."
 SOURCE = "arXiv 2606.26474; week-in-review E175 (on a real LLM)"
@@ -147,29 +148,30 @@ def train_sibling(base, tok, plan: RealPlan) -> tuple[torch.nn.Module, dict]:
     targets = sorted(names & {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
     model = get_peft_model(copy.deepcopy(base), LoraConfig(r=plan.lora_r, lora_alpha=plan.lora_alpha,
                                                            lora_dropout=0.0, target_modules=targets))
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=plan.lr)
     rng = random.Random(plan.seed + 11)
     check = make_batch(tok, _tool_prompts(plan.check, 9100 + plan.seed))
     history: list[tuple[int, float, float]] = []
-    step = 0
-    for step in range(1, plan.sft_steps + 1):
+
+    def loss_of_step(step: int) -> torch.Tensor:
         b = make_batch(tok, [task.tool_prompt(rng) for _ in range(plan.sft_batch)])
         model.train()
-        with torch.enable_grad():
-            logits = forward(model, b.ids, b.mask)[:, :-1].float()
-            n = b.ids.shape[1]
-            lm = torch.arange(1, n)[None] >= (n - b.tlen)[:, None]
-            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), b.ids[:, 1:], reduction="none")
-            loss = (nll * lm).sum() / lm.sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        if step % plan.check_every == 0:
-            model.eval()
-            acc = float(strict_correct(model, check).mean())
-            history.append((step, float(loss.detach()), acc))
-            if acc >= plan.target:
-                break
+        logits = forward(model, b.ids, b.mask)[:, :-1].float()
+        n = b.ids.shape[1]
+        lm = torch.arange(1, n)[None] >= (n - b.tlen)[:, None]
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), b.ids[:, 1:], reduction="none")
+        return (nll * lm).sum() / lm.sum()
+
+    def after_step(step: int, loss: float | None) -> bool:
+        if step % plan.check_every:
+            return False
+        model.eval()
+        acc = float(strict_correct(model, check).mean())
+        history.append((step, loss, acc))
+        return acc >= plan.target
+
+    # AdamW's default weight decay (0.01) on the LoRA matrices, as before the shared loop
+    step = fit(model, loss_of_step, plan.sft_steps, lr=plan.lr, optimizer="adamw", weight_decay=0.01,
+               description="crosscoder: LoRA sibling", after_step=after_step).steps
     merged = model.merge_and_unload()
     merged.eval()
     return merged, {"steps": step, "history": history, "lora_targets": targets}
