@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from divelab.interp.cliff_tokens.cliff_test import cliff_matrix
 from divelab.interp.cliff_tokens.detector import Detection
 from divelab.interp.cliff_tokens.potential import Trace
+from divelab.lm.fitting import fit, warmup_cosine
 
 
 @dataclass(frozen=True)
@@ -263,33 +264,22 @@ def train_dpo(model: torch.nn.Module, pairs: Sequence[TokenPair | SequencePair],
     policy = copy.deepcopy(model)
     if cfg.lora_r is not None:
         policy = _with_lora(policy, cfg)
-    params = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    steps = cfg.epochs * math.ceil(len(pairs) / cfg.batch_size)
-    warm = max(1, int(cfg.warmup * steps))
-
-    def lr_at(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    per_epoch = math.ceil(len(pairs) / cfg.batch_size)
+    steps = cfg.epochs * per_epoch
     gen = torch.Generator().manual_seed(cfg.seed)
-    losses: list[float] = []
-    policy.train()
-    for _ in range(cfg.epochs):
-        order = torch.randperm(len(pairs), generator=gen).tolist()
-        for s in range(0, len(order), cfg.batch_size):
-            idx = order[s:s + cfg.batch_size]
-            pc, pr = _logps(policy, [pairs[i] for i in idx])
-            loss = dpo_sigmoid_loss(pc, pr, ref_c_t[idx], ref_r_t[idx], cfg.beta).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.item()))
-    policy.eval()
+    order: list[int] = []
+
+    def loss_of_step(step: int) -> torch.Tensor:
+        if step % per_epoch == 0:  # a fresh shuffle at the start of every epoch
+            order[:] = torch.randperm(len(pairs), generator=gen).tolist()
+        s = (step % per_epoch) * cfg.batch_size
+        idx = order[s:s + cfg.batch_size]
+        pc, pr = _logps(policy, [pairs[i] for i in idx])
+        return dpo_sigmoid_loss(pc, pr, ref_c_t[idx], ref_r_t[idx], cfg.beta).mean()
+
+    # warmup over a fraction of the steps, then cosine to zero
+    losses = fit(policy, loss_of_step, steps, lr=cfg.lr, optimizer="adamw", grad_clip=1.0,
+                 schedule=warmup_cosine(steps, max(1, int(cfg.warmup * steps))), description="DPO").losses
     if cfg.lora_r is not None:
         policy = policy.merge_and_unload()
     policy.eval()
