@@ -90,10 +90,10 @@ def test_adapters_shapes():
 
 def test_reproduce_smoke_computes_claims():
     from divelab.claims import Kind, Verdict
-    from divelab.training.infotree.reproduce import reproduce
+    from divelab.scaleout import run_reproduction
     from divelab.verdicts import reapply
 
-    rep = reproduce(scale="smoke", seed=0)
+    rep = run_reproduction("divelab.training.infotree", "smoke", 0)
     assert rep.system == "infotree" and len(rep.claims) >= 12
     for c in rep.claims:
         assert c.kind in Kind and c.measured is not None

@@ -3,43 +3,42 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from divelab import stats, verdicts  # noqa: E402
-from divelab.claims import Claim, Figure, Kind, Reproduction  # noqa: E402
-from divelab.comparisons import against_strongest  # noqa: E402
-from divelab.progress import track  # noqa: E402
-from divelab.scale import check_scale, pick  # noqa: E402
-from divelab.training.backtrack.maze import MazeSpec  # noqa: E402
-from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample  # noqa: E402
-from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena, start_mixed_ratio  # noqa: E402
-from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy  # noqa: E402
-from divelab.training.infotree.collapse import (  # noqa: E402
+from divelab import stats, verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction
+from divelab.comparisons import against_strongest
+from divelab.progress import track
+from divelab.rl.testbed import TestbedConfig
+from divelab.training.backtrack.maze import MazeSpec
+from divelab.training.g2po.setup import KL_COEF, LR, PPO_EPOCHS, TESTBEDS, TRAINING
+from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample
+from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena, start_mixed_ratio
+from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy
+from divelab.training.infotree.collapse import (
     DifficultyMix,
     collapse_probability,
     mixed_ratio_curve,
     simulate_collapse,
 )
-from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory  # noqa: E402
-from divelab.training.infotree.objective import (  # noqa: E402
+from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory
+from divelab.training.infotree.objective import (
     brute_force,
     greedy,
     instance_depth,
     random_tree_instance,
 )
-from divelab.training.infotree.overhead import measure_overhead  # noqa: E402
-from divelab.training.infotree.proxy import proxy_true_correlation  # noqa: E402
-from divelab.training.infotree.train import ChainTrainConfig, train_chain  # noqa: E402
-from divelab.training.infotree.tree import SamplerConfig, UUCBConfig, sample_tree  # noqa: E402
+from divelab.training.infotree.overhead import measure_overhead
+from divelab.training.infotree.proxy import proxy_true_correlation
+from divelab.training.infotree.train import ChainTrainConfig, train_chain
+from divelab.training.infotree.tree import SamplerConfig, UUCBConfig, sample_tree
 
-SRC = "training-rl.md §1"
+SOURCE = "arXiv 2605.05262; week-in-review E162"
+# numbers known only from the review's summary, not from the paper itself
+REVIEW = "arXiv 2605.05262 as summarised in week-in-review E162"
 A, DMAX, P_REVEAL, Q_POLICY = 4, 16, 0.5, 0.7
 
 
@@ -67,6 +66,69 @@ OVERHEAD_REPEATS = 5
 SAMPLER_ARMS = ("independent", "tree", NO_ENTROPY, "tree+allocator")
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    mc: int
+    """simulated GRPO groups per (q, d, G) cell when checking the collapse law against Monte Carlo."""
+    prompts: int
+    """decision-chain prompts per seed in the mixed-ratio comparison of the samplers."""
+    seeds: int
+    """seeds (fresh prompt draws) of that comparison."""
+    Gs: tuple[int, ...]
+    """budgets G (in full-length rollouts' worth of env steps) of that comparison; G=8 carries the claims."""
+    inst: int
+    """random small tree instances (4-7 nodes) on which greedy is compared with the brute-force optimum."""
+    deep_inst: int
+    """random deep, chain-like tree instances (16-28 nodes) for the same comparison."""
+    proxy_prompts: int
+    """decision-chain prompts whose trees score the proxy (UUCB) against the true marginal gain."""
+    train_iters: int
+    """GRPO iterations of each tabular training run on the decision chain."""
+    train_seeds: int
+    """training runs per sampler on the decision chain (claims pair samplers by seed)."""
+    train_prompts: int
+    """prompts per iteration of those runs."""
+    oh_prompts: int
+    """prompts per timed batch when measuring the bookkeeping overhead."""
+    oh_d: int
+    """decisions per prompt in that timing."""
+    arena_seeds: int
+    """training runs per sampler in the engine arena (TextWorld and mazes)."""
+    textworld: TestbedConfig
+    """the TextWorld games and warm-started policy of the arena (G2PO's test bed at the same scale; the
+    warm start's seed is the run's)."""
+    textworld_group_size: int
+    """group budget, in rollouts' worth per game, of the TextWorld arena (G2PO's at the same scale)."""
+    textworld_env_steps: int
+    """env steps of training each TextWorld arm gets before it is scored."""
+    maze_env_steps: int
+    """env steps of training each maze arm gets before it is scored."""
+    maze_group_size: int
+    """group budget, in rollouts' worth per maze, of the maze arena."""
+    eval_episodes: int
+    """sampled episodes per game when scoring an arena arm after training."""
+    start_batches: int
+    """batches, with the starting policy, over which the arena's mixed-group share before training is measured."""
+
+
+PLANS = {
+    "smoke": Plan(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, deep_inst=6, proxy_prompts=6, train_iters=3,
+                  train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5, arena_seeds=2,
+                  textworld=TESTBEDS["smoke"], textworld_group_size=TRAINING["smoke"].group_size,
+                  textworld_env_steps=60, maze_env_steps=100, maze_group_size=4, eval_episodes=4, start_batches=2),
+    "quick": Plan(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, deep_inst=100, proxy_prompts=40,
+                  train_iters=30, train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10, arena_seeds=5,
+                  textworld=TESTBEDS["quick"], textworld_group_size=TRAINING["quick"].group_size,
+                  textworld_env_steps=1000, maze_env_steps=1500, maze_group_size=8, eval_episodes=32,
+                  start_batches=8),
+    "full": Plan(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, deep_inst=1000,
+                 proxy_prompts=200, train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12,
+                 arena_seeds=10, textworld=TESTBEDS["full"], textworld_group_size=TRAINING["full"].group_size,
+                 textworld_env_steps=3000, maze_env_steps=4000, maze_group_size=8, eval_episodes=64,
+                 start_batches=16),
+}
+
+
 def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[float, float]]:
     """Mean of a - b over paired units with its 95% interval: a t-interval for a handful of seeds,
     a bootstrap for many units (prompts)."""
@@ -75,23 +137,21 @@ def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[f
     return m, (lo, hi)
 
 
-def _arena_families(scale: str, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
+def _arena_families(plan: Plan, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
     """(name, new_policy, make_env, game_ids, config) of each env family the arena trains on."""
     # TextWorld: the G2PO reproduction's test bed and training settings (games a small policy
     # measurably learns; the warm start is cached and shared with that reproduction)
     from divelab.rl.testbed import build_testbed
-    from divelab.training.g2po.setup import experiment_config
 
-    tb_cfg, train = experiment_config(scale, seed)
+    tb_cfg = dataclasses.replace(plan.textworld, seed=seed)
     tb = build_testbed(tb_cfg)
-    tw_cfg = ArenaConfig(env_steps=pick(scale, smoke=60, quick=1000, full=3000), group_size=train["group_size"],
-                         max_steps=tb_cfg.max_steps, lr=train["lr"], kl_coef=train["kl_coef"],
-                         ppo_epochs=train["ppo_epochs"], eval_episodes=pick(scale, smoke=4, quick=32, full=64))
+    tw_cfg = ArenaConfig(env_steps=plan.textworld_env_steps, group_size=plan.textworld_group_size,
+                         max_steps=tb_cfg.max_steps, lr=LR, kl_coef=KL_COEF, ppo_epochs=PPO_EPOCHS,
+                         eval_episodes=plan.eval_episodes)
     # the E163 maze family: K=3 decisions, L=2 exits, dead ends W=1 deep; 4 fixed instances
     games = MazeGames(MazeSpec(K=3, L=2, W=1), n_mazes=4, seed=seed)
-    mz_cfg = ArenaConfig(env_steps=pick(scale, smoke=100, quick=1500, full=4000),
-                         group_size=pick(scale, smoke=4, quick=8, full=8), max_steps=10,
-                         lr=1e-2, eval_episodes=pick(scale, smoke=4, quick=32, full=64))
+    mz_cfg = ArenaConfig(env_steps=plan.maze_env_steps, group_size=plan.maze_group_size, max_steps=10,
+                         lr=1e-2, eval_episodes=plan.eval_episodes)
     # the same TextWorld comparison with gigpo for both arms: its anchor groups (same state key)
     # compare a tree's siblings at their branch point, the Tree-GRPO-style credit (grpo compares
     # all leaves of a game, each shared prefix counted once per leaf)
@@ -101,16 +161,16 @@ def _arena_families(scale: str, seed: int) -> list[tuple[str, Any, Any, list[str
             ("E163 mazes", maze_policy_factory(games, seed=seed), games.factory(), games.game_ids, mz_cfg)]
 
 
-def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
+def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
     """Tree vs independent GRPO at equal env steps on TextWorld and the maze family (one claim each)."""
-    n_seeds = pick(scale, smoke=2, quick=5, full=10)
-    seeds = [seed * 100 + s for s in range(n_seeds)]
+    claims: list[Claim] = []
+    seeds = [seed * 100 + s for s in range(plan.arena_seeds)]
     out: dict[str, Any] = {}
-    families = _arena_families(scale, seed)
+    families = _arena_families(plan, seed)
     fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6))
     for ax, (fam, new_policy, make_env, game_ids, cfg) in zip(axes, families, strict=True):
         rnd = random_success(make_env, game_ids, 64, cfg.max_steps, seed)
-        mix0 = start_mixed_ratio(new_policy, make_env, game_ids, cfg, pick(scale, smoke=2, quick=8, full=16), seed)
+        mix0 = start_mixed_ratio(new_policy, make_env, game_ids, cfg, plan.start_batches, seed)
         runs = run_arena(new_policy, make_env, game_ids, cfg, seeds, progress=track)
         by = {(r.sampler, r.seed): r for r in runs}
         final = {k: np.array([by[(k, s)].final_success for s in seeds]) for k in cfg.samplers}
@@ -121,7 +181,7 @@ def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
         mixed = {k: float(np.nanmean([np.mean(by[(k, s)].mixed_group_frac) for s in seeds])) for k in cfg.samplers}
         rep.add(Claim(
             statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam})",
-            paper_value="tree beats flat GRPO (numbers for these envs not stated)", source="issue 7; notes §1 [V]",
+            paper_value="tree beats flat GRPO (numbers for these envs not stated)", source=SOURCE,
             measured=m_eff, ci=ci, unit="success gain", kind=Kind.EMPIRICAL,
             baseline=f"independent GRPO (same start, same env steps): success {final['independent'].mean():.3f}",
             baselines=[{"name": "independent", "value": float(final["independent"].mean()),
@@ -160,40 +220,47 @@ def _arena_section(rep: Reproduction, scale: str, seed: int) -> dict[str, Any]:
         ax.legend(fontsize=7)
     rep.figures.append(Figure.from_matplotlib(fig, "arena", "Success after GRPO training at equal env steps, "
                                               "tree vs independent rollouts (dots: seeds; bars: 95% CI)."))
-    return out
+    rep.details["arena"] = out
+    return claims
 
 
-def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
-    check_scale(scale)
-    t_start = time.perf_counter()
-    sz = pick(scale,
-              smoke=dict(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, deep_inst=6, proxy_prompts=6, train_iters=3,
-                         train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5),
-              quick=dict(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, deep_inst=100, proxy_prompts=40, train_iters=30,
-                         train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10),
-              full=dict(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, deep_inst=1000, proxy_prompts=200,
-                        train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12))
+def run(plan: Plan, seed: int) -> Reproduction:
+    """The collapse law, the samplers at equal budget, greedy vs optimum, the proxy, training (tabular and
+    on the engine), and the bookkeeping overhead."""
     rep = Reproduction(system="infotree", title="InfoTree: submodular tree rollouts against advantage collapse",
-                       scale=scale, seed=seed)
-    rng = np.random.default_rng(seed)
+                       scale="", seed=seed)
+    rng = np.random.default_rng(seed)  # shared, in this order, by the collapse law, greedy and the proxy
+    policy = TabularPolicy.with_accuracy(DMAX, A, Q_POLICY)
+    rep.claims += _claims_collapse_law(plan, rng, rep)
+    rep.claims += _claims_mixed_ratio(plan, policy, seed, rep)
+    rep.claims += _claims_greedy(plan, rng, seed, rep)
+    rep.claims += _claims_proxy(plan, policy, rng, seed, rep)
+    rep.claims += _claims_training(plan, seed, rep)
+    rep.claims += _claims_arena(plan, seed, rep)
+    rep.claims += _claims_overhead(plan, seed, rep)
+    rep.setup = SETUP
+    return rep
 
-    # ---- 1. the collapse law --------------------------------------------------------------------------
+
+def _claims_collapse_law(plan: Plan, rng: np.random.Generator, rep: Reproduction) -> list[Claim]:
+    """The collapse law against Monte Carlo, and what it implies for a difficulty mix as G grows."""
+    claims: list[Claim] = []
     grid = [(q, d, G) for q in (0.6, 0.8, 0.95) for d in (1, 4, 8) for G in (2, 8, 32)]
     errs, zs = [], []
     for q, d, G in track(grid, "infotree: collapse law"):
         exact = float(collapse_probability(q**d, G))
-        mc = simulate_collapse(q, d, G, sz["mc"], rng)
-        se = max(np.sqrt(exact * (1 - exact) / sz["mc"]), 1e-9)
+        mc = simulate_collapse(q, d, G, plan.mc, rng)
+        se = max(np.sqrt(exact * (1 - exact) / plan.mc), 1e-9)
         errs.append(abs(mc - exact))
         zs.append(abs(mc - exact) / se)
     max_err, max_z = float(max(errs)), float(max(zs))
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Collapse law: P(GRPO group all-same) = p^G + (1-p)^G with p = q^d, matches Monte Carlo",
         paper_value="impossibility result; the closed form is the notes' reconstruction [R]", measured=max_z,
-        unit="max |MC - formula| in standard errors", source=SRC, kind=Kind.CHECK,
+        unit="max |MC - formula| in standard errors", source=SOURCE, kind=Kind.CHECK,
         # the standard error is already in the statistic: a pre-stated pass/fail test, not a bound to read
         ruling=verdicts.outcome(max_z <= 4.5, test="every cell's |MC - formula| is within 4.5 standard errors"),
-        note=f"27 (q, d, G) cells, {sz['mc']} simulated groups each; largest absolute deviation {max_err:.4f}. "
+        note=f"27 (q, d, G) cells, {plan.mc} simulated groups each; largest absolute deviation {max_err:.4f}. "
              "A check of the formula against a simulation of the same model (rule: every cell within 4.5 SE)."))
 
     mix = DifficultyMix(d_range=(1, DMAX), q_range=(0.5, 0.95))
@@ -201,11 +268,11 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     curve = mixed_ratio_curve(mix, Gs_curve)
     gain_4x = float(curve[list(Gs_curve).index(64)] - curve[list(Gs_curve).index(16)])
     per_doubling = gain_4x / 2
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Independent sampling: the mixed-group ratio flattens as the budget G grows (difficulty mix)",
         paper_value="flatlines (near 45%): ~0 points per doubling of G", measured=100 * per_doubling,
         unit=f"points per doubling of G from 16 to 64 (level {curve[list(Gs_curve).index(16)]:.1%} at G=16)",
-        source="review; notes §1 [S]", kind=Kind.BY_CONSTRUCTION,
+        source=REVIEW, kind=Kind.BY_CONSTRUCTION,
         ruling=verdicts.value(100 * per_doubling, paper=0.0, tol=3.0, tol_kind="abs"),
         note="Exact population curve for prompts with d~U{1..16} decisions, q~U(0.5,0.95) (chosen before "
              "measuring). By construction: the curve is the closed form applied to a difficulty mix we chose, "
@@ -232,15 +299,20 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                                               "in G at first, exponentially worse in d; the population "
                                               "ratio flattens."))
 
-    # ---- 2. mixed ratio at equal budget: independent vs tree vs tree + allocator --------------------
-    policy = TabularPolicy.with_accuracy(DMAX, A, Q_POLICY)
+    rep.details["collapse_curve"] = {"G": Gs_curve.tolist(), "mixed": curve.tolist()}
+    return claims
+
+
+def _claims_mixed_ratio(plan: Plan, policy: TabularPolicy, seed: int, rep: Reproduction) -> list[Claim]:
+    """Mixed-outcome ratio at equal env-step budget: independent vs tree vs tree + allocator (and λ_entropy = 0)."""
+    claims: list[Claim] = []
     per_G: dict[int, dict[str, list[float]]] = {}
     per_prompt8: dict[str, list[np.ndarray]] = {k: [] for k in SAMPLER_ARMS}
     budget_ratio: dict[str, list[float]] = {k: [] for k in SAMPLER_ARMS}
-    for G in sz["Gs"]:
+    for G in plan.Gs:
         per_G[G] = {k: [] for k in SAMPLER_ARMS}
-        for s in track(range(sz["seeds"]), f"infotree: mixed ratio G={G}"):
-            ds = np.random.default_rng(seed * 1000 + s).integers(1, DMAX + 1, size=sz["prompts"])
+        for s in track(range(plan.seeds), f"infotree: mixed ratio G={G}"):
+            ds = np.random.default_rng(seed * 1000 + s).integers(1, DMAX + 1, size=plan.prompts)
             res = _mixed_at_budget(policy, ds, G, seed * 1000 + s)
             for k, (m, b) in res.items():
                 per_G[G][k].append(float(m.mean()))
@@ -258,12 +330,12 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     extra, ci_extra = float(extras.mean()), stats.mean_ci(extras)
     levels = " / ".join(f"{k} {m8[k].mean():.1%}" for k in SAMPLER_ARMS)
     setup8 = (f"Decision chain, d~U{{1..{DMAX}}}, {A} actions, policy right w.p. {Q_POLICY} per step, half the "
-              f"errors silent; budget G*d env steps per prompt, G=8; {sz['seeds']} seeds x {sz['prompts']} prompts, "
+              f"errors silent; budget G*d env steps per prompt, G=8; {plan.seeds} seeds x {plan.prompts} prompts, "
               "every arm on the same prompts; difference paired by prompt, 95% bootstrap interval. Levels: "
               + levels + ".")
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Mixed-outcome ratio at equal env-step budget (G=8): tree vs independent sampling",
-        paper_value="~45% (independent, [S]) -> 58.1% (tree): about +13 points", source="notes §1 [V]/[S]",
+        paper_value="~45% (independent, [S]) -> 58.1% (tree): about +13 points", source=SOURCE,
         measured=100 * d_tree, ci=(100 * ci_tree[0], 100 * ci_tree[1]), unit="points", kind=Kind.EMPIRICAL,
         baseline=f"independent sampling {m8['independent'].mean():.1%}",
         baselines=[{"name": "independent", "value": 100 * float(m8["independent"].mean()),
@@ -271,10 +343,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         better="higher", compared_with="independent",
         ruling=verdicts.direction(100 * d_tree, (100 * ci_tree[0], 100 * ci_tree[1]), paper=58.1 - 45.0, tol=0.5),
         note=setup8 + " Size: 45 -> 58.1 (two sources: the podcast's 45% and the paper's 58.1%), ±50%."))
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Mixed-outcome ratio at equal env-step budget (G=8): tree + allocator vs the strongest other "
                   "sampler",
-        paper_value="58.1% -> 76.3% with the allocator (+18.2 points over the tree sampler)", source="notes §1 [V]",
+        paper_value="58.1% -> 76.3% with the allocator (+18.2 points over the tree sampler)", source=SOURCE,
         measured=100 * d_alloc, ci=(100 * ci_alloc[0], 100 * ci_alloc[1]), unit="points", kind=Kind.EMPIRICAL,
         baseline=f"tree sampler alone {m8['tree'].mean():.1%}",
         baselines=[{**b, "value": 100 * b["value"], "ci": [100 * v for v in b["ci"]]} for b in cmp_alloc.baselines],
@@ -284,7 +356,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
                                      dict(why="the paper's +18.2 is over the tree sampler, not independent"))),
         note=setup8 + f" Against {cmp_alloc.strongest}, the strongest of the other arms on the same prompts. Our "
                       "allocator is closed-form (greedy on the union of trees), the paper's ABA is learned."))
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Entropy-term ablation: mixed-outcome ratio at G=8, UUCB vs UUCB with λ_entropy = 0",
         paper_value="the entropy bonus arises from the objective (no ablation number retrievable)",
         measured=100 * d_ent, ci=(100 * ci_ent[0], 100 * ci_ent[1]), unit="points", kind=Kind.EMPIRICAL,
@@ -292,9 +364,9 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         ruling=verdicts.direction(100 * d_ent, (100 * ci_ent[0], 100 * ci_ent[1]),
                                   why="the notes' plan asks for the ablation; the paper gives no number"),
         note=setup8 + f" Default λ_entropy = {UUCBConfig().lam_entropy}; everything else equal."))
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Allocator's extra budget over the plain tree sampler",
-        paper_value="under 5%", measured=extra, ci=ci_extra, unit="%", source="notes §1 [V]",
+        paper_value="under 5%", measured=extra, ci=ci_extra, unit="%", source=SOURCE,
         kind=Kind.BY_CONSTRUCTION, ruling=verdicts.bound(extra, 5.0, sense="<=", ci=ci_extra),
         note="Actual env steps used (tree+allocator / tree) - 1 at G=8, per seed; 95% t-interval over seeds. "
              "By construction: the allocator pools 40% of each prompt's budget plus a configured 4% extra, so "
@@ -302,7 +374,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for k in SAMPLER_ARMS:
-        ax.plot(sz["Gs"], [np.mean(per_G[G][k]) for G in sz["Gs"]], "o-", label=k)
+        ax.plot(plan.Gs, [np.mean(per_G[G][k]) for G in plan.Gs], "o-", label=k)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("budget (G full-length rollouts' worth of env steps)")
     ax.set_ylabel("mixed-outcome ratio")
@@ -310,9 +382,16 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep.figures.append(Figure.from_matplotlib(fig, "mixed_ratio", "Mixed-outcome (informative) prompt ratio "
                                               "at equal env-step budget on the decision chain."))
 
-    # ---- 3. greedy vs brute-force optimum --------------------------------------------------------------
+    rep.details["mixed_ratio"] = {str(G): {k: list(map(float, v)) for k, v in d.items()} for G, d in per_G.items()}
+    rep.details["budget_ratio_G8"] = {k: list(map(float, v)) for k, v in budget_ratio.items()}
+    return claims
+
+
+def _claims_greedy(plan: Plan, rng: np.random.Generator, seed: int, rep: Reproduction) -> list[Claim]:
+    """Greedy expansion against the brute-force optimum, on small trees and on deep chain-like ones."""
+    claims: list[Claim] = []
     ratios = []
-    for _ in track(range(sz["inst"]), "infotree: greedy vs optimum"):
+    for _ in track(range(plan.inst), "infotree: greedy vs optimum"):
         inst = random_tree_instance(rng, n_nodes=int(rng.integers(4, 8)), root_weight=float(rng.choice([1.0, 4.0])))
         k = int(rng.integers(2, 5))
         g = inst.value(greedy(inst, k))
@@ -322,10 +401,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
     ratios_a = np.array(ratios)
     bound = 1 - 1 / np.e
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Greedy expansion set reaches at least (1-1/e) of the brute-force optimum (small trees)",
         paper_value=">= 0.632 (Nemhauser-Wolsey-Fisher)", measured=float(ratios_a.min()), unit="worst ratio",
-        source=SRC, kind=Kind.CHECK,
+        source=SOURCE, kind=Kind.CHECK,
         # exact: each ratio is computed by brute force over every expansion set, not sampled
         ruling=verdicts.bound(float(ratios_a.min()), bound - 1e-9, sense=">=", exact=True),
         note=f"{len(ratios)} random rollout-tree instances (4-7 nodes, budget 2-4 continuations); ratio of "
@@ -336,7 +415,7 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     # the review's seam: deep, long-horizon trees (chain-like: each node mostly extends the last one)
     deep_rng = np.random.default_rng(seed + 31)
     deep_ratios, depths = [], []
-    for _ in track(range(sz["deep_inst"]), "infotree: greedy vs optimum, deep trees"):
+    for _ in track(range(plan.deep_inst), "infotree: greedy vs optimum, deep trees"):
         inst = random_tree_instance(deep_rng, n_nodes=int(deep_rng.integers(16, 29)), chain=0.9,
                                     root_weight=float(deep_rng.choice([1.0, 4.0])))
         k = int(deep_rng.integers(2, 5))
@@ -346,10 +425,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
         deep_ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
         depths.append(instance_depth(inst))
     deep_a = np.array(deep_ratios)
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Greedy reaches at least (1-1/e) of the optimum on deep trees (depth 10-28)",
         paper_value=">= 0.632; the review: the guarantee 'weakens on deep, long-horizon problems'",
-        measured=float(deep_a.min()), unit="worst ratio", source="review; notes §1 [S]", kind=Kind.CHECK,
+        measured=float(deep_a.min()), unit="worst ratio", source=REVIEW, kind=Kind.CHECK,
         ruling=verdicts.bound(float(deep_a.min()), bound - 1e-9, sense=">=", exact=True),
         note=f"{len(deep_a)} random chain-like tree instances, 16-28 nodes (each node extends the previous one "
              f"w.p. 0.9), depth {min(depths)}-{max(depths)} (median {int(np.median(depths))}), budget 2-4 "
@@ -366,8 +445,18 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     rep.figures.append(Figure.from_matplotlib(fig, "greedy_ratio", "Greedy vs brute-force optimum on random "
                                               "instances of the submodular objective."))
 
-    # ---- 4. proxy vs true objective ---------------------------------------------------------------------
-    ds = rng.integers(1, DMAX + 1, size=sz["proxy_prompts"])
+    rep.details["greedy_ratio_deep"] = {"mean": float(deep_a.mean()), "min": float(deep_a.min()),
+                                        "p05": float(np.percentile(deep_a, 5)), "n": len(deep_a), "depths": depths}
+    rep.details["greedy_ratio"] = {"mean": float(ratios_a.mean()), "min": float(ratios_a.min()),
+                                   "p05": float(np.percentile(ratios_a, 5)), "n": len(ratios)}
+    return claims
+
+
+def _claims_proxy(plan: Plan, policy: TabularPolicy, rng: np.random.Generator, seed: int,
+                  rep: Reproduction) -> list[Claim]:
+    """How well the proxy score greedy maximises (UUCB) tracks the true marginal gain."""
+    claims: list[Claim] = []
+    ds = rng.integers(1, DMAX + 1, size=plan.proxy_prompts)
     pr = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7))
     pr_val = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7),
                                     cfg=SamplerConfig(uucb=UUCBConfig(selector="value")))
@@ -375,10 +464,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     ci_pr = stats.bootstrap_ci(np.arange(pr.n_points), lambda i: float(np.corrcoef(pr.proxy[i.astype(int)],
                                                                                     pr.true[i.astype(int)])[0, 1]),
                                n_resamples=1000, seed=seed, method="percentile")
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Correlation of the proxy score greedy maximises (UUCB) with the true marginal gain",
         paper_value="0.82", measured=pr.pearson, ci=ci_pr, unit="Pearson r", kind=Kind.EMPIRICAL,
-        source="review (notes §1: unconfirmed [S])",
+        source=REVIEW + " (unconfirmed)",
         baseline=f"the value term alone: r = {pr_val.pearson:.2f}",
         ruling=verdicts.value(pr.pearson, paper=0.82, tol=0.15, tol_kind="rel", ci=ci_pr, chance=0.0),
         note=f"Pooled over {pr.n_points} (candidate, step) pairs on the decision chain; true gain uses the "
@@ -387,41 +476,48 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
              "Rule: direction = r above 0 with its CI (percentile bootstrap over points; points of one tree are "
              "correlated, so the interval is optimistic); size = within 15% of 0.82."))
 
-    # ---- 5. training at equal env steps ----------------------------------------------------------------
+    rep.details["proxy"] = {"pearson": pr.pearson, "spearman": pr.spearman, "n": pr.n_points,
+                            "value_only_pearson": pr_val.pearson, "all_revealed_pearson": pr_rev.pearson}
+    return claims
+
+
+def _claims_training(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
+    """Tabular GRPO on the decision chain at equal env steps: tree vs independent, and the entropy ablation."""
+    claims: list[Claim] = []
     curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in SAMPLER_ARMS}
-    for s in track(range(sz["train_seeds"]), "infotree: training"):
+    for s in track(range(plan.train_seeds), "infotree: training"):
         for name in curves:
             tree_cfg = SamplerConfig(uucb=UUCBConfig(lam_entropy=0.0)) if name == NO_ENTROPY else SamplerConfig()
             r = train_chain(ChainTrainConfig(sampler="tree" if name == NO_ENTROPY else name,
-                                             iterations=sz["train_iters"], lr=8.0, tree=tree_cfg,
-                                             prompts_per_iter=sz["train_prompts"], d_range=(1, 8),
+                                             iterations=plan.train_iters, lr=8.0, tree=tree_cfg,
+                                             prompts_per_iter=plan.train_prompts, d_range=(1, 8),
                                              seed=seed * 100 + s))
             curves[name].append((np.array(r.env_steps, dtype=float), np.array(r.success)))
     common = min(c[0][-1] for v in curves.values() for c in v)
     at = {k: np.array([np.interp(common, x, y) for x, y in v]) for k, v in curves.items()}
     m_eff, ci_eff = _paired(at["tree"], at["independent"])
     levels = ", ".join(f"{k} {at[k].mean():.3f}" for k in SAMPLER_ARMS)
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Success after training at equal env steps: tree vs independent (decision chain, tabular GRPO)",
-        paper_value="tree beats flat GRPO on 9 benchmarks (numbers not retrievable)", source="notes §1 [V]",
+        paper_value="tree beats flat GRPO on 9 benchmarks (numbers not retrievable)", source=SOURCE,
         measured=m_eff, ci=ci_eff, unit="success gain", kind=Kind.EMPIRICAL,
         baseline=f"independent GRPO at the same env steps: {at['independent'].mean():.3f}",
         baselines=[{"name": "independent", "value": float(at["independent"].mean()),
                     "ci": list(stats.mean_ci(at["independent"]))}], better="higher", compared_with="independent",
-        ruling=verdicts.direction(m_eff, ci_eff, training_runs=sz["train_seeds"],
+        ruling=verdicts.direction(m_eff, ci_eff, training_runs=plan.train_seeds,
                                   why="the paper's per-benchmark numbers were not retrievable"),
-        note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: {levels}; {sz['train_seeds']} seeds "
+        note=f"Success (exact, mean over d=1..8) at {int(common)} env steps: {levels}; {plan.train_seeds} seeds "
              "paired, 95% t-interval over seeds. Stand-in for the TextWorld/maze runs (see the next claims)."))
     m_ent, ci_ent_t = _paired(at["tree"], at[NO_ENTROPY])
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Entropy-term ablation: success after training at equal env steps, UUCB vs λ_entropy = 0",
         paper_value="the entropy bonus arises from the objective (no ablation number retrievable)",
-        source="notes §1 plan", measured=m_ent, ci=ci_ent_t, unit="success gain", kind=Kind.EMPIRICAL,
+        source=SOURCE, measured=m_ent, ci=ci_ent_t, unit="success gain", kind=Kind.EMPIRICAL,
         baseline=f"tree sampler with λ_entropy = 0: {at[NO_ENTROPY].mean():.3f}",
-        ruling=verdicts.direction(m_ent, ci_ent_t, training_runs=sz["train_seeds"],
+        ruling=verdicts.direction(m_ent, ci_ent_t, training_runs=plan.train_seeds,
                                   why="the notes' plan asks for the ablation; no paper number"),
         note=f"Same decision-chain training as above, tree sampler with the default λ_entropy = "
-             f"{UUCBConfig().lam_entropy} against 0, everything else equal; {sz['train_seeds']} seeds paired, 95% "
+             f"{UUCBConfig().lam_entropy} against 0, everything else equal; {plan.train_seeds} seeds paired, 95% "
              "t-interval. The tabular policy's entropy is the same at every prompt of a depth, so the term can "
              "only re-weight candidates by depth here; an LM's per-prefix entropy varies more."))
     fig, ax = plt.subplots(figsize=(5, 3.6))
@@ -434,13 +530,17 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     ax.legend()
     rep.figures.append(Figure.from_matplotlib(fig, "training", "GRPO on the decision chain at equal env steps."))
 
-    # ---- 5b. the same on the engine: TextWorld games and the E163 maze family -------------------------
-    arena = _arena_section(rep, scale, seed)
+    rep.details["training_at_common_steps"] = {k: v.tolist() for k, v in at.items()}
+    rep.details["common_env_steps"] = common
+    return claims
 
-    # ---- 6. bookkeeping overhead ------------------------------------------------------------------------
+
+def _claims_overhead(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
+    """Wall-clock overhead of the tree bookkeeping, synchronous against speculative expansion."""
+    claims: list[Claim] = []
     # a timing gets a verdict only from repeated, interleaved measurements: both settings are timed
     # OVERHEAD_REPEATS times in alternating order, and the change is read per repeat (paired)
-    oh = measure_overhead(batches=(1, 4), n_prompts=sz["oh_prompts"], d=sz["oh_d"], seed=seed,
+    oh = measure_overhead(batches=(1, 4), n_prompts=plan.oh_prompts, d=plan.oh_d, seed=seed,
                           repeats=OVERHEAD_REPEATS)
     by_rep = {(o.repeat, o.batch): o.overhead for o in oh}
     sync_r = np.array([by_rep[(r, 1)] for r in range(OVERHEAD_REPEATS)])
@@ -449,10 +549,10 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
     change = spec_r / sync_r - 1  # relative change of the overhead, per repeat
     ci_change = stats.mean_ci(change)
     paper_change = 4.8 / 14.3 - 1
-    rep.add(Claim(
+    claims.append(Claim(
         statement="Wall-clock overhead of tree bookkeeping: synchronous -> speculative expansion",
         paper_value="14.3% -> 4.8% (a 66% reduction)", measured=100 * float(change.mean()),
-        ci=(100 * ci_change[0], 100 * ci_change[1]), unit="% change of the overhead", source="notes §1 [V]",
+        ci=(100 * ci_change[0], 100 * ci_change[1]), unit="% change of the overhead", source=SOURCE,
         kind=Kind.EMPIRICAL, baseline=f"synchronous expansion {o_sync:.1%}",
         ruling=verdicts.direction(100 * float(change.mean()), (100 * ci_change[0], 100 * ci_change[1]),
                                   expected_sign=-1, paper=100 * paper_change, tol=0.5),
@@ -463,36 +563,24 @@ def reproduce(scale: str = "quick", seed: int = 0) -> Reproduction:
              "the policy's cost: a real LLM makes generation far slower, so both fractions would shrink; the "
              f"relative change is what is compared. Size: the paper's {100 * paper_change:.0f}% ± 50%."))
 
-    rep.details = {
-        "mixed_ratio": {str(G): {k: list(map(float, v)) for k, v in d.items()} for G, d in per_G.items()},
-        "budget_ratio_G8": {k: list(map(float, v)) for k, v in budget_ratio.items()},
-        "greedy_ratio_deep": {"mean": float(deep_a.mean()), "min": float(deep_a.min()),
-                              "p05": float(np.percentile(deep_a, 5)), "n": len(deep_a), "depths": depths},
-        "collapse_curve": {"G": Gs_curve.tolist(), "mixed": curve.tolist()},
-        "greedy_ratio": {"mean": float(ratios_a.mean()), "min": float(ratios_a.min()),
-                         "p05": float(np.percentile(ratios_a, 5)), "n": len(ratios)},
-        "proxy": {"pearson": pr.pearson, "spearman": pr.spearman, "n": pr.n_points,
-                  "value_only_pearson": pr_val.pearson, "all_revealed_pearson": pr_rev.pearson},
-        "training_at_common_steps": {k: v.tolist() for k, v in at.items()}, "common_env_steps": common,
-        "arena": arena,
-        "overhead": {f"{o.batch}/{o.repeat}": {"overhead": o.overhead, "t_policy": o.stats.t_policy, "t_env": o.stats.t_env,
-                                    "t_select": o.stats.t_select, "t_update": o.stats.t_update,
-                                    "env_steps": o.stats.env_steps} for o in oh},
-    }
-    rep.setup = (
-        "No LLM and no agent benchmark: a synthetic *decision chain* stands in for a tool-use task. A prompt needs "
-        f"d correct decisions among {A} actions; a wrong one ends the episode (revealed, like a tool error) with "
-        f"probability {P_REVEAL}, otherwise it is silent and the episode runs on, doomed. A tabular softmax policy "
-        "stands in for the LM (for mixed ratios it is fixed at per-step accuracy "
-        f"{Q_POLICY}; for training it starts uniform). Budgets are environment steps: G*d per prompt, what G "
-        "independent full-length rollouts cost. Tree rollouts restore a prefix's state and branch; siblings "
-        "form comparison groups. The objective (expected mixed subtree groups), UUCB's exact terms and the "
-        "allocator (closed-form greedy, not the paper's learned ABA) are our reconstruction. Greedy-vs-optimum "
-        "uses random small tree instances and deep chain-like ones (depth 10-28); the entropy-term ablation sets λ_entropy = 0 in UUCB, all else equal; the overhead uses an untrained tiny-100k Llama for generation cost. "
-        "Tree vs independent training also runs on the RL engine: GRPOTrainer with sampler=independent or "
-        "sampler=tree (grpo estimator for both; on TextWorld also gigpo for both), on the G2PO reproduction's generated TextWorld games and "
-        "warm-started ~20k-parameter Llama policy, and on a fixed set of E163 mazes behind a TextEnv adapter "
-        "(observations name the maze instance) with a fresh tiny Llama; every arm trains until it has played "
-        "the same number of env steps, then is scored on independent sampled episodes.")
-    rep.runtime_s = time.perf_counter() - t_start
-    return rep
+    rep.details["overhead"] = {f"{o.batch}/{o.repeat}": {
+        "overhead": o.overhead, "t_policy": o.stats.t_policy, "t_env": o.stats.t_env, "t_select": o.stats.t_select,
+        "t_update": o.stats.t_update, "env_steps": o.stats.env_steps} for o in oh}
+    return claims
+
+
+SETUP = (
+    "No LLM and no agent benchmark: a synthetic *decision chain* stands in for a tool-use task. A prompt needs "
+    f"d correct decisions among {A} actions; a wrong one ends the episode (revealed, like a tool error) with "
+    f"probability {P_REVEAL}, otherwise it is silent and the episode runs on, doomed. A tabular softmax policy "
+    "stands in for the LM (for mixed ratios it is fixed at per-step accuracy "
+    f"{Q_POLICY}; for training it starts uniform). Budgets are environment steps: G*d per prompt, what G "
+    "independent full-length rollouts cost. Tree rollouts restore a prefix's state and branch; siblings "
+    "form comparison groups. The objective (expected mixed subtree groups), UUCB's exact terms and the "
+    "allocator (closed-form greedy, not the paper's learned ABA) are our reconstruction. Greedy-vs-optimum "
+    "uses random small tree instances and deep chain-like ones (depth 10-28); the entropy-term ablation sets λ_entropy = 0 in UUCB, all else equal; the overhead uses an untrained tiny-100k Llama for generation cost. "
+    "Tree vs independent training also runs on the RL engine: GRPOTrainer with sampler=independent or "
+    "sampler=tree (grpo estimator for both; on TextWorld also gigpo for both), on the G2PO reproduction's generated TextWorld games and "
+    "warm-started ~20k-parameter Llama policy, and on a fixed set of E163 mazes behind a TextEnv adapter "
+    "(observations name the maze instance) with a fresh tiny Llama; every arm trains until it has played "
+    "the same number of env steps, then is scored on independent sampled episodes.")
