@@ -48,7 +48,11 @@ class Heartbeat:
         if self.on and (force or now - self.last >= HEARTBEAT_S):
             self.last = now
             of = f"/{self.total}" if self.total is not None else ""
-            print(f"  … {self.description}: {done}{of} after {now - self.t0:.0f} s", file=sys.stderr, flush=True)
+            elapsed = now - self.t0
+            # a linear ETA from the rate so far: rough, but it tells a reader of a log whether to wait
+            eta = (f", about {elapsed / done * (self.total - done):.0f} s left"
+                   if self.total is not None and 0 < done < self.total else "")
+            print(f"  … {self.description}: {done}{of} after {elapsed:.0f} s{eta}", file=sys.stderr, flush=True)
 
 
 class _BeatingProgress(Progress):

@@ -116,7 +116,9 @@ def test_heartbeat_off_a_terminal(monkeypatch, capsys):
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
     monkeypatch.delenv("DIVELAB_QUIET", raising=False)
     list(progress.track(range(3), "training"))
-    assert "… training: 3/3 after" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "… training: 3/3 after" in err
+    assert re.search(r"… training: [12]/3 after \d+ s, about \d+ s left", err)  # an ETA while work remains
 
 
 def test_unknown_and_planned_names_list_implemented_apart_from_planned(tmp_path):

@@ -27,6 +27,7 @@ from divelab.serving.dspark.training import DrafterTrainConfig, TrainLog, train_
 CONFIG_FILE = "drafter_config.json"
 WEIGHTS_FILE = "drafter.safetensors"
 CALIB_FILE = "sts.json"
+META_FILE = "meta.json"
 
 
 def encode_texts(tokenizer, texts: list[str]) -> np.ndarray:
@@ -57,14 +58,18 @@ def train_drafter_on_text(target: torch.nn.Module, tokenizer, texts: list[str] |
     return drafter
 
 
-def save_drafter(drafter: Drafter, path: str | Path, calibration: STSCalibration | None = None) -> Path:
-    """Write the drafter (config JSON + safetensors, not the shared target weights) atomically."""
+def save_drafter(drafter: Drafter, path: str | Path, calibration: STSCalibration | None = None,
+                 meta: dict | None = None) -> Path:
+    """Write the drafter (config JSON + safetensors, not the shared target weights) atomically, with
+    how it was built (``meta``, JSON) when given."""
     path = Path(path)
     with atomic_dir(path) as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(drafter.config.to_dict(), indent=2))
         save_file({k: v.detach().contiguous() for k, v in drafter.state_dict().items()}, str(tmp / WEIGHTS_FILE))
         if calibration is not None:
             (tmp / CALIB_FILE).write_text(json.dumps(calibration.to_dict()))
+        if meta is not None:
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
     return path
 
 

@@ -42,6 +42,11 @@ class DrafterConfig:
     vocab_size: int = 0  # filled from the target
     hidden_size: int = 0  # filled from the target
     target_name: str = ""
+    # > 0: the draft head scores only this many target tokens (the most frequent in the training data,
+    # set by Drafter.set_draft_vocab): on a CPU the head over a 49k vocabulary costs about a fifth of a
+    # target forward per drafted token. Exactness is the verifier's: a token outside the set has draft
+    # probability 0, so rejection sampling resamples it from the residual; greedy output is unchanged.
+    draft_vocab: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFTER_KINDS:
@@ -52,6 +57,9 @@ class DrafterConfig:
             raise ValueError("n_layers and window must be >= 1")
         if self.kind in ("markov", "rnn") and self.rank < 1:
             raise ValueError(f"the {self.kind} head needs rank >= 1, got {self.rank}")
+        if self.draft_vocab < 0 or (self.vocab_size and self.draft_vocab > self.vocab_size):
+            raise ValueError(f"draft_vocab must be 0 (the whole vocabulary) or 1..{self.vocab_size or 'vocab_size'}, "
+                             f"got {self.draft_vocab}")
         self.target_layers = tuple(int(i) for i in self.target_layers)
 
     def to_dict(self) -> dict:
@@ -137,6 +145,9 @@ class Drafter(nn.Module):
         super().__init__()
         if config.vocab_size < 2 or config.hidden_size < 1:
             raise ValueError("DrafterConfig needs vocab_size and hidden_size (use Drafter.for_target)")
+        if not 0 <= config.draft_vocab <= config.vocab_size:
+            raise ValueError(f"draft_vocab must be 0 (the whole vocabulary) or 1..{config.vocab_size}, "
+                             f"got {config.draft_vocab}")
         self.config = c = config
         d, m = c.hidden_size, len(c.target_layers)
         if m == 0:
@@ -147,15 +158,19 @@ class Drafter(nn.Module):
         self.layers = nn.ModuleList(DraftLayer(d, c.n_heads, c.ffn_mult) for _ in range(c.n_layers))
         self.out_norm = nn.RMSNorm(d)
         seq = c.kind in ("markov", "rnn")
+        k = c.draft_vocab or c.vocab_size
+        # the draft vocabulary (ids into the target's); the identity when the head scores everything
+        self.register_buffer("vocab_ids", torch.arange(k, dtype=torch.long))
         if seq:
             self.w1 = nn.Embedding(c.vocab_size, c.rank)
             nn.init.normal_(self.w1.weight, std=0.02)
-            self.w2 = nn.Linear(c.rank, c.vocab_size, bias=False)
+            self.w2 = nn.Linear(c.rank, k, bias=False)
             nn.init.zeros_(self.w2.weight)  # start as the pure backbone
         if c.kind == "rnn":
             self.rnn = nn.Linear(2 * c.rank + d, 3 * c.rank)
         self.conf_head = nn.Linear(d + (c.rank if seq else 0), 1)
         self._target: dict = {}
+        self._head_rows: torch.Tensor | None = None
 
     # ----------------------------------------------------------------------------------------
     @classmethod
@@ -187,7 +202,57 @@ class Drafter(nn.Module):
             raise ValueError(f"drafter reads target layer {max(self.config.target_layers)} but the target has "
                              f"{tc.num_hidden_layers} layers")
         self._target = {"embed": target.get_input_embeddings(), "head": target.get_output_embeddings()}
+        self._head_rows = None
         return self
+
+    @property
+    def reduced(self) -> bool:
+        return 0 < self.config.draft_vocab < self.config.vocab_size
+
+    def set_draft_vocab(self, token_ids: torch.Tensor | list[int]) -> Drafter:
+        """Score only ``token_ids`` (``config.draft_vocab`` distinct ids of the target's vocabulary)."""
+        ids = torch.as_tensor(token_ids, dtype=torch.long).flatten()
+        if len(ids) != self.config.draft_vocab or len(torch.unique(ids)) != len(ids):
+            raise ValueError(f"need {self.config.draft_vocab} distinct token ids for the draft vocabulary, got "
+                             f"{len(ids)} ({len(torch.unique(ids))} distinct)")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size:
+            raise ValueError(f"draft vocabulary ids must lie in 0..{self.config.vocab_size - 1}")
+        self.vocab_ids.copy_(ids.to(self.vocab_ids.device))
+        self._head_rows = None
+        return self
+
+    def draft_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary (the target's whole vocabulary unless reduced)."""
+        if not self.reduced:
+            return self.lm_head(h)
+        head = self._target["head"]
+        if self._head_rows is None or self._head_rows.device != h.device:
+            # the frozen target head's rows of the draft vocabulary, sliced once (not trained)
+            self._head_rows = head.weight.detach()[self.vocab_ids.to(head.weight.device)].to(h.device)
+        out = h @ self._head_rows.t()
+        if getattr(head, "bias", None) is not None:
+            out = out + head.bias.detach()[self.vocab_ids]
+        return out
+
+    def to_target_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        """Target token ids of draft-vocabulary indices."""
+        return self.vocab_ids[idx] if self.reduced else idx
+
+    def to_draft_index(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(index into the draft vocabulary, whether the token is in it) for target token ids."""
+        if not self.reduced:
+            return tokens, torch.ones_like(tokens, dtype=torch.bool)
+        lookup = torch.full((self.config.vocab_size,), -1, dtype=torch.long, device=tokens.device)
+        lookup[self.vocab_ids.to(tokens.device)] = torch.arange(len(self.vocab_ids), device=tokens.device)
+        idx = lookup[tokens]
+        return idx.clamp(min=0), idx >= 0
+
+    def full_probs(self, probs: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary probabilities placed in the target's vocabulary (0 elsewhere)."""
+        if not self.reduced:
+            return probs
+        out = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
+        return out.index_copy_(-1, self.vocab_ids.to(probs.device), probs)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self._target["embed"](ids)
@@ -197,7 +262,10 @@ class Drafter(nn.Module):
 
     def fuse_features(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Fuse the selected target layers' hidden states: RMSNorm(W_c [H^l1; ...; H^lm])."""
-        feats = torch.cat([hidden_states[i] for i in self.config.target_layers], dim=-1)
+        return self.fuse_concat(torch.cat([hidden_states[i] for i in self.config.target_layers], dim=-1))
+
+    def fuse_concat(self, feats: torch.Tensor) -> torch.Tensor:
+        """Fuse already concatenated target features [H^l1; ...; H^lm] (e.g. cached ones)."""
         return self.fuse_norm(self.fuse(feats.to(self.fuse.weight.dtype)))
 
     # ----------------------------------------------------------------------------------------
@@ -254,12 +322,13 @@ class Drafter(nn.Module):
 
     def forward_train(self, ctx: torch.Tensor, ctx_mask: torch.Tensor, anchor: torch.Tensor,
                       targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced block: draft logits (N, γ, V) and confidence logits (N, γ); the previous
-        tokens fed to the sequential head / AR inputs are the ground truth (anchor, targets[:-1])."""
+        """Teacher-forced block: draft logits (N, γ, K) over the draft vocabulary (K = V unless reduced)
+        and confidence logits (N, γ); the previous tokens fed to the sequential head / AR inputs are the
+        ground truth (anchor, targets[:-1])."""
         g = targets.shape[1]
         prev = torch.cat([anchor[:, None], targets[:, :-1]], dim=1)
         h = self.backbone(ctx, ctx_mask, self._block_inputs(anchor, targets, g))
-        logits = self.lm_head(h)
+        logits = self.draft_logits(h)
         kind = self.config.kind
         if kind == "markov":
             e = self.w1(prev)
@@ -295,16 +364,18 @@ class Drafter(nn.Module):
             ctx_kv = self.project_context(ctx)
         gumbel = None
         if not greedy:
-            u = torch.rand(n, g, self.config.vocab_size, generator=generator, device=dev, dtype=torch.float64)
+            u = torch.rand(n, g, len(self.vocab_ids), generator=generator, device=dev, dtype=torch.float64)
             gumbel = -torch.log(-torch.log(u.clamp_min(1e-300)))
 
         def pick(logits: torch.Tensor, k: int) -> torch.Tensor:
+            """A target token id drawn from draft-vocabulary logits."""
             if greedy:
-                return logits.argmax(-1)
-            return (logits.double() / temperature + gumbel[:, k]).argmax(-1)  # exact sample of softmax(l/T)
+                return self.to_target_ids(logits.argmax(-1))
+            # exact sample of softmax(l/T)
+            return self.to_target_ids((logits.double() / temperature + gumbel[:, k]).argmax(-1))
 
         def finish(tokens: torch.Tensor, logits: torch.Tensor, conf: torch.Tensor, timings: dict) -> DraftOutput:
-            probs = None if greedy else torch.softmax(logits.double() / temperature, dim=-1)
+            probs = None if greedy else self.full_probs(torch.softmax(logits.double() / temperature, dim=-1))
             return DraftOutput(tokens, probs, conf, timings)
 
         if self.config.kind == "ar":
@@ -321,7 +392,7 @@ class Drafter(nn.Module):
                 for li, (layer, kv) in enumerate(zip(self.layers, ctx_kv, strict=True)):
                     x, past[li] = layer(x, kv, mask, pos, past[li])
                 h = self.out_norm(x)[:, -1]
-                lg = self.lm_head(h)
+                lg = self.draft_logits(h)
                 prev = pick(lg, k)
                 toks.append(prev)
                 hs.append(h)
@@ -330,12 +401,13 @@ class Drafter(nn.Module):
             return finish(torch.stack(toks, 1), torch.stack(logit_rows, 1), self._conf(h_all, None),
                           {"backbone_s": time.perf_counter() - t0, "sequential_s": 0.0})
         h = self.backbone(None, ctx_mask, self._block_inputs(anchor, None, g), ctx_kv=ctx_kv)
-        logits = self.lm_head(h)
+        logits = self.draft_logits(h)
         t1 = time.perf_counter()
         kind = self.config.kind
         feat = None
         if kind == "parallel":
-            tokens = logits.argmax(-1) if greedy else (logits.double() / temperature + gumbel).argmax(-1)
+            tokens = self.to_target_ids(logits.argmax(-1) if greedy
+                                        else (logits.double() / temperature + gumbel).argmax(-1))
         else:
             # the sequential head: x_k = pick(base_k + W2·W1[x_{k−1}]), inherently left to right
             toks = []

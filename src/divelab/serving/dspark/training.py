@@ -64,14 +64,23 @@ def position_weights(gamma: int, decay: float | None) -> torch.Tensor:
 
 
 def dspark_loss(draft_logits: torch.Tensor, conf_logits: torch.Tensor, target_logits: torch.Tensor,
-                tokens: torch.Tensor, weights: torch.Tensor, cfg: DrafterTrainConfig
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns (loss, per-position mean 1 − TV). Shapes: logits (N, γ, V), conf (N, γ), tokens (N, γ)."""
+                tokens: torch.Tensor, weights: torch.Tensor, cfg: DrafterTrainConfig,
+                drafter: Drafter | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns (loss, per-position mean 1 − TV). Shapes: draft logits (N, γ, K) over the draft
+    vocabulary (K = V unless ``drafter`` has a reduced one), target logits (N, γ, V), conf (N, γ),
+    tokens (N, γ). With a reduced vocabulary the draft puts no mass outside it, so the L1 distance
+    gains the target's mass there and the CE term skips data tokens outside it."""
     logp_d = F.log_softmax(draft_logits.float(), dim=-1)
     p_d = logp_d.exp()
     p_t = F.softmax(target_logits.float(), dim=-1)
-    ce = -logp_d.gather(-1, tokens[..., None]).squeeze(-1)
-    l1 = (p_d - p_t).abs().sum(-1)
+    if drafter is not None and drafter.reduced:
+        p_t_in = p_t.index_select(-1, drafter.vocab_ids)
+        idx, inside = drafter.to_draft_index(tokens)
+        ce = -logp_d.gather(-1, idx[..., None]).squeeze(-1) * inside
+        l1 = (p_d - p_t_in).abs().sum(-1) + (1.0 - p_t_in.sum(-1)).clamp(min=0.0)
+    else:
+        ce = -logp_d.gather(-1, tokens[..., None]).squeeze(-1)
+        l1 = (p_d - p_t).abs().sum(-1)
     soft = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)  # analytic acceptance probability
     bce = F.binary_cross_entropy_with_logits(conf_logits.float(), soft, reduction="none")
     w = weights.to(ce.device) / weights.sum()
@@ -196,7 +205,7 @@ def train_drafters(target: torch.nn.Module, drafters: list[Drafter], tokens: np.
                 ctx, mask, anchor, tgt_tok, tgt_logits = block_batch(d, feats, seqs, out.logits,
                                                                      cfg.anchors_per_seq, gens[i])
                 d_logits, c_logits = d.forward_train(ctx, mask, anchor, tgt_tok)
-                loss, proxy = dspark_loss(d_logits, c_logits, tgt_logits, tgt_tok, weights[i], cfg)
+                loss, proxy = dspark_loss(d_logits, c_logits, tgt_logits, tgt_tok, weights[i], cfg, d)
                 opts[i].zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params[i], 1.0)

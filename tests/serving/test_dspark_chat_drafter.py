@@ -1,0 +1,115 @@
+"""The chat drafter recipe end to end on the smoke model (given a chat template): data, vocabulary,
+training in lm.fit with a learning curve, resume, cache, and the sparse loss it trains with."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import divelab.lm
+from divelab.serving.dspark import chat_data, load_drafter
+from divelab.serving.dspark.chat_drafter import (
+    ChatDrafterRecipe,
+    build_chat_drafter,
+    default_drafter_dir,
+    sparse_dspark_loss,
+)
+from divelab.serving.dspark.drafter import Drafter, DrafterConfig
+from divelab.serving.dspark.training import DrafterTrainConfig, dspark_loss, position_weights
+
+TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+RECIPE = ChatDrafterRecipe(target="smoke", n_prompts=8, max_new_tokens=12, gen_batch=4, gamma=3, window=4, rank=4,
+                           draft_vocab=64, steps=6, blocks_per_step=16, warmup=2, eval_every=3, eval_prompts=4)
+
+
+@pytest.fixture
+def chat_smoke(monkeypatch):
+    real = divelab.lm.load_model
+
+    def load(name):
+        model, tok = real(name)
+        tok.chat_template = TEMPLATE
+        return model, tok
+
+    monkeypatch.setattr(divelab.lm, "load_model", load)
+    return load
+
+
+def test_recipe_builds_once_records_a_learning_curve_and_loads(chat_smoke):
+    assert default_drafter_dir("smoke", RECIPE) is None
+    lines = []
+    path = build_chat_drafter(RECIPE, log=lines.append)
+    assert default_drafter_dir("smoke", RECIPE) == path
+    meta = json.loads((path / "meta.json").read_text())
+    assert [p["step"] for p in meta["learning_curve"]] == [0, 3, 6]
+    assert all(1.0 <= p["tau_greedy"] <= 1 + RECIPE.gamma for p in meta["learning_curve"])
+    assert meta["response_tokens"] > 0 and 0 < meta["draft_vocab_coverage"] <= 1
+    target, _ = chat_smoke("smoke")
+    drafter, cal = load_drafter(path, target)
+    assert drafter.reduced and len(drafter.vocab_ids) == 64 and cal is not None
+    assert not path.with_name(path.name + ".ckpt").exists()  # the checkpoint goes once the drafter is saved
+    assert build_chat_drafter(RECIPE, log=lines.append) == path  # cached: nothing rebuilt
+    assert sum(x.endswith("training ...") for x in lines) == 1
+
+
+def test_a_killed_build_resumes_to_the_same_drafter(chat_smoke, monkeypatch, tmp_path):
+    from divelab.serving.dspark import chat_drafter
+
+    recipe = ChatDrafterRecipe(**{**RECIPE.__dict__, "seed": 1, "steps": 9})
+    calls = {"n": 0}
+    real_point = chat_drafter.expected_tau
+
+    def dies_after_first_checkpoint(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the points at steps 0 and 3 are done and step 3 is checkpointed
+            raise KeyboardInterrupt
+        return real_point(*a, **k)
+
+    monkeypatch.setattr(chat_drafter, "expected_tau", dies_after_first_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        build_chat_drafter(recipe, log=lambda s: None)
+    monkeypatch.setattr(chat_drafter, "expected_tau", real_point)
+    resumed = build_chat_drafter(recipe, log=lambda s: None)
+    meta = json.loads((resumed / "meta.json").read_text())
+    assert meta["resumed_from"] == 3
+    import shutil
+
+    shutil.rmtree(resumed)  # the same recipe built in one go ends with the same weights
+    fresh = build_chat_drafter(recipe, log=lambda s: None)
+    assert json.loads((fresh / "meta.json").read_text())["resumed_from"] is None
+    assert meta["final_loss"] == pytest.approx(json.loads((fresh / "meta.json").read_text())["final_loss"])
+
+
+def test_sparse_loss_equals_the_full_loss_when_the_top_k_holds_all_the_mass():
+    torch.manual_seed(0)
+    target = divelab.lm.build_model("tiny-100k", 12, seed=0)
+    d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=3, window=4, rank=4))
+    n, g, v = 5, 3, 12
+    d_logits, conf, t_logits = torch.randn(n, g, v), torch.randn(n, g), torch.randn(n, g, v)
+    tokens = torch.randint(0, v, (n, g))
+    p_t = torch.softmax(t_logits, -1)
+    top_p, top_ids = p_t.topk(v, -1)  # k = V: nothing is cut
+    w, cfg = position_weights(g, 4.0), DrafterTrainConfig()
+    full, _ = dspark_loss(d_logits, conf, t_logits, tokens, w, cfg)
+    sparse, _ = sparse_dspark_loss(d, d_logits, conf, top_ids, top_p, tokens, w, cfg)
+    assert torch.allclose(full, sparse, atol=1e-5)
+    cut, _ = sparse_dspark_loss(d, d_logits, conf, top_ids[..., :3], top_p[..., :3], tokens, w, cfg)
+    assert torch.isfinite(cut) and not torch.allclose(cut, full)
+
+
+def test_recipe_and_data_errors_name_what_is_wrong(chat_smoke):
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        ChatDrafterRecipe(steps=0)
+    with pytest.raises(ValueError, match="exceeds the .* training prompts"):
+        build_chat_drafter(ChatDrafterRecipe(**{**RECIPE.__dict__, "n_prompts": 10**6}), log=lambda s: None)
+    rows = [[1, 2, 3, 3], [3, 5]]
+    assert chat_data.most_frequent(rows, 2, always=(9,)).tolist() == [9, 3]
+    assert chat_data.coverage(rows, np.array([3]), [2, 0]) == pytest.approx(3 / 4)  # responses: 3 3 / 3 5
+
+
+def test_chat_prompts_need_a_chat_model():
+    _, tok = divelab.lm.load_model("smoke")
+    tok.chat_template = None
+    with pytest.raises(ValueError, match="no chat template"):
+        chat_data.chat_prompts(tok, ["bees"])
