@@ -12,6 +12,7 @@ from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable, strongest
 from divelab.comparisons import baseline_records
 from divelab.rl.testbed import TestbedConfig
+from divelab.training.g2po.setup import TESTBEDS
 from divelab.training.progress_advantage import mdp as M
 from divelab.training.progress_advantage.twcheck import EvalConfig
 
@@ -59,11 +60,11 @@ class Plan:
     model download)."""
 
 
+# G2PO's test beds at smoke and full (their games and warm starts are cached once); quick has its own
 PLANS = {
     "smoke": Plan(exact=ExactPlan(slips=(0.0, 0.2), random_mdps=20, small_betas=(0.01, 0.001),
                                   small_gammas=(0.9, 0.99), mdps_per_cell=1, pg_steps=300, pg_sampled_steps=100),
-                  testbed=TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4,
-                                        sft_episodes=4, sft_steps=10),
+                  testbed=TESTBEDS["smoke"],
                   iterations=2, group_size=4, evaluation=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
                   keydoor=False, bootstrap=50, real_llm=False),
     "quick": Plan(exact=ExactPlan(slips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4), random_mdps=200,
@@ -77,9 +78,7 @@ PLANS = {
     "full": Plan(exact=ExactPlan(slips=tuple(np.linspace(0, 0.6, 13).tolist()), random_mdps=2000,
                                  small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                  mdps_per_cell=5, pg_steps=5000, pg_sampled_steps=3000),
-                 testbed=TestbedConfig(n_games=8, nb_rooms=3, nb_objects=4, quest_length=3, max_steps=12,
-                                       min_random_success=0.05, max_states=400, sft_episodes=32, sft_steps=300,
-                                       sft_lr=1e-2),
+                 testbed=TESTBEDS["full"],
                  iterations=4, group_size=8, evaluation=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64),
                  keydoor=True, bootstrap=2000, real_llm=True),
 }

@@ -29,6 +29,7 @@ from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_en
 from divelab.progress import track
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.training.g2po.setup import TESTBEDS
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import evaluate as fidelity
 from divelab.training.world_model.model import WorldModel, lm_train, rl_train, train_tokenizer
@@ -85,19 +86,15 @@ class Plan:
     """GRPO iterations on the held-out games in the warm-up comparison."""
 
 
-_SMOKE_TB = TestbedConfig(n_games=2, nb_rooms=2, nb_objects=2, quest_length=1, max_steps=4, sft_episodes=4,
-                          sft_steps=10)
-# the G2PO reproduction's quick test bed (its games and warm start are cached)
-_QUICK_TB = TestbedConfig(n_games=4, nb_rooms=3, nb_objects=3, quest_length=3, max_steps=10,
-                          min_random_success=0.07, max_states=120, sft_episodes=32, sft_steps=200, sft_lr=1e-2)
+# G2PO's test beds (their games and warm starts are cached once); full keeps quick's
 PLANS = {
-    "smoke": Plan(testbed=_SMOKE_TB, held_out_seed0=1, held_out_games=1, extra_seen_games=0, episodes=4,
+    "smoke": Plan(testbed=TESTBEDS["smoke"], held_out_seed0=1, held_out_games=1, extra_seen_games=0, episodes=4,
                   cpt_steps=30, sft_steps=30, rl_steps=2, batch=16, agent_pretrain_steps=10, grpo_iterations=2,
                   group_size=4, n_seeds=1, eval_episodes=4, warmup=False, warmup_iterations=2),
-    "quick": Plan(testbed=_QUICK_TB, held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=16,
+    "quick": Plan(testbed=TESTBEDS["quick"], held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=16,
                   cpt_steps=150, sft_steps=400, rl_steps=6, batch=16, agent_pretrain_steps=100, grpo_iterations=10,
                   group_size=8, n_seeds=2, eval_episodes=16, warmup=True, warmup_iterations=6),
-    "full": Plan(testbed=_QUICK_TB, held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=32,
+    "full": Plan(testbed=TESTBEDS["quick"], held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=32,
                  cpt_steps=600, sft_steps=1200, rl_steps=40, batch=32, agent_pretrain_steps=300, grpo_iterations=30,
                  group_size=8, n_seeds=5, eval_episodes=32, warmup=True, warmup_iterations=30),
 }
