@@ -33,7 +33,10 @@ def chat_smoke(monkeypatch):
         return model, tok
 
     monkeypatch.setattr(divelab.lm, "load_model", load)
-    return load
+    yield load
+    from divelab.serving.dspark.chat_drafter import _latest_pointer
+
+    _latest_pointer("smoke").unlink(missing_ok=True)  # other tests serve the smoke model without speculation
 
 
 def test_recipe_builds_once_records_a_learning_curve_and_loads(chat_smoke):
@@ -51,6 +54,28 @@ def test_recipe_builds_once_records_a_learning_curve_and_loads(chat_smoke):
     assert not path.with_name(path.name + ".ckpt").exists()  # the checkpoint goes once the drafter is saved
     assert build_chat_drafter(RECIPE, log=lines.append) == path  # cached: nothing rebuilt
     assert sum(x.endswith("training ...") for x in lines) == 1
+    # the server's default: the drafter built for the model; "none" turns speculation off
+    from divelab.serving.server.runner import build_app, resolve_drafter
+
+    assert default_drafter_dir("smoke") == path and resolve_drafter("smoke", None) == path
+    assert resolve_drafter("smoke", "none") is None and resolve_drafter("small", "auto") is None
+    assert build_app("smoke").state.engine.speculative
+    assert not build_app("smoke", "none").state.engine.speculative
+
+
+def test_train_drafter_command_builds_the_chat_drafter(chat_smoke, tmp_path):
+    from typer.testing import CliRunner
+
+    from divelab.cli import app
+
+    args = ["dspark", "train-drafter", "--target", "smoke", "--steps", "2", "--prompts", "4", "--draft-vocab", "32",
+            "--out", str(tmp_path / "copy")]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "copy" / "drafter_config.json").exists() and default_drafter_dir("smoke") is not None
+    res = CliRunner().invoke(app, ["dspark", "train-drafter", "--target", "smoke", "--corpus", str(tmp_path),
+                                   "--prompts", "4"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "--prompts and --draft-vocab apply to a chat model" in res.output
 
 
 def test_a_killed_build_resumes_to_the_same_drafter(chat_smoke, monkeypatch, tmp_path):

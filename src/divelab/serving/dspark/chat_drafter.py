@@ -11,6 +11,7 @@ recipe; :func:`default_drafter_dir` finds it for the server.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -82,12 +83,22 @@ class ChatDrafterRecipe:
                                                           "seed")})
 
 
+def _latest_pointer(model: str) -> Path:
+    return entry_path("dspark-drafter", f"latest-{stable_hash({'target': model})}.json")
+
+
 def default_drafter_dir(model: str, recipe: ChatDrafterRecipe | None = None) -> Path | None:
-    """The cached drafter for ``model`` built with ``recipe`` (default recipe), or None if not built."""
-    recipe = recipe or ChatDrafterRecipe(target=model)
-    if recipe.target != model:
-        recipe = ChatDrafterRecipe(**{**asdict(recipe), "target": model})
-    path = entry_path("dspark-drafter", recipe.key())
+    """The cached drafter for ``model``: the one built with ``recipe`` if given, else the most recently
+    built one (whatever its recipe); None when there is none."""
+    if recipe is not None:
+        if recipe.target != model:
+            recipe = ChatDrafterRecipe(**{**asdict(recipe), "target": model})
+        path = entry_path("dspark-drafter", recipe.key())
+    else:
+        pointer = _latest_pointer(model)
+        if not pointer.exists():
+            return None
+        path = Path(json.loads(pointer.read_text())["path"])
     return path if (path / "drafter_config.json").exists() else None
 
 
@@ -174,10 +185,12 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
     recipe = recipe or ChatDrafterRecipe()
     path = entry_path("dspark-drafter", recipe.key())
     if (path / "drafter_config.json").exists():
+        _write_pointer(recipe.target, path)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with lock(path):
         if (path / "drafter_config.json").exists():
+            _write_pointer(recipe.target, path)
             return path
         t0 = time.perf_counter()
         target, tok = load_model(recipe.target)
@@ -270,4 +283,13 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
                 "learning_curve": curve, "resumed_from": res.resumed_from}
         save_drafter(drafter, path, cal, meta=meta)
         shutil.rmtree(ckpt, ignore_errors=True)
+        _write_pointer(recipe.target, path)
         return path
+
+
+def _write_pointer(model: str, path: Path) -> None:
+    """Remember ``path`` as ``model``'s drafter for ``divelab serve`` (written whole, then renamed)."""
+    pointer = _latest_pointer(model)
+    tmp = pointer.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"path": str(path)}))
+    tmp.replace(pointer)

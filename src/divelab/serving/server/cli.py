@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 
@@ -11,7 +9,8 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
         model: str = typer.Option("smollm2-135m-instruct", help="zoo name or a local HF checkpoint directory"),
-        drafter: Path = typer.Option(None, help="a drafter directory from `divelab train-drafter` (none = plain)"),
+        drafter: str = typer.Option("auto", help="auto: the drafter `divelab dspark train-drafter --target MODEL` "
+                                                 "built, if any; none: plain decoding; or a drafter directory"),
         scheduler: str = typer.Option("dspark", help="fixed-K | threshold-T | dspark | stale-k | global-argmax"),
         host: str = typer.Option("127.0.0.1"),
         port: int = typer.Option(8000),
@@ -35,7 +34,10 @@ def register(app: typer.Typer) -> None:
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        speculative = application.state.engine.speculative
         typer.echo(f"serving {application.state.model_name!r} on http://{host}:{port}/v1 "
-                   f"({'DSpark speculative' if application.state.engine.speculative else 'plain'} decoding)",
-                   err=True)
+                   f"({'DSpark speculative' if speculative else 'plain'} decoding)", err=True)
+        if not speculative and drafter == "auto":
+            typer.echo(f"no trained drafter for {model!r} in the cache, so no speculation; build one with "
+                       f"`divelab dspark train-drafter --target {model}`", err=True)
         uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)

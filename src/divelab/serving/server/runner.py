@@ -18,10 +18,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def resolve_drafter(model: str, drafter: str | Path | None) -> Path | None:
+    """Which drafter to serve ``model`` with: ``None``/``"auto"``: the one ``divelab dspark train-drafter
+    --target <model>`` built and cached, if there is one; ``"none"``: no speculation; else a directory."""
+    if drafter is None or str(drafter) == "auto":
+        from divelab.serving.dspark.chat_drafter import default_drafter_dir
+
+        return default_drafter_dir(str(model))
+    if str(drafter).lower() == "none":
+        return None
+    return Path(drafter)
+
+
 def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "dspark", device: str = "cpu",
               max_batch: int = 8, max_queue: int = 64, seed: int = 0, name: str | None = None,
               threads: int | None = None, **kw):
-    """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``;
+    """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``, "none",
+    or None / "auto" (the cached drafter ``divelab dspark train-drafter --target <model>`` built, if any);
     ``threads``: torch intra-op threads (None: torch's default, one per core).
     Raises ValueError / FileNotFoundError with a clear message (e.g. a drafter for another model)."""
     import torch
@@ -40,6 +53,7 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
     target, tok = load_model(model)
     target = target.to(device).eval()
     d, cal = (None, None)
+    drafter = resolve_drafter(model, drafter)
     if drafter is not None:
         try:
             d, cal = load_drafter(drafter, target)
