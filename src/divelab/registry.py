@@ -2,7 +2,8 @@
 
 A system is *implemented* when its package has a ``reproduce`` module; status is derived from
 the code, never written by hand, so ``divelab list`` cannot claim what is not there.
-Each ``reproduce`` module defines ``reproduce(scale: str, seed: int) -> Reproduction``.
+Each ``reproduce`` module defines a documented ``Plan`` per scale (``PLANS``) and ``run(plan, seed) ->
+Reproduction`` (:mod:`divelab.plans`); the runner (:func:`divelab.scaleout.run_reproduction`) runs it.
 A package may also define ``cli.py`` with ``register(app: typer.Typer)`` to add its own commands.
 
 The registry is each system's one descriptor: the docs navigation, the API pages and the README's

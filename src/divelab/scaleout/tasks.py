@@ -174,23 +174,18 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
 
     matplotlib.use("Agg")
     mod = importlib.import_module(f"{module}.reproduce")
+    plan = plans.resolve(mod, scale, sets)
+    threads = getattr(mod, "THREADS", 1)  # None: the reproduction pins the parts that need it itself
     t0 = time.perf_counter()
-    if not hasattr(mod, "PLANS"):  # a reproduction not yet written as a plan
-        if sets:
-            raise ValueError(f"{module} has no Plan, so --set cannot override anything in it")
-        rep = mod.reproduce(scale=scale, seed=seed)
+    if threads is None:
+        rep = mod.run(plan, seed)
     else:
-        plan = plans.resolve(mod, scale, sets)
-        threads = getattr(mod, "THREADS", 1)
-        if threads is None:
+        with torch_threads(threads):
             rep = mod.run(plan, seed)
-        else:
-            with torch_threads(threads):
-                rep = mod.run(plan, seed)
-        rep.scale = scale
-        rep.plan = plans.to_dict(plan)
-        rep.overrides = dict(sets or {})
     rep.runtime_s = time.perf_counter() - t0
+    rep.scale = scale
+    rep.plan = plans.to_dict(plan)
+    rep.overrides = dict(sets or {})
     return rep
 
 

@@ -38,7 +38,7 @@ class ChatDrafterRecipe:
     """training prompts (request templates × training topics) the target answers."""
     max_new_tokens: int = 128
     """the longest response generated per prompt."""
-    gen_batch: int = 32
+    gen_batch: int = 64
     """prompts generated together (one cached shard each)."""
     kind: str = "markov"
     """drafter kind: parallel | markov (DSpark) | rnn | ar (EAGLE-style)."""
@@ -54,7 +54,7 @@ class ChatDrafterRecipe:
     """tokens the draft head scores (the most frequent in the responses); 0 = the whole vocabulary."""
     steps: int = 3000
     """optimisation steps."""
-    blocks_per_step: int = 256
+    blocks_per_step: int = 128
     """draft blocks (random response positions) per optimisation step."""
     lr: float = 3e-3
     """peak learning rate (warmup, then cosine decay to a tenth)."""
