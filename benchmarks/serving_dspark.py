@@ -1,24 +1,27 @@
 """DSpark vs the strongest decoders we can run, on real targets, interleaved in one run, T=0 and T=1.
 
 Targets (built and cached by ``benchmarks/dspark_assets.py``):
-* ``smollm2`` — SmolLM2-135M-Instruct on held-out chat prompts (topics no drafter saw);
+* ``smollm2`` — SmolLM2-135M-Instruct with the drafter ``divelab dspark train-drafter --target
+  smollm2-135m-instruct`` builds (the one ``divelab serve`` uses), on held-out chat prompts (topics no
+  drafter saw);
 * ``tiny`` — the zoo tiny-1m trained 4× longer than the degenerate ``small`` target.
 distinct-2/4 of the target's own outputs is printed beside every τ: a high τ on a repetitive
 target says little about the drafter.
 
 Peers at batch 1 (each prompt runs every peer before the next prompt: interleaved, so a burst of
-machine load hits all peers alike): transformers ``generate``; prompt-lookup decoding
-(``prompt_lookup_num_tokens``); assisted generation with a tiny same-vocabulary LM trained on the
-target's own responses, ``num_assistant_tokens`` tuned over {2, 4, 8} (constant schedule); divelab
-plain decoding; EAGLE-style AR drafter with a KV cache (fixed γ); DSpark's Markov drafter at fixed γ
-and with Algorithm 1 (SPS profiled at start-up). Greedy outputs are checked token-identical to
-plain greedy. Under load: HF static batched ``generate`` vs divelab plain and DSpark continuous
-batching, aggregate and per-user tokens/s at each load of the sweep.
+machine load hits all peers alike): transformers ``generate``; prompt-lookup decoding and assisted
+generation with a tiny same-vocabulary LM trained on the target's own responses, each with its
+token count tuned over {2, 4, 8} on a warm-up prompt; divelab plain decoding; the drafters at fixed
+γ and DSpark with Algorithm 1 (SPS profiled at start-up, STS-calibrated confidences). Speed-ups carry
+a 95 % interval over prompts; DSpark rows carry a profile (drafting / verification / other). Greedy
+outputs are checked token-identical to plain greedy. Under load: HF static batched ``generate`` vs
+divelab plain and DSpark continuous batching, aggregate and per-user tokens/s at each load. The
+machine's load average before and after is recorded: near 0 before means an idle machine.
 
-    python benchmarks/serving_dspark.py --quick --out benchmarks/serving_dspark.json
-    python benchmarks/serving_dspark.py --targets smollm2 tiny --prompts 8 --max-new-tokens 64
+    python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --out benchmarks/serving_dspark.json
+    python benchmarks/serving_dspark.py --quick --targets tiny --out /tmp/tiny.json
 
-CPU only here (no GPU was lent); ``--device cuda`` runs the same code on a GPU (untested on hardware).
+CPU here; ``--device cuda`` runs the same code on a GPU.
 """
 
 from __future__ import annotations
@@ -40,22 +43,43 @@ def distinct_n(seqs: list[list[int]], n: int) -> float:
     return len(set(grams)) / max(1, len(grams))
 
 
-def bench_target(name: str, args, log=print) -> dict:
-    from divelab.serving.dspark import Request, SpecEngine, measure_sps, plain_greedy
-    from dspark_assets import load_assets
+def machine_state() -> dict:
+    """What the numbers were measured on: a load average near 0 before the run means an idle machine."""
+    import os
+    import platform
 
-    a = load_assets(name, seed=args.seed)
+    return {"load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine()}
+
+
+def bench_target(name: str, args, log=print) -> dict:
+    from divelab import stats
+    from divelab.serving.dspark import Request, SpecEngine, measure_sps, plain_greedy
+    from dspark_assets import load_assets, load_smollm2
+
+    if name == "smollm2":
+        a = load_smollm2(seed=args.seed, n_prompts=args.prompts + 1)
+        drafters = {"DSpark Markov": a["drafter"]}
+        g = a["drafter"].config.gamma
+    else:
+        a = load_assets(name, seed=args.seed)
+        drafters = {"EAGLE-style AR drafter + KV cache": a["ar"], "DSpark Markov": a["markov"]}
+        g = args.gamma
     dev = torch.device(args.device)
     target = a["target"].to(dev)
-    mk, ar, assistant = a["markov"].to(dev), a["ar"].to(dev), a["assistant"].to(dev)
-    prompts = a["prompts"][: args.prompts]
-    m, g, eos, pad = args.max_new_tokens, args.gamma, a["eos"], a["pad"]
+    drafters = {k: d.to(dev) for k, d in drafters.items()}
+    mk = drafters["DSpark Markov"]
+    assistant = a["assistant"].to(dev)
+    warm, prompts = a["prompts"][0], a["prompts"][1: args.prompts + 1]  # the first prompt only tunes and warms up
+    m, eos, pad = args.max_new_tokens, a["eos"], a["pad"]
     t0 = time.perf_counter()
     sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=args.sps_repeats)
     sps_s = time.perf_counter() - t0
     ref = [plain_greedy(target, p, m, eos_token_id=eos) for p in prompts]
     out: dict = {"target": name, "parameters": sum(p.numel() for p in target.parameters()),
                  "drafter_parameters": sum(p.numel() for n_, p in mk.named_parameters()),
+                 "draft_vocab": int(len(mk.vocab_ids)), "gamma": g, "prompts": len(prompts),
                  "assistant_parameters": sum(p.numel() for p in assistant.parameters()),
                  "assets": a["meta"], "sps_profile_s": sps_s,
                  "sps": {"B": sps.batch_sizes.tolist(), "steps_per_s": np.round(sps.steps_per_s, 2).tolist()},
@@ -79,27 +103,30 @@ def bench_target(name: str, args, log=print) -> dict:
     results: dict = {}
     for temp in args.temps:
         engines = {"divelab plain": SpecEngine(target, None, sps=sps, temperature=temp, eos_token_id=eos,
-                                               seed=args.seed),
-                   f"EAGLE-style AR drafter + KV cache, fixed γ={g}":
-                       SpecEngine(target, ar, "fixed", sps=sps, gamma=g, temperature=temp, eos_token_id=eos,
-                                  seed=args.seed),
-                   f"DSpark Markov, fixed γ={g}": SpecEngine(target, mk, "fixed", sps=sps, gamma=g, temperature=temp,
-                                                             eos_token_id=eos, seed=args.seed),
-                   f"DSpark Markov + Alg. 1, γ≤{g}": SpecEngine(target, mk, "dspark", sps=sps, gamma=g,
-                                                                temperature=temp, eos_token_id=eos, seed=args.seed)}
-        peers = {"transformers generate": lambda p, t: hf(p, t),
-                 f"prompt lookup ({args.pld} tokens)": lambda p, t: hf(p, t, prompt_lookup_num_tokens=args.pld)}
-        # tune num_assistant_tokens on the first prompt (not timed in the table)
-        tune = {}
+                                               seed=args.seed)}
+        for dn, d in drafters.items():
+            engines[f"{dn}, fixed γ={g}"] = SpecEngine(target, d, "fixed", sps=sps, gamma=g, temperature=temp,
+                                                      eos_token_id=eos, seed=args.seed)
+        engines[f"DSpark Markov + Alg. 1, γ≤{g}"] = SpecEngine(target, mk, "dspark", sps=sps, gamma=g,
+                                                              calibration=a.get("calibration"), temperature=temp,
+                                                              eos_token_id=eos, seed=args.seed)
+        peers = {"transformers generate": lambda p, t: hf(p, t)}
+        # the peers' own knobs are tuned on the warm-up prompt (not timed in the table): each gets its best
+        tune: dict = {"prompt lookup": {}, "assisted": {}}
         for k in (2, 4, 8):
             t1 = time.perf_counter()
-            assisted(k)(prompts[0], temp)
-            tune[k] = time.perf_counter() - t1
-        best_k = min(tune, key=tune.get)
+            hf(warm, temp, prompt_lookup_num_tokens=k)
+            tune["prompt lookup"][k] = time.perf_counter() - t1
+            t1 = time.perf_counter()
+            assisted(k)(warm, temp)
+            tune["assisted"][k] = time.perf_counter() - t1
+        best_pld = min(tune["prompt lookup"], key=tune["prompt lookup"].get)
+        best_k = min(tune["assisted"], key=tune["assisted"].get)
+        peers[f"prompt lookup ({best_pld} tokens, tuned)"] = (lambda p, t, k=best_pld: hf(p, t, prompt_lookup_num_tokens=k))
         peers[f"assisted generation (tiny-1m assistant, k={best_k} tuned)"] = assisted(best_k)
         for nm, e in engines.items():
             peers[nm] = (lambda p, t, e=e: e.generate(p, m))
-        rec: dict = {nm: {"seconds": 0.0, "tokens": 0, "outs": [], "steps": []} for nm in peers}
+        rec: dict = {nm: {"seconds": 0.0, "tokens": 0, "outs": [], "steps": [], "per_prompt": []} for nm in peers}
         for nm, e in engines.items():  # count rounds for τ
             orig = e.step
 
@@ -109,7 +136,7 @@ def bench_target(name: str, args, log=print) -> dict:
                 return r
             e.step = counting  # type: ignore[method-assign]
         for fn in peers.values():  # warm-up
-            fn(prompts[0][:8], temp)
+            fn(warm[:8], temp)
         for rec_ in rec.values():
             rec_["steps"].clear()
         torch.manual_seed(args.seed)
@@ -118,23 +145,37 @@ def bench_target(name: str, args, log=print) -> dict:
                 for nm, fn in peers.items():
                     t1 = time.perf_counter()
                     o = fn(p, temp)
-                    rec[nm]["seconds"] += time.perf_counter() - t1
+                    dt = time.perf_counter() - t1
+                    rec[nm]["seconds"] += dt
                     rec[nm]["tokens"] += len(o)
+                    rec[nm]["per_prompt"].append((len(o), dt))
                     if rep == 0:
                         rec[nm]["outs"].append(o)
         rows = {}
         base = rec["transformers generate"]["tokens"] / rec["transformers generate"]["seconds"]
+        gen_pp = np.array([n / t for n, t in rec["transformers generate"]["per_prompt"]])
         for nm, r in rec.items():
             tps = r["tokens"] / r["seconds"]
-            row = {"tokens_per_s": tps, "speedup_vs_generate": tps / base, "tokens": r["tokens"],
-                   "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
+            # per prompt (and repeat): this peer's tokens/s over generate's on the same prompt; the
+            # interval is over prompts, the unit that varies (a t-interval of the mean ratio)
+            ratio = np.array([n / t for n, t in r["per_prompt"]]) / gen_pp
+            row = {"tokens_per_s": tps, "speedup_vs_generate": tps / base,
+                   "speedup_per_prompt_mean": float(ratio.mean()),
+                   "speedup_per_prompt_ci95": list(stats.mean_ci(ratio)) if len(ratio) > 1 else None,
+                   "tokens": r["tokens"], "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
             if temp == 0:
                 row["identical_to_greedy"] = r["outs"] == ref
             if r["steps"]:
                 row["tau"] = float(np.mean([s.accepted.sum() + len(s.accepted) for s in r["steps"]]))
                 row["mean_verify_len"] = float(np.mean([s.ell.mean() + 1 for s in r["steps"]]))
-            if nm.startswith("assisted"):
-                row["tuning_s_per_k"] = tune
+                step_s = sum(s.step_s for s in r["steps"])
+                # where a round's time goes: drafting (backbone + sequential head), the target's
+                # verification forward, and the rest (acceptance, cache rollback, bookkeeping)
+                row["profile_share"] = {"drafting": sum(s.draft_s for s in r["steps"]) / step_s,
+                                        "verification": sum(s.verify_s for s in r["steps"]) / step_s,
+                                        "other": 1 - sum(s.draft_s + s.verify_s for s in r["steps"]) / step_s}
+            if nm.startswith(("assisted", "prompt lookup")):
+                row["tuning_s_per_k"] = tune["assisted" if nm.startswith("assisted") else "prompt lookup"]
             rows[nm] = row
             log(f"[{name} T={temp}] {nm:52s} {tps:7.1f} tok/s  ×{tps / base:4.2f}  τ={row.get('tau', float('nan')):4.2f}"
                 f"  distinct-4 {row['distinct_4']:.2f}" + (f"  identical={row['identical_to_greedy']}"
@@ -161,8 +202,9 @@ def bench_target(name: str, args, log=print) -> dict:
         ntok = sum(len([t for t in r[p_len:].tolist() if t != pad]) for r in o)
         row["HF static batched generate"] = {"throughput_tok_s": ntok / dt, "per_user_tok_s": ntok / load / dt}
         for nm, d, sch in (("divelab plain", None, "fixed-0"), (f"DSpark Alg. 1 γ≤{g}", mk, "dspark"),
-                           (f"EAGLE-style fixed γ={g}", ar, "fixed")):
-            e = SpecEngine(target, d, sch, sps=sps, gamma=g if d is not None else None, eos_token_id=eos)
+                           *((f"{dn} fixed γ={g}", d, "fixed") for dn, d in drafters.items())):
+            e = SpecEngine(target, d, sch, sps=sps, gamma=g if d is not None else None, eos_token_id=eos,
+                           calibration=a.get("calibration") if sch == "dspark" else None)
             res = e.serve([Request(p, m, 0.0, i) for i, p in enumerate(ps)], max_batch=load)
             row[nm] = {"throughput_tok_s": res.throughput, "per_user_tok_s": res.per_user_speed,
                        "tau": res.tau if d is not None else 1.0,
@@ -179,13 +221,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--targets", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
     ap.add_argument("--quick", action="store_true", help="bounded run: 2 prompts, 24 new tokens, 1 repeat")
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--prompts", type=int, default=16, help="held-out prompts timed (one more tunes and warms up)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--gamma", type=int, default=8)
     ap.add_argument("--pld", type=int, default=4, help="prompt_lookup_num_tokens")
     ap.add_argument("--temps", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--loads", type=int, nargs="+", default=[1, 4, 8])
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--loads", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--sps-repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
@@ -196,11 +238,15 @@ def main() -> None:
         args.prompts, args.max_new_tokens, args.repeats, args.loads, args.sps_repeats = 2, 24, 1, [4], 3
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    out = {"device": args.device, "threads": torch.get_num_threads(), "args": vars(args), "targets": {}}
+    out = {"command": "python benchmarks/serving_dspark.py " + " ".join(sys.argv[1:]), "device": args.device,
+           "threads": torch.get_num_threads(), "machine_before": machine_state(), "args": vars(args), "targets": {}}
     for name in args.targets:
         out["targets"][name] = bench_target(name, args)
         out["wall_s"] = time.perf_counter() - t0
-        Path(args.out).write_text(json.dumps(out, indent=2))
+        out["machine_after"] = machine_state()
+        tmp = Path(args.out).with_suffix(".tmp")
+        tmp.write_text(json.dumps(out, indent=2))
+        tmp.replace(args.out)  # never a half-written result file
     print(f"wrote {args.out} in {time.perf_counter() - t0:.0f}s")
 
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
-
-CHAT_TOPICS = ["penguins", "clocks", "jazz", "glaciers", "honey", "lighthouses", "origami", "thunderstorms"]
 
 
 def auto_drafter(target) -> Path | None:
@@ -51,9 +51,10 @@ def auto_drafter(target) -> Path | None:
 
 
 def prompts_for(tok, chat: bool, n: int, seed: int) -> list:
-    if chat:
-        tpl = ["Explain {t} in two sentences.", "Write a short poem about {t}.", "Give me a tip about {t}."]
-        return [[{"role": "user", "content": tpl[i % len(tpl)].format(t=CHAT_TOPICS[i % len(CHAT_TOPICS)])}]
+    if chat:  # held-out topics: no drafter trained on them
+        from divelab.serving.dspark.chat_data import TEMPLATES, TEST_TOPICS
+
+        return [[{"role": "user", "content": TEMPLATES[(i * 7) % len(TEMPLATES)].format(t=TEST_TOPICS[i % len(TEST_TOPICS)])}]
                 for i in range(n)]
     from divelab.lm import encode_split
 
@@ -185,7 +186,12 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     target, tok = load_model(a.model)
     target = target.to(a.device).eval()
-    dpath = auto_drafter(target) if a.drafter == "auto" else (None if a.drafter == "none" else Path(a.drafter))
+    if a.drafter == "auto":  # what `divelab serve --model MODEL` uses, else a cached reproduction drafter
+        from divelab.serving.server.runner import resolve_drafter
+
+        dpath = resolve_drafter(a.model, None) or auto_drafter(target)
+    else:
+        dpath = None if a.drafter == "none" else Path(a.drafter)
     modes = {"plain": (None, None)}
     if dpath is not None:
         d, cal = load_drafter(dpath, target)
@@ -194,7 +200,9 @@ def main() -> None:
     users = [int(u) for u in a.users.split(",")] if a.users else []
     points = [f"{u} users" for u in users] if users else [str(r) for r in rates]
     prompts = prompts_for(tok, a.chat, max(users) * a.requests_per_user if users else a.requests, a.seed)
-    out: dict = {"model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
+    out: dict = {"command": "python benchmarks/serving_load.py " + " ".join(sys.argv[1:]),
+                 "load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+                 "model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
                  "device": a.device, "host": platform.node(), "max_tokens": a.max_tokens, "max_batch": a.max_batch,
                  "threads": torch.get_num_threads(), "endpoint": "chat" if a.chat else "completions",
                  **({"users": users, "requests_per_user": a.requests_per_user} if users
@@ -235,8 +243,11 @@ def main() -> None:
             res["throughput_ratio"] = (res["dspark"]["total_throughput_tok_s"]
                                        / res["plain"]["total_throughput_tok_s"])
             res["identical_outputs"] = texts[rate]["dspark"] == texts[rate]["plain"]
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=2))
+    tmp = a.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2))
+    tmp.replace(a.out)  # never a half-written result file
     print(f"wrote {a.out}")
 
 

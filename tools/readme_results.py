@@ -65,6 +65,51 @@ def serving_before_after(b: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def dspark_speed(b: dict) -> str:
+    """DSpark on SmolLM2 against every peer at batch 1 (benchmarks/serving_dspark.json)."""
+    t = b["targets"]["smollm2"]
+    mb, ma = b["machine_before"], b["machine_after"]
+    meta = t["assets"]
+    curve = meta["learning_curve"]
+    lines = [f"`{b['command']}`: {t['prompts']} held-out chat prompts × {b['args']['max_new_tokens']} new tokens, "
+             f"interleaved, {b['threads']} torch threads, {mb['cpus']} CPUs, load average "
+             f"{mb['load_average_1_5_15'][0]:.2f} before and {ma['load_average_1_5_15'][0]:.2f} after. Drafter: "
+             f"γ={t['gamma']}, {t['drafter_parameters'] / 1e6:.1f} M trained parameters, a draft vocabulary of "
+             f"{t['draft_vocab']} tokens ({meta['draft_vocab_coverage']:.1%} of held-out response tokens), trained "
+             f"on {meta['response_tokens']} response tokens of SmolLM2's own; expected greedy τ on held-out topics "
+             f"{curve[0]['tau_greedy']:.2f} untrained → {curve[-1]['tau_greedy']:.2f} after "
+             f"{curve[-1]['step']} steps.", ""]
+    for temp, rows in t["batch_size_1"].items():
+        lines += [f"**{temp}**", "", "| decoder | tok/s | × generate [95% CI over prompts] | τ | output |",
+                  "|---|---|---|---|---|"]
+        for name, r in rows.items():
+            ci = r.get("speedup_per_prompt_ci95")
+            sp = (f"{r['speedup_per_prompt_mean']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci
+                  else f"{r['speedup_vs_generate']:.2f}")
+            tau = f"{r['tau']:.2f}" if "tau" in r else "—"
+            same = ("identical to greedy" if r.get("identical_to_greedy") else "differs from greedy") \
+                if "identical_to_greedy" in r else "sampled (exactness: χ² tests in the suite)"
+            lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {sp} | {tau} | {same} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def dspark_served(b: dict) -> str:
+    """`divelab serve` on SmolLM2 with and without the drafter, closed-loop users (serving_load_smollm2.json)."""
+    lines = [f"`{b['command']}`: {b['requests_per_user']} requests per user, {b['max_tokens']} tokens each, "
+             f"{b['threads']} torch threads, {b['cpus']} CPUs, load average {b['load_average_before'][0]:.2f} "
+             f"before and {b['load_average_after'][0]:.2f} after.", "",
+             "| users | per-user tok/s DSpark / plain | × | total tok/s DSpark / plain | × | τ | same texts |",
+             "|---|---|---|---|---|---|---|"]
+    for point, r in b["results"].items():
+        d, p = r["dspark"], r["plain"]
+        lines.append(f"| {point.split()[0]} | {d['per_user_tok_s_mean']:.1f} / {p['per_user_tok_s_mean']:.1f} | "
+                     f"{r['per_user_speedup']:.2f} | {d['total_throughput_tok_s']:.1f} / "
+                     f"{p['total_throughput_tok_s']:.1f} | {r['throughput_ratio']:.2f} | {d['tau']:.2f} | "
+                     f"{'yes' if r['identical_outputs'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
 def headline(reps: list) -> str:
     """The first-screen sentence: what the empirical claims came to, the other kinds apart."""
     tally = tallies_by_kind(reps)
@@ -90,6 +135,10 @@ def render_block(key: str, reps: dict) -> str:
         return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
     if key == "serving-before-after":
         return serving_before_after(json.loads((ROOT / "benchmarks" / "serving_before_after.json").read_text()))
+    if key == "dspark-speed":
+        return dspark_speed(json.loads((ROOT / "benchmarks" / "serving_dspark.json").read_text()))
+    if key == "dspark-served":
+        return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "headline":
         return headline(list(reps.values()))
     if key == "runtime":

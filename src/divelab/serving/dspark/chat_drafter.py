@@ -102,10 +102,27 @@ def default_drafter_dir(model: str, recipe: ChatDrafterRecipe | None = None) -> 
     return path if (path / "drafter_config.json").exists() else None
 
 
-def _held_out(tok, recipe: ChatDrafterRecipe) -> list[list[int]]:
-    prompts = chat_data.chat_prompts(tok, chat_data.TEST_TOPICS)
-    rng = np.random.default_rng(recipe.seed + 1)
-    return [prompts[i] for i in rng.permutation(len(prompts))[: recipe.eval_prompts]]
+def recipe_prompts(tok, recipe: ChatDrafterRecipe) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """(training prompts, held-out prompts of the learning curve, the other held-out prompts): the two
+    held-out sets use topics no training prompt uses, and do not overlap (benchmarks use the third)."""
+    prompts = chat_data.chat_prompts(tok, chat_data.TOPICS)
+    if recipe.n_prompts > len(prompts):
+        raise ValueError(f"n_prompts {recipe.n_prompts} exceeds the {len(prompts)} training prompts "
+                         f"({len(chat_data.TEMPLATES)} templates × {len(chat_data.TOPICS)} topics)")
+    order = np.random.default_rng(recipe.seed).permutation(len(prompts))
+    test = chat_data.chat_prompts(tok, chat_data.TEST_TOPICS)
+    held = np.random.default_rng(recipe.seed + 1).permutation(len(test))
+    return ([prompts[i] for i in order[: recipe.n_prompts]], [test[i] for i in held[: recipe.eval_prompts]],
+            [test[i] for i in held[recipe.eval_prompts:]])
+
+
+def training_rows(target, tok, recipe: ChatDrafterRecipe) -> tuple[list[list[int]], list[int]]:
+    """The recipe's training rows (prompt + the target's response; cached) and each prompt's length."""
+    train_prompts, _, _ = recipe_prompts(tok, recipe)
+    data_dir = entry_path("dspark-responses", recipe.data_key())
+    rows = chat_data.build_responses(target, tok, train_prompts, data_dir / "train", recipe.max_new_tokens,
+                                     recipe.gen_batch, recipe.seed)
+    return rows, [len(p) for p in train_prompts]
 
 
 def anchor_index(offsets: np.ndarray, starts: list[int], gamma: int) -> np.ndarray:
@@ -198,19 +215,12 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
         for p in target.parameters():
             p.requires_grad_(False)
         eos = int(tok.eos_token_id)
-        prompts = chat_data.chat_prompts(tok, chat_data.TOPICS)
-        if recipe.n_prompts > len(prompts):
-            raise ValueError(f"n_prompts {recipe.n_prompts} exceeds the {len(prompts)} training prompts "
-                             f"({len(chat_data.TEMPLATES)} templates × {len(chat_data.TOPICS)} topics)")
-        order = np.random.default_rng(recipe.seed).permutation(len(prompts))
-        train_prompts = [prompts[i] for i in order[: recipe.n_prompts]]
-        held_prompts = _held_out(tok, recipe)
+        train_prompts, held_prompts, _ = recipe_prompts(tok, recipe)
         layers = default_target_layers(int(target.config.num_hidden_layers))
         data_dir = entry_path("dspark-responses", recipe.data_key())
         log(f"[drafter] {recipe.target}'s responses to {len(train_prompts)} training and {len(held_prompts)} "
             f"held-out chat prompts (cached per shard in {data_dir}) ...")
-        rows = chat_data.build_responses(target, tok, train_prompts, data_dir / "train", recipe.max_new_tokens,
-                                         recipe.gen_batch, recipe.seed)
+        rows, starts = training_rows(target, tok, recipe)
         # held-out: greedy only (one shard per batch, even shards are greedy), so τ is exact
         held_rows = chat_data.build_responses(target, tok, held_prompts, data_dir / "held", recipe.max_new_tokens,
                                               len(held_prompts), recipe.seed + 10_000, "held-out responses")
@@ -219,7 +229,6 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
         held = chat_data.build_features(target, held_rows, layers, TOP_K, data_dir / "held-features",
                                         description="held-out features")
         data_s = time.perf_counter() - t0
-        starts = [len(p) for p in train_prompts]
         held_starts = [len(p) for p in held_prompts]
         n_resp = int(sum(len(r) - s for r, s in zip(rows, starts, strict=True)))
         log(f"[drafter] {n_resp} response tokens ({len(train['tokens'])} with prompts) in {data_s:.0f} s; "
