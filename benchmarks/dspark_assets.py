@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-ASSISTANT_STEPS = 1500  # the SmolLM2 assistant: tiny-1m on the drafter's training responses
+ASSISTANT_STEPS = 400  # the SmolLM2 assistant: tiny-1m, about one pass over the drafter's training tokens
 TINY_CFG = {"v": 4, "zoo_steps": 400, "n_regen": 96, "steps": 150, "batch": 8, "seq_len": 64, "gamma": 8,
             "assistant_steps": 120}
 

@@ -91,6 +91,13 @@ def dspark_speed(b: dict) -> str:
                 if "identical_to_greedy" in r else "sampled (exactness: χ² tests in the suite)"
             lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {sp} | {tau} | {same} |")
         lines.append("")
+    fixed = next(r for n, r in t["batch_size_1"]["T=0"].items() if n.startswith("DSpark Markov, fixed"))
+    sps = dict(zip(t["sps"]["B"], t["sps"]["steps_per_s"], strict=True))
+    lines += [f"Where a DSpark round's time goes (fixed γ={t['gamma']}, T=0): drafting "
+              f"{fixed['profile_share']['drafting']:.0%}, the target's verification forward (with acceptance) "
+              f"{fixed['profile_share']['verification']:.0%}. The target's measured speed on this CPU, steps per "
+              "second by tokens per step: " + ", ".join(f"{int(b)}: {v:.1f}" for b, v in sps.items())
+              + f" — a step over 2 tokens costs {sps[1.0] / sps[2.0]:.2f}× a 1-token step.", ""]
     return "\n".join(lines)
 
 
@@ -108,6 +115,23 @@ def dspark_served(b: dict) -> str:
                      f"{p['total_throughput_tok_s']:.1f} | {r['throughput_ratio']:.2f} | {d['tau']:.2f} | "
                      f"{'yes' if r['identical_outputs'] else 'no'} |")
     return "\n".join(lines) + "\n"
+
+
+def dspark_headline(b: dict, served: dict) -> str:
+    """One line for the README: DSpark (Algorithm 1) on SmolLM2 against `generate`, and served."""
+    t = b["targets"]["smollm2"]
+    parts = []
+    for temp, rows in t["batch_size_1"].items():
+        name = next(n for n in rows if n.startswith("DSpark Markov + Alg. 1"))
+        r = rows[name]
+        best = max((n for n in rows if n != name), key=lambda n: rows[n]["tokens_per_s"])
+        ci = r["speedup_per_prompt_ci95"]
+        parts.append(f"{r['speedup_per_prompt_mean']:.2f}× `generate` [{ci[0]:.2f}, {ci[1]:.2f}] at {temp} "
+                     f"(τ {r['tau']:.2f}; fastest other decoder: {best}, {rows[best]['speedup_vs_generate']:.2f}×)")
+    users = ", ".join(f"{r['per_user_speedup']:.2f}× with {p.split()[0]}" for p, r in served["results"].items())
+    return ("DSpark on SmolLM2-135M-Instruct with its trained drafter, batch 1, this 2-core CPU: "
+            + "; ".join(parts) + f". Served by `divelab serve`, per-user speed against the same server without "
+            f"speculation (closed-loop users, one run each): {users} users.\n")
 
 
 def headline(reps: list) -> str:
@@ -137,6 +161,9 @@ def render_block(key: str, reps: dict) -> str:
         return serving_before_after(json.loads((ROOT / "benchmarks" / "serving_before_after.json").read_text()))
     if key == "dspark-speed":
         return dspark_speed(json.loads((ROOT / "benchmarks" / "serving_dspark.json").read_text()))
+    if key == "dspark-headline":
+        return dspark_headline(json.loads((ROOT / "benchmarks" / "serving_dspark.json").read_text()),
+                               json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "dspark-served":
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "headline":

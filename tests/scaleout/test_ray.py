@@ -16,19 +16,31 @@ ray = pytest.importorskip("ray")
 from divelab.cache import atomic_dir, lock  # noqa: E402
 from divelab.scaleout import Task, run_tasks  # noqa: E402
 
-GOOD = '''
+PLAN = '''
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int = 1
+    """a size the stand-in does not use."""
+
+
+PLANS = dict(smoke=Plan(), quick=Plan(), full=Plan())  # no braces: the sources below go through str.format
+'''
+GOOD = PLAN + '''
 from divelab import verdicts
 from divelab.claims import Claim, Kind, Reproduction
 
-def reproduce(scale="smoke", seed=0):
+def run(plan, seed=0):
     import numpy as np
-    rep = Reproduction(system="{key}", title="{key}", scale=scale, seed=seed)
+    rep = Reproduction(system="{key}", title="{key}", scale="", seed=seed)
     x = float(np.random.default_rng(seed).normal())
     rep.add(Claim("draw", "0", x, kind=Kind.EMPIRICAL, ruling=verdicts.value(x, paper=0.0, tol=1.0, tol_kind="abs")))
     return rep
 '''
-BAD = '''
-def reproduce(scale="smoke", seed=0):
+BAD = PLAN + '''
+def run(plan, seed=0):
     raise RuntimeError("this system is broken on purpose")
 '''
 
@@ -130,18 +142,18 @@ def test_rollouts_on_ray_actors_equal_in_process(cluster):
     remote.close()
 
 
-DIES_ONCE = '''
+DIES_ONCE = PLAN + '''
 import os
 from divelab import verdicts
 from divelab.claims import Claim, Kind, Reproduction
 
 MARK = {mark!r}
 
-def reproduce(scale="smoke", seed=0):
+def run(plan, seed=0):
     if not os.path.exists(MARK):  # the first attempt takes its worker process down, as an OOM kill would
         open(MARK, "w").close()
         os._exit(1)
-    rep = Reproduction(system="dies", title="dies", scale=scale, seed=seed)
+    rep = Reproduction(system="dies", title="dies", scale="", seed=seed)
     rep.add(Claim("ran", "1", 1.0, kind=Kind.EMPIRICAL, ruling=verdicts.value(1.0, paper=1.0, tol=0.1)))
     return rep
 '''
