@@ -63,7 +63,7 @@ def fake_system(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "reproduce.py").write_text(textwrap.dedent(FAKE_REPRODUCE))
     monkeypatch.syspath_prepend(str(tmp_path))
-    fake = System(999, "fake", "Fake system", "0000.00000", "testing", "fakepkg.fakesys")
+    fake = System(999, "fake", "Fake system", "0000.00000", "testing", "fakepkg.fakesys", sources=("§1",))
     monkeypatch.setattr(registry, "SYSTEMS", (*registry.SYSTEMS, fake))
     yield fake
     for name in [m for m in sys.modules if m.startswith("fakepkg")]:
