@@ -8,7 +8,15 @@ import torch
 from scipy.stats import chisquare
 
 from divelab.lm.models import build_model
-from divelab.serving.dspark import Drafter, DrafterConfig, Request, SpecEngine, load_drafter, plain_greedy, save_drafter
+from divelab.serving.dspark import (
+    Drafter,
+    DrafterConfig,
+    Request,
+    SpecEngine,
+    load_drafter,
+    plain_greedy,
+    save_drafter,
+)
 from divelab.serving.dspark.sps import SPSCurve
 from divelab.serving.dspark.training import DrafterTrainConfig, dspark_loss, position_weights
 
