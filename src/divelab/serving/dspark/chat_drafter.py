@@ -23,7 +23,7 @@ import torch
 from divelab.cache import entry_path, lock, stable_hash
 from divelab.serving.dspark import chat_data
 from divelab.serving.dspark.drafter import Drafter, DrafterConfig
-from divelab.serving.dspark.training import DrafterTrainConfig, position_weights
+from divelab.serving.dspark.training import DrafterTrainConfig, combine_dspark_terms, position_weights
 
 TOP_K = 32  # target probabilities kept per token (the rest of the mass is one number)
 
@@ -166,11 +166,7 @@ def sparse_dspark_loss(drafter: Drafter, draft_logits: torch.Tensor, conf_logits
     l1 = (pd_top - top_p).abs().sum(-1) + ((1 - pd_top.sum(-1)) - (1 - top_p.sum(-1))).abs()
     tok_idx, tok_in = drafter.to_draft_index(tokens)
     ce = -logp_d.gather(-1, tok_idx[..., None]).squeeze(-1) * tok_in
-    soft = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(conf_logits.float(), soft, reduction="none")
-    w = weights / weights.sum()
-    per = cfg.ce_weight * ce + cfg.l1_weight * l1 + cfg.conf_weight * bce
-    return (per * w).sum(-1).mean(), soft.mean(0)
+    return combine_dspark_terms(ce, l1, conf_logits, weights, cfg)
 
 
 @torch.no_grad()

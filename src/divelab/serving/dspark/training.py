@@ -81,6 +81,14 @@ def dspark_loss(draft_logits: torch.Tensor, conf_logits: torch.Tensor, target_lo
     else:
         ce = -logp_d.gather(-1, tokens[..., None]).squeeze(-1)
         l1 = (p_d - p_t).abs().sum(-1)
+    return combine_dspark_terms(ce, l1, conf_logits, weights, cfg)
+
+
+def combine_dspark_terms(ce: torch.Tensor, l1: torch.Tensor, conf_logits: torch.Tensor, weights: torch.Tensor,
+                         cfg: DrafterTrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The DSpark loss from its per-slot terms (N, γ): CE, the L1 distance to the target, and the BCE of the
+    confidence against the analytic acceptance probability 1 − ½·L1; position-weighted, averaged over
+    blocks. Returns (loss, per-position mean acceptance probability)."""
     soft = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)  # analytic acceptance probability
     bce = F.binary_cross_entropy_with_logits(conf_logits.float(), soft, reduction="none")
     w = weights.to(ce.device) / weights.sum()
