@@ -83,6 +83,8 @@ RANGES: dict[str | tuple[str, str], Range] = {
     "excl_share": FRACTION,
     "temperature": Range(0, 100, what="0 is greedy"),
     "beta": POSITIVE, "lr": Range(0, 10, open_low=True), "verifier_cost": NONNEG,
+    "lora_r": COUNT, "lora_alpha": COUNT, "max_length": COUNT, "num_generations": Range(2, MAX_COUNT),
+    "save_every": COUNT,
 }
 FALLBACK_INT = Range(-(2**63), 2**63 - 1)
 FALLBACK_FLOAT = Range(-INF, INF)

@@ -236,7 +236,7 @@ def test_system_commands_are_grouped_by_system_and_old_names_still_work():
     from divelab.cli import make_app
 
     top = {info.name or info.callback.__name__ for info in make_app(plugins=True).registered_commands}
-    assert top <= {"list", "reproduce", "report", "train-lm", "serve"}, top
+    assert top <= {"list", "reproduce", "report", "train-lm", "adapt", "serve"}, top
     res = runner.invoke(app, ["dspark", "--help"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "generate" in res.output and "train-drafter" in res.output
     res = runner.invoke(app, ["sherloc", "localize", "--help"], env={"COLUMNS": "200"})

@@ -1,0 +1,312 @@
+"""LoRA adaptation of any Hugging Face causal LM with ``peft`` and TRL's trainers, cached by content.
+
+The papers this package reproduces *train* their subjects and agents: a safety-tuned model, a tool-calling
+agent, a coder, a world model. :func:`adapt` is the one place that does it here: it fits a LoRA adapter
+with TRL's ``SFTTrainer``, ``DPOTrainer`` or ``GRPOTrainer`` on rows in TRL's own dataset formats, and
+stores the adapter under a key made of everything that decides it (base model, rows, configuration,
+reward functions, library versions). A second call with the same inputs loads it; a killed run resumes
+from its last checkpoint.
+
+>>> from divelab.lm.adapt import AdaptConfig, adapt                     # doctest: +SKIP
+>>> rows = [{"prompt": "2+2=", "completion": " 4"}, {"prompt": "3+5=", "completion": " 8"}]
+>>> adapter = adapt("smollm2-135m-instruct", rows, AdaptConfig(method="sft", steps=50))
+>>> model, tok = adapter.load()                   # the base model with the adapter applied
+
+Row formats (TRL's): ``sft`` takes ``{"prompt", "completion"}`` (loss on the completion only) or
+``{"messages": [...]}``; ``dpo`` takes ``{"prompt", "chosen", "rejected"}``; ``grpo`` takes ``{"prompt", ...}``
+and reward functions called as TRL calls them (extra columns arrive as keyword arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from divelab.cache import atomic_dir, atomic_write_text, entry_path, lock, stable_hash
+
+METHODS = ("sft", "dpo", "grpo")
+"""The trainers :func:`adapt` drives: TRL's SFTTrainer, DPOTrainer and GRPOTrainer."""
+
+REQUIRED_COLUMNS = {"sft": (("prompt", "completion"), ("messages",)), "dpo": (("prompt", "chosen", "rejected"),),
+                    "grpo": (("prompt",),)}
+"""For each method, the column sets a row may have (any one of them)."""
+
+CACHE_KIND = "adapters"
+_VERSION = 1  # bump when the training recipe below changes what an adapter holds
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """The low-rank adapter's shape."""
+
+    r: int = 16
+    """rank of each adapter matrix"""
+    alpha: int = 32
+    """scale numerator: the update is multiplied by alpha / r"""
+    dropout: float = 0.0
+    """dropout on the adapter's input during training"""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """names of the linear layers that get adapters (the attention projections of Llama-style models)"""
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    """One adaptation: the trainer, its budget and the adapter."""
+
+    method: str = "sft"
+    """which TRL trainer: sft, dpo or grpo"""
+    steps: int = 200
+    """optimizer steps"""
+    lr: float = 2e-4
+    """peak learning rate (linear decay after a short warm-up)"""
+    batch_size: int = 8
+    """rows per optimizer step (for grpo: completions per step, a multiple of num_generations)"""
+    max_length: int = 512
+    """longest tokenized row kept (sft, dpo); longer rows are truncated"""
+    seed: int = 0
+    """seed for the adapter's initialisation, the row order and GRPO's sampling"""
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    """the adapter's shape"""
+    beta: float = 0.1
+    """dpo: the preference temperature; grpo: the KL coefficient to the base model (0 turns it off)"""
+    num_generations: int = 4
+    """grpo: completions sampled per prompt (the group)"""
+    max_completion_length: int = 64
+    """grpo: longest sampled completion in tokens"""
+    temperature: float = 1.0
+    """grpo: sampling temperature"""
+    save_every: int = 50
+    """steps between resumable checkpoints"""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method {self.method!r} is not one of {', '.join(METHODS)}")
+        for name in ("steps", "batch_size", "max_length", "num_generations", "max_completion_length", "save_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.method == "grpo" and self.num_generations < 2:
+            raise ValueError(f"grpo compares completions within a group: num_generations must be >= 2, "
+                             f"got {self.num_generations}")
+        if self.method == "grpo" and self.batch_size % self.num_generations:
+            raise ValueError(f"grpo needs batch_size ({self.batch_size}) to be a multiple of num_generations "
+                             f"({self.num_generations})")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A trained adapter in the cache: ``path/adapter`` holds peft's files, ``record`` how it was made."""
+
+    base: str
+    path: Path
+    record: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return self.path.name
+
+    def load(self, *, merge: bool = False, base_loader: Callable[[], tuple[Any, Any]] | None = None
+             ) -> tuple[Any, Any]:
+        """``(model, tokenizer)``: the base model with this adapter applied, in eval mode. ``merge=True``
+        folds the adapter into the weights (a plain HF model: faster, and hooks see ordinary layers)."""
+        from peft import PeftModel
+
+        model, tok = (base_loader or _default_loader(self.base))()
+        model = PeftModel.from_pretrained(model, self.path / "adapter")
+        if merge:
+            model = model.merge_and_unload()
+        model.eval()
+        return model, tok
+
+
+def _default_loader(base: str) -> Callable[[], tuple[Any, Any]]:
+    def load() -> tuple[Any, Any]:
+        from divelab.lm import load_model
+
+        return load_model(base)
+
+    return load
+
+
+def check_rows(rows: Sequence[Mapping[str, Any]], method: str) -> list[dict[str, Any]]:
+    """The rows as plain dicts, after checking each has one of the method's column sets."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
+    rows = [dict(r) for r in rows]
+    if not rows:
+        raise ValueError("no training rows")
+    allowed = REQUIRED_COLUMNS[method]
+    for i, row in enumerate(rows):
+        if not any(all(c in row for c in cols) for cols in allowed):
+            wanted = " or ".join("{" + ", ".join(cols) + "}" for cols in allowed)
+            raise ValueError(f"row {i} has columns {sorted(row)}; {method} rows need {wanted}")
+    return rows
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def adapter_key(base: str, rows: list[dict[str, Any]], config: AdaptConfig,
+                reward_funcs: Sequence[Callable[..., Any]] = (), reward_version: str = "") -> str:
+    """Everything that decides the adapter: base, rows, configuration, rewards and library versions."""
+    import peft
+    import transformers
+    import trl
+
+    return stable_hash({"v": _VERSION, "base": str(base), "rows": stable_hash(rows, 32), "config": asdict(config),
+                        "rewards": [_function_name(f) for f in reward_funcs], "reward_version": reward_version,
+                        "peft": peft.__version__, "trl": trl.__version__, "transformers": transformers.__version__})
+
+
+def find(key: str) -> Adapter | None:
+    """The cached adapter with this key, or None."""
+    path = entry_path(CACHE_KIND, key)
+    if not (path / "record.json").exists():
+        return None
+    record = json.loads((path / "record.json").read_text())
+    return Adapter(base=record["base"], path=path, record=record)
+
+
+def adapt(base: str, rows: Sequence[Mapping[str, Any]], config: AdaptConfig, *,
+          reward_funcs: Sequence[Callable[..., Any]] = (), reward_version: str = "", name: str = "adapt",
+          base_loader: Callable[[], tuple[Any, Any]] | None = None, force: bool = False) -> Adapter:
+    """Fit (or load from the cache) a LoRA adapter on ``base`` with the method's TRL trainer.
+
+    ``base`` is anything :func:`divelab.lm.load_model` takes (a zoo name, ``smollm2-135m-instruct`` or a
+    checkpoint directory) and names the base in the cache key; ``base_loader`` overrides how it is loaded.
+    ``reward_funcs`` (grpo only) enter the key by qualified name: change ``reward_version`` when a reward's
+    code changes. ``name`` labels the progress bar. A run that is killed restarts from its last checkpoint
+    (every ``config.save_every`` steps)."""
+    rows = check_rows(rows, config.method)
+    if config.method == "grpo" and not reward_funcs:
+        raise ValueError("grpo needs at least one reward function (reward_funcs)")
+    if config.method != "grpo" and reward_funcs:
+        raise ValueError(f"reward_funcs only apply to grpo, not {config.method}")
+    key = adapter_key(base, rows, config, reward_funcs, reward_version)
+    path = entry_path(CACHE_KIND, key)
+    with lock(path):
+        if force and path.exists():
+            shutil.rmtree(path)
+        cached = find(key)
+        if cached is not None:
+            return cached
+        # checkpoints live beside the final entry so that a killed run resumes; removed on success
+        work = entry_path(CACHE_KIND + "-partial", key)
+        model, tok = (base_loader or _default_loader(base))()
+        t0 = time.perf_counter()
+        with atomic_dir(path) as tmp:
+            log, resumed = _train(model, tok, rows, config, list(reward_funcs), work, tmp / "adapter", name)
+            record = {"base": str(base), "key": key, "config": asdict(config), "n_rows": len(rows),
+                      "rewards": [_function_name(f) for f in reward_funcs], "reward_version": reward_version,
+                      "train_s": round(time.perf_counter() - t0, 1), "resumed_from_step": resumed, "log": log}
+            atomic_write_text(tmp / "record.json", json.dumps(record, indent=1, default=float))
+        shutil.rmtree(work, ignore_errors=True)
+    return Adapter(base=str(base), path=path, record=record)
+
+
+def _trainer_args(config: AdaptConfig, output_dir: Path) -> Any:
+    import torch
+
+    common = dict(output_dir=str(output_dir), max_steps=config.steps, learning_rate=config.lr,
+                  lr_scheduler_type="linear", warmup_steps=max(1, config.steps // 20), logging_steps=1,
+                  save_strategy="steps", save_steps=config.save_every, save_total_limit=1, report_to="none",
+                  use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, seed=config.seed,
+                  data_seed=config.seed, dataloader_num_workers=0, log_level="error", disable_tqdm=True,
+                  gradient_accumulation_steps=1, per_device_train_batch_size=config.batch_size)
+    if config.method == "sft":
+        from trl import SFTConfig
+
+        return SFTConfig(**common, max_length=config.max_length, packing=False)
+    if config.method == "dpo":
+        from trl import DPOConfig
+
+        return DPOConfig(**common, beta=config.beta, max_length=config.max_length)
+    from trl import GRPOConfig
+
+    return GRPOConfig(**common, beta=config.beta, num_generations=config.num_generations,
+                      max_completion_length=config.max_completion_length, temperature=config.temperature,
+                      scale_rewards="none", disable_dropout=True, shuffle_dataset=True)
+
+
+def _trainer(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig,
+             reward_funcs: list[Callable[..., Any]], output_dir: Path) -> Any:
+    from datasets import Dataset
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM")
+    args = _trainer_args(config, output_dir)
+    data = Dataset.from_list(rows)
+    if tok.pad_token is None:  # batching needs one; the end-of-text token is the usual choice
+        tok.pad_token = tok.eos_token
+    if config.method == "sft":
+        from trl import SFTTrainer
+
+        return SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=lora)
+    if config.method == "dpo":
+        from trl import DPOTrainer
+
+        return DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok, peft_config=lora)
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
+                       processing_class=tok, peft_config=lora)
+
+
+def _last_checkpoint(work: Path) -> Path | None:
+    if not work.is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(work))
+    return Path(last) if last else None
+
+
+def _train(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig,
+           reward_funcs: list[Callable[..., Any]], work: Path, out: Path, name: str
+           ) -> tuple[list[dict[str, Any]], int]:
+    from transformers import PrinterCallback, TrainerCallback
+
+    from divelab.progress import make_progress
+
+    trainer = _trainer(model, tok, rows, config, reward_funcs, work)
+    trainer.remove_callback(PrinterCallback)
+    last = _last_checkpoint(work)
+    resumed = int(last.name.split("-")[-1]) if last else 0
+    with make_progress() as bar:
+        task = bar.add_task(f"{name}: LoRA {config.method}", total=config.steps, completed=resumed, info="")
+
+        class _Bar(TrainerCallback):
+            # TRL logs loss (sft, dpo) or reward (grpo) every step: show the one this method has
+            def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+                shown = {k: logs[k] for k in ("loss", "reward", "rewards/accuracies", "kl") if logs and k in logs}
+                bar.update(task, completed=state.global_step,
+                           info=" ".join(f"{k.split('/')[-1]} {v:.3f}" for k, v in shown.items()))
+
+        trainer.add_callback(_Bar())
+        trainer.train(resume_from_checkpoint=str(last) if last else None)
+    trainer.model.save_pretrained(out)
+    return [dict(h) for h in trainer.state.log_history], resumed
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows from a JSON Lines file (one JSON object a line), with the line named on a parse error."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{i}: not a JSON object ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{i}: a JSON object per line is needed, got {type(row).__name__}")
+        rows.append(row)
+    return rows
