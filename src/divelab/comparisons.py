@@ -42,30 +42,36 @@ class Comparison:
         return {"baselines": self.baselines, "better": self.better, "compared_with": self.strongest}
 
 
-def baseline_records(baselines: Mapping[str, Sequence[float] | float], *, seed: int = 0) -> list[dict[str, Any]]:
-    """``{"name", "value", "ci"}`` per baseline; a bare number (one exact value) has no interval."""
+def baseline_records(baselines: Mapping[str, Sequence[float] | float], *, seed: int = 0,
+                     interval: str = "bootstrap") -> list[dict[str, Any]]:
+    """``{"name", "value", "ci"}`` per baseline; a bare number (one exact value) has no interval.
+    ``interval="t"``: a Student-t interval of the mean (a handful of seeds) instead of a bootstrap."""
     out = []
     for name, x in baselines.items():
         a = np.atleast_1d(np.asarray(x, dtype=float))
-        ci = stats.bootstrap_ci(a, seed=seed) if a.size > 1 else None
+        ci = None if a.size < 2 else stats.mean_ci(a) if interval == "t" else stats.bootstrap_ci(a, seed=seed)
         out.append({"name": str(name), "value": float(a.mean()), "ci": list(ci) if ci else None})
     return out
 
 
 def against_strongest(method: Sequence[float], baselines: Mapping[str, Sequence[float]], *,
                       better: str = "higher", paired: bool = True, clusters: Sequence[object] | None = None,
-                      seed: int = 0) -> Comparison:
+                      interval: str = "bootstrap", seed: int = 0) -> Comparison:
     """The method's effect over the strongest baseline, with its interval.
 
     ``method`` and each baseline are per-unit scores (a unit: a seed, a task, a prompt). ``paired``
     uses a paired interval (the units are the same for every arm); ``clusters`` gives each unit's
     cluster (e.g. its task) for a cluster bootstrap; otherwise the arms are independent samples.
+    ``interval="t"`` makes the paired interval a Student-t one: for a handful of units (training
+    seeds), where a bootstrap over three values is far too narrow.
     """
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
     if not baselines:
         raise ValueError("against_strongest() needs at least one baseline")
-    records = baseline_records(baselines, seed=seed)
+    if interval not in ("bootstrap", "t"):
+        raise ValueError(f"interval must be 'bootstrap' or 't', got {interval!r}")
+    records = baseline_records(baselines, seed=seed, interval=interval)
     best = strongest(records, better)["name"]
     m, b = np.asarray(method, dtype=float), np.asarray(baselines[best], dtype=float)
     if clusters is not None:
@@ -73,7 +79,7 @@ def against_strongest(method: Sequence[float], baselines: Mapping[str, Sequence[
     elif paired:
         if m.shape != b.shape:
             raise ValueError(f"paired comparison: method has {m.size} units, {best!r} has {b.size}")
-        effect, lo, hi = stats.paired_diff_ci(m, b, method="bootstrap", seed=seed)
+        effect, lo, hi = stats.paired_diff_ci(m, b, method=interval, seed=seed)
     else:
         effect, lo, hi = stats.diff_ci(m, b, seed=seed)
     return Comparison(float(effect), (float(lo), float(hi)), best, better, records)

@@ -70,3 +70,16 @@ def test_the_claims_page_example_runs(capsys):
     block = page.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(block, "docs/claims.md", "exec"), {})
     assert capsys.readouterr().out.startswith("kNN router ")
+
+
+def test_t_interval_over_a_handful_of_seeds_is_wider_than_a_bootstrap() -> None:
+    # three training seeds: a bootstrap over three differences is far too narrow, the t-interval is not
+    method, base = [0.50, 0.62, 0.55], [0.45, 0.50, 0.52]
+    boot = against_strongest(method, {"base": base})
+    t = against_strongest(method, {"base": base}, interval="t")
+    assert t.effect == pytest.approx(boot.effect)
+    assert t.ci[1] - t.ci[0] > boot.ci[1] - boot.ci[0]
+    assert t.ci == pytest.approx(stats.mean_ci(np.subtract(method, base)))
+    assert t.baselines[0]["ci"] == pytest.approx(list(stats.mean_ci(base)))
+    with pytest.raises(ValueError, match="interval"):
+        against_strongest(method, {"base": base}, interval="wild")
