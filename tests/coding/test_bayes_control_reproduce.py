@@ -18,10 +18,15 @@ def test_reproduce_smoke_computes_claims_and_is_seeded():
     assert len(curve) == 2 and all(c["belief_ci"][0] <= c["belief"] <= c["belief_ci"][1] for c in curve)
     thr = next(c for c in rep.claims if "threshold" in c.statement)
     assert thr.verdict is Verdict.REPRODUCED and thr.kind is Kind.CHECK  # the formula and the DP agree in our code
-    # one replay claim, judged against the strongest of every simple rule (always-verify stays visible)
+    # one replay claim: the Bayesian controller and the best simple rule are both picked on dev, judged on test
     replay = [c for c in rep.claims if "simple rule" in c.statement or "always-verify in replay" in c.statement]
     assert len(replay) == 1 and replay[0].rule["name"] == "direction"
-    assert {b["name"] for b in replay[0].baselines} >= {"always-verify", "never-verify"}
+    sel = rep.details["replay_selection"]
+    assert [b["name"] for b in replay[0].baselines] == [f"{sel['simple']} (best simple rule on dev)"]
+    assert sel["simple"] == max((k for k in sel["dev_mean"] if k not in ("DP", "greedy-VOI")),
+                                key=sel["dev_mean"].get)
+    assert sel["bayes"] == max(("DP", "greedy-VOI"), key=sel["dev_mean"].get)
+    assert "dev" in replay[0].note and rep.details["split"] == {"train": 2, "dev": 1, "test": 3}
     assert replay[0].rule["args"]["training_runs"] == 1  # the belief model is estimated on one split
     assert rep.planted and next(c for c in rep.claims if "Belief AUROC" in c.statement).kind is Kind.PLANTED
     hard = next(c for c in rep.claims if "hard tasks" in c.statement)
@@ -33,3 +38,14 @@ def test_reproduce_smoke_computes_claims_and_is_seeded():
     again = run_reproduction("divelab.coding.bayes_control", "smoke", 0)  # pools now cached: only the replay reruns
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
     assert again.details["utility_table"] == rep.details["utility_table"]
+
+
+def test_split_is_three_disjoint_sets_and_keeps_the_test_half():
+    from divelab.coding.bayes_control.reproduce import _split
+
+    pools = list(range(164))
+    s = _split(pools, 3)
+    assert (len(s.train), len(s.dev), len(s.test)) == (41, 41, 82)
+    assert set(s.train) | set(s.dev) | set(s.test) == set(pools)
+    assert not (set(s.train) & set(s.dev) or set(s.dev) & set(s.test) or set(s.train) & set(s.test))
+    assert _split(pools, 3).test == s.test and _split(pools, 4).test != s.test
