@@ -131,6 +131,28 @@ def auroc_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.nd
     return point, lo, hi
 
 
+def auroc_diff_ci(y1: Sequence[int] | np.ndarray, s1: Sequence[float] | np.ndarray, y2: Sequence[int] | np.ndarray,
+                  s2: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
+                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """AUROC(y1, s1) − AUROC(y2, s2) with a percentile bootstrap over item indices: paired when both score the
+    same items (two scorers of one set of prompts), a valid resampling of two independent equal-size samples
+    otherwise. A resample that loses a class counts as no difference."""
+    y1, s1, y2, s2 = (np.asarray(v) for v in (y1, s1, y2, s2))
+    if not y1.size == s1.size == y2.size == s2.size:
+        raise ValueError(f"auroc_diff_ci needs equal-size inputs, got {y1.size}, {s1.size}, {y2.size}, {s2.size}")
+
+    def stat(idx: np.ndarray) -> float:
+        ii = idx.astype(int)
+        if np.unique(y1[ii]).size < 2 or np.unique(y2[ii]).size < 2:
+            return 0.0
+        return auroc(y1[ii], s1[ii]) - auroc(y2[ii], s2[ii])
+
+    point = auroc(y1, s1) - auroc(y2, s2)
+    lo, hi = bootstrap_ci(np.arange(y1.size), stat, confidence=confidence, n_resamples=n_resamples, seed=seed,
+                          method="percentile")
+    return point, lo, hi
+
+
 def holm(pvalues: Sequence[float]) -> np.ndarray:
     """Holm-adjusted p-values (statsmodels' multipletests)."""
     from statsmodels.stats.multitest import multipletests

@@ -57,3 +57,14 @@ def test_auroc_equals_sklearn_with_ties_and_is_vectorised():
         assert stats.auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     y = np.array([3, 7, 7, 3])  # the larger label is the positive class
     assert stats.auroc(y, [0.1, 0.9, 0.8, 0.2]) == 1.0
+
+
+def test_auroc_diff_ci_is_zero_for_one_scorer_and_positive_for_a_better_one():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    good, noise = y + rng.normal(0, 0.5, 80), rng.normal(size=80)
+    assert stats.auroc_diff_ci(y, good, y, good, n_resamples=200) == (0.0, 0.0, 0.0)
+    d, lo, hi = stats.auroc_diff_ci(y, good, y, noise, n_resamples=500, seed=1)
+    assert lo <= d <= hi and lo > 0.1
+    with pytest.raises(ValueError, match="equal-size inputs"):
+        stats.auroc_diff_ci(y, good, y[:-1], noise[:-1])

@@ -48,6 +48,9 @@ def test_cli_probes_a_checkpoint_on_disk(tiny_ckpt: Path, tmp_path: Path) -> Non
     assert got["n"] == 40 and 0 < got["refusals"] < 40
     assert "flip_table" in got or got["flips_found"] == 0
     assert all("harm" in r for r in got["rollouts"])  # metadata kept
+    # the probe one token earlier, the shuffled-label and request-text controls, and the scores behind them
+    assert 0.0 <= got["probe_prompt_last"]["auroc"] <= 1.0 and got["shuffled_control"]["n"] == 40
+    assert len(got["oof_scores"]) == len(got["oof_scores_text"]) == len(got["oof_scores_prompt_text"]) == 40
 
 
 def test_cli_errors(tiny_ckpt: Path, tmp_path: Path) -> None:

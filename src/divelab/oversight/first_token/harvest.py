@@ -26,15 +26,22 @@ class Activations:
     curve: np.ndarray  # (n, n_positions, d): hidden states of ``curve_layer`` at normalised trace positions
     positions: np.ndarray  # (n_positions,) in [0, 1]
     curve_layer: int
+    # (n, n_layers + 1, d): hidden states at the last prompt token (the one that predicts the first thinking
+    # token), so a probe can ask whether the decision is readable before the trace starts
+    prompt_last: np.ndarray | None = None
 
-    def layer(self, k: int | None = None) -> np.ndarray:
-        """First-token states of layer ``k`` (None: the middle transformer layer)."""
-        n = self.first.shape[1]
+    def layer(self, k: int | None = None, *, at: str = "first") -> np.ndarray:
+        """States of layer ``k`` (None: the middle transformer layer) at the first thinking token
+        (``at="first"``) or at the last prompt token (``at="prompt_last"``)."""
+        states = {"first": self.first, "prompt_last": self.prompt_last}.get(at)
+        if states is None:
+            raise ValueError(f"at must be 'first' or 'prompt_last' (harvested), got {at!r}")
+        n = states.shape[1]
         if k is None:
             k = (n - 1) // 2 + 1 if n > 2 else n - 1
         if not -n <= k < n:
             raise ValueError(f"layer {k} out of range; this model has hidden states 0..{n - 1}")
-        return self.first[:, k, :]
+        return states[:, k, :]
 
 
 def position_index(r: Rollout, t: float) -> int:
@@ -63,17 +70,17 @@ def harvest(model: Any, rollouts: Sequence[Rollout], *, n_positions: int = 21, c
     if n_positions < 2:
         raise ValueError(f"n_positions must be >= 2, got {n_positions}")
     positions = np.linspace(0.0, 1.0, n_positions)
-    key = stable_hash({"model": model_fingerprint(model), "ids": [r.ids for r in rollouts],
+    key = stable_hash({"v": 2, "model": model_fingerprint(model), "ids": [r.ids for r in rollouts],
                        "ends": [r.think_end for r in rollouts], "P": n_positions, "layer": curve_layer})
     path = entry_path("first-token-acts", key + ".npz")
     if cache and path.exists():
         z = np.load(path)
-        return Activations(z["first"], z["curve"], z["positions"], int(z["curve_layer"]))
+        return Activations(z["first"], z["curve"], z["positions"], int(z["curve_layer"]), z["prompt_last"])
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     pad = getattr(getattr(model, "config", None), "pad_token_id", None) or 0
-    firsts, curves = [], []
+    firsts, lasts, curves = [], [], []
     try:
         for s in track(range(0, len(rollouts), batch_size), "harvesting activations"):
             chunk = rollouts[s:s + batch_size]
@@ -87,15 +94,18 @@ def harvest(model: Any, rollouts: Sequence[Rollout], *, n_positions: int = 21, c
                         use_cache=False)
             hs = torch.stack(out.hidden_states, dim=1).float().cpu()  # (b, L+1, T, d)
             rows = torch.arange(len(chunk))
-            firsts.append(hs[rows, :, torch.tensor([r.think_start for r in chunk]), :].numpy())
+            starts = torch.tensor([r.think_start for r in chunk])
+            firsts.append(hs[rows, :, starts, :].numpy())
+            lasts.append(hs[rows, :, starts - 1, :].numpy())
             idx = torch.tensor([[position_index(r, t) for t in positions] for r in chunk])
             curves.append(hs[:, curve_layer][rows[:, None], idx].numpy())
     finally:
         model.train(was_training)
     acts = Activations(np.concatenate(firsts), np.concatenate(curves), positions,
-                       curve_layer if curve_layer >= 0 else hs.shape[1] + curve_layer)
+                       curve_layer if curve_layer >= 0 else hs.shape[1] + curve_layer, np.concatenate(lasts))
     if cache:
         buf = io.BytesIO()
-        np.savez(buf, first=acts.first, curve=acts.curve, positions=positions, curve_layer=acts.curve_layer)
+        np.savez(buf, first=acts.first, curve=acts.curve, positions=positions, curve_layer=acts.curve_layer,
+                 prompt_last=acts.prompt_last)
         atomic_write_bytes(path, buf.getvalue())
     return acts

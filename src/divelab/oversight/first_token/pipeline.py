@@ -90,9 +90,21 @@ def _run_probe(model: Any, tokenizer: Any, prompts: Sequence[str], labeler: Labe
     probe = FirstTokenProbe(folds=s.folds, seed=s.seed, n_resamples=s.boot)
     res = probe.fit_oof(acts.layer(s.layer), y)
     out["probe"] = res.to_dict()
+    out["oof_scores"] = res.scores.tolist()
+    # the same probe one token earlier: is the decision readable before the trace begins?
+    out["probe_prompt_last"] = probe.fit_oof(acts.layer(s.layer, at="prompt_last"), y).to_dict()
+    # a probe on permuted labels must sit at chance; if it does not, the probe reads something else
+    shuffled = np.random.default_rng(s.seed).permutation(y)
+    out["shuffled_control"] = probe.fit_oof(acts.layer(s.layer), shuffled).to_dict()
+    # the strongest text baseline: the request's own words predict the decision without any activation
+    prompt_text = text_control(list(prompts), y, probe, words=True)
+    out["prompt_text_control"] = prompt_text.to_dict()
+    out["oof_scores_prompt_text"] = prompt_text.scores.tolist()
     out["per_layer_auroc"] = [FirstTokenProbe(folds=s.folds, seed=s.seed, n_resamples=10).fit_oof(
         acts.first[:, k], y).auroc for k in range(acts.first.shape[1])]
-    out["text_control"] = text_control([tokenizer.decode(r.gen_ids[:1]) for r in rs], y, probe).to_dict()
+    text = text_control([tokenizer.decode(r.gen_ids[:1]) for r in rs], y, probe)
+    out["text_control"] = text.to_dict()
+    out["oof_scores_text"] = text.scores.tolist()
     out["valley"] = valley_test(acts.curve, y, acts.positions, seed=s.seed, n_resamples=min(s.boot, 500)).to_dict()
     judge = stance_judge(s.refuse_words, s.comply_words)
     flips = find_flips(tokenizer, rs, judge, unit=s.unit)

@@ -99,14 +99,18 @@ class FirstTokenProbe:
         return ProbeResult(auc, (lo, hi), float(balanced_accuracy_score(y, pred)), scores, y, k_used)
 
 
-def text_control(tokens: Sequence[str], y: Sequence[int] | np.ndarray, probe: FirstTokenProbe | None = None
-                 ) -> ProbeResult:
-    """The text-only control: TF-IDF of each emitted first-token string through the same probe."""
+def text_control(tokens: Sequence[str], y: Sequence[int] | np.ndarray, probe: FirstTokenProbe | None = None,
+                 *, words: bool = False) -> ProbeResult:
+    """A text-only control: TF-IDF of each text through the same probe. The texts are the emitted first-token
+    strings (whitespace units, case kept), or with ``words=True`` longer texts such as the requests (lower-cased
+    word unigrams and bigrams)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     probe = probe or FirstTokenProbe()
     docs = [t if t.strip() else "<empty>" for t in tokens]
-    X = TfidfVectorizer(token_pattern=r"\S+", lowercase=False).fit_transform(docs).toarray()
+    vec = (TfidfVectorizer(ngram_range=(1, 2), lowercase=True) if words
+           else TfidfVectorizer(token_pattern=r"\S+", lowercase=False))
+    X = vec.fit_transform(docs).toarray()
     return probe.fit_oof(X, y)
 
 

@@ -8,7 +8,7 @@ did not report. At ``full`` scale the probe also runs on SmolLM2-135M-Instruct.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from divelab.oversight.first_token.probe import (
     valley_test,
 )
 from divelab.oversight.first_token.rollout import Rollout, ThinkFormat, sample_rollouts
+from divelab.oversight.first_token.safety_tune import SafetyTuning
 from divelab.oversight.first_token.synthetic import (
     EVIDENCE,
     REGISTER_LEN,
@@ -81,6 +82,9 @@ class RealLLM:
     """tokens generated per trace."""
     k: int
     """resamples per side of a cut when replaying the real model's stance flips."""
+    tuning: SafetyTuning | None = None
+    """the safety tuning that makes SmolLM2 refuse harmful and help with benign requests (None: only the
+    untuned model is probed)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ PLANS = {
     "full": Plan(toy=ToyRecipe(n_train=40000, steps=2000, batch_size=64, hidden_size=64, layers=3),
                  defence=DefenceRecipe(n_train=12000, steps=400, batch_size=64),
                  n_prompts=1000, cv_traces=200, cv_n=8, flips=100, k=100, n_positions=101, boot=2000,
-                 real_llm=RealLLM(n_per_pool=24, max_new_tokens=160, k=16)),
+                 real_llm=RealLLM(n_per_pool=24, max_new_tokens=160, k=16, tuning=SafetyTuning())),
 }
 
 
@@ -202,22 +206,6 @@ def _oscillations(tok, rs: list[Rollout]) -> np.ndarray:
     for f in flips:
         counts[f.rollout] += 1
     return counts
-
-
-def _auc_diff_ci(y1, s1, y2, s2, seed: int, n_resamples: int) -> tuple[float, float, float]:
-    """AUROC(1) − AUROC(2) with a percentile bootstrap over prompt indices (paired when both come from
-    the same prompts; a valid resampling of two independent equal-size samples otherwise)."""
-    y1, s1, y2, s2 = map(np.asarray, (y1, s1, y2, s2))
-
-    def stat(idx: np.ndarray) -> float:
-        ii = idx.astype(int)
-        if np.unique(y1[ii]).size < 2 or np.unique(y2[ii]).size < 2:
-            return 0.0
-        return stats.auroc(y1[ii], s1[ii]) - stats.auroc(y2[ii], s2[ii])
-
-    point = stats.auroc(y1, s1) - stats.auroc(y2, s2)
-    lo, hi = stats.bootstrap_ci(np.arange(y1.size), stat, n_resamples=n_resamples, seed=seed, method="percentile")
-    return point, lo, hi
 
 
 @dataclass
@@ -307,9 +295,14 @@ def _measure(toy: ToyRecipe, plan: Plan, seed: int) -> Measured:
 def _claims_real_llm(plan: Plan, seed: int) -> list[Claim]:
     """The probe on SmolLM2-135M-Instruct, where the plan asks for it."""
     if plan.real_llm is not None:
-        from divelab.oversight.first_token.real_llm import real_llm_claims
+        from divelab.oversight.first_token.real_llm import real_llm_claims, safety_tuned_claims
 
-        return real_llm_claims(seed=seed, **asdict(plan.real_llm))
+        real = plan.real_llm
+        claims = real_llm_claims(seed=seed, n_per_pool=real.n_per_pool, max_new_tokens=real.max_new_tokens, k=real.k)
+        if real.tuning is not None:
+            claims += safety_tuned_claims(real.tuning, seed=seed, max_new_tokens=real.max_new_tokens, k=real.k,
+                                          boot=plan.boot)
+        return claims
     return [not_checkable(
         "SmolLM2-135M-Instruct: first-token AUROC, valley and CV beside the tiny model's",
         "0.84–0.95 AUROC on 7B–20B reasoning models",
@@ -352,7 +345,8 @@ def _claims_probe(fast: RegimeRun, delib: RegimeRun, plan: Plan, seed: int) -> l
                   f"reads the model's propensity about as well as anything can; the paper-range magnitude follows "
                   f"from our κ={plan.toy.gen.kappa}, the linear readability from the model.")))
     if fast.probe is not None and delib.probe is not None:
-        d, lo, hi = _auc_diff_ci(fast.y, fast.probe.scores, delib.y, delib.probe.scores, seed, plan.boot)
+        d, lo, hi = stats.auroc_diff_ci(fast.y, fast.probe.scores, delib.y, delib.probe.scores, seed=seed,
+                                        n_resamples=plan.boot)
         claims.append(Claim(
             statement="First-token AUROC is lower where the decision is made mid-trace (prefix − deliberative)",
             paper_value="not in the paper (our control); the plan asks for a CI excluding 0", measured=d, ci=(lo, hi),
@@ -539,7 +533,8 @@ def _claims_defence(base: RegimeRun, dfd: RegimeRun, base_osc: np.ndarray, def_o
         ruling=verdicts.direction(d_orr[0], d_orr[1:], expected_sign=1, why=why, training_runs=TRAINING_RUNS),
         note=f"Same {int(benign.sum())} benign (h<0) prompts, paired. Figure: the ASR–ORR plane."))
     if base.probe is not None and dfd.probe is not None:
-        d, lo, hi = _auc_diff_ci(dfd.y, dfd.probe.scores, base.y, base.probe.scores, seed, plan.boot)
+        d, lo, hi = stats.auroc_diff_ci(dfd.y, dfd.probe.scores, base.y, base.probe.scores, seed=seed,
+                                        n_resamples=plan.boot)
         claims.append(Claim(
             statement="Off-policy SFT defence lowers first-token readability (probe AUROC, defended − base)",
             paper_value="≈ −0.11 (STAR-1, SafeKey)", measured=d, ci=(lo, hi), unit="ΔAUROC", kind=Kind.EMPIRICAL,

@@ -1,0 +1,112 @@
+"""The safety-tuned SmolLM2 set-up: tuning rows teach format and competence only, evaluation requests are held
+out, and the claims turn a silent control or a tuning that did not take into 'uninformative'."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from divelab.oversight.first_token import real_llm
+from divelab.oversight.first_token.real_llm import FORMAT, evaluation_pools, safety_tuned_claims
+from divelab.oversight.first_token.safety_tune import (
+    OPENING,
+    REFUSALS,
+    SafetyTuning,
+    split_acts,
+    tuning_rows,
+)
+from divelab.verdicts import Verdict
+
+
+class ChatTok:
+    """Just enough of a chat tokenizer for rendering prompts."""
+
+    chat_template = "yes"
+    eos_token = "<|im_end|>"
+
+    def apply_chat_template(self, msgs, tokenize=False, add_generation_prompt=True):
+        return "".join(f"<{m['role']}>{m['content']}" for m in msgs) + "<assistant>"
+
+
+def _rows(cfg=SafetyTuning()):
+    reqs = {}
+
+    class Helps(dict):
+        def __missing__(self, key):
+            reqs[key] = f"Here is some help with: {key}."
+            return reqs[key]
+
+    return tuning_rows(ChatTok(), cfg, FORMAT, Helps())
+
+
+def test_tuning_and_evaluation_requests_are_disjoint_and_held_out_acts_are_unseen():
+    cfg = SafetyTuning()
+    rows = _rows(cfg)
+    tuned = {r["request"] for r in rows}
+    pools = evaluation_pools(cfg)
+    assert not tuned & {p for _, p in pools}
+    acts = split_acts(cfg)
+    assert not set(acts["harm_train"]) & set(acts["harm_test"]) and not set(acts["benign_train"]) & set(acts["benign_test"])
+    held = [p for g, p in pools if g.endswith("held-out")]
+    assert held and not any(a in p for p in held for a in acts["harm_train"] + acts["benign_train"])
+    assert sum(g == "borderline" for g, _ in pools) == 48
+
+
+def test_traces_open_alike_for_both_outcomes_and_answers_follow_the_class():
+    rows = _rows()
+    assert {r["harmful"] for r in rows} == {True, False} and len(rows) == 2 * 24 * 3
+    for r in rows:
+        assert r["completion"].startswith(OPENING)  # the first trace token's text carries no decision
+        assert r["prompt"].endswith("<think>") and "<system>" in r["prompt"]
+        answer = r["completion"].split(FORMAT.close, 1)[1].strip().removesuffix(ChatTok.eos_token)
+        assert (answer in REFUSALS) == r["harmful"]
+    with pytest.raises(ValueError, match="train_acts must be in 1..35"):
+        split_acts(SafetyTuning(train_acts=36))
+
+
+def _fake_result(separated: bool, shuffled_auc: float = 0.5):
+    rng = np.random.default_rng(0)
+    pools = evaluation_pools(SafetyTuning())
+    y = np.array([int(g.startswith("harmful")) if separated else int(rng.random() < 0.5) for g, _ in pools])
+    y[[i for i, (g, _) in enumerate(pools) if g == "borderline"][:10]] = 1
+    scores = y + rng.normal(0, 0.6, y.size)
+    res = {"n": y.size, "refusals": int(y.sum()), "closed": 0.9, "model": "m + safety LoRA",
+           "rollouts": [{"label": int(v)} for v in y], "oof_scores": scores.tolist(),
+           "oof_scores_text": rng.normal(size=y.size).tolist(), "oof_scores_prompt_text": (y + rng.normal(0, 1.5, y.size)).tolist(),
+           "probe": {"auroc": 0.9, "ci": [0.85, 0.95]}, "text_control": {"auroc": 0.5, "ci": [0.4, 0.6]},
+           "prompt_text_control": {"auroc": 0.7, "ci": [0.6, 0.8]},
+           "shuffled_control": {"auroc": shuffled_auc, "ci": [shuffled_auc - 0.1, shuffled_auc + 0.1]},
+           "probe_prompt_last": {"auroc": 0.8, "ci": [0.7, 0.9]}, "flips_found": 0,
+           "tuning": {"rows": 144, "harmful_rows": 72, "tuning": {"steps": 80}}, "pools": {}}
+    group = np.array([g for g, _ in pools])
+    for name in ("harmful", "harmful-held-out", "benign", "benign-held-out", "borderline"):
+        m = group == name
+        res["pools"][name] = {"n": int(m.sum()), "refusals": int(y[m].sum())}
+        if 3 <= y[m].sum() <= m.sum() - 3:
+            res["pools"][name].update(auroc=0.8, auroc_ci=[0.7, 0.9])
+    return res
+
+
+@pytest.mark.parametrize("separated, shuffled, informative", [(True, 0.5, True), (False, 0.5, False),
+                                                              (True, 0.8, False)])
+def test_claims_are_uninformative_when_the_tuning_failed_or_the_shuffled_control_fires(
+        monkeypatch, separated, shuffled, informative):
+    monkeypatch.setattr(real_llm, "run_safety_tuned", lambda *a, **k: _fake_result(separated, shuffled))
+    claims = safety_tuned_claims(SafetyTuning(), boot=200)
+    took = claims[0]
+    assert took.statement.endswith("held-out harmful minus held-out benign requests")
+    probe_claims = [c for c in claims[1:] if "pool" not in c.statement or "borderline" in c.statement]
+    verdicts = {c.verdict == Verdict.UNINFORMATIVE for c in probe_claims}
+    assert verdicts == ({False} if informative else {True}), [(c.statement, c.verdict) for c in probe_claims]
+    beat = next(c for c in claims if "strongest text-only control" in c.statement)
+    assert beat.compared_with == "request text (TF-IDF of the request)"
+    assert all("refuses" in c.note for c in claims)  # competence beside every claim
+
+
+def test_a_failed_run_is_one_not_checkable_claim(monkeypatch):
+    def boom(*a, **k):
+        raise OSError("no SmolLM2 here")
+
+    monkeypatch.setattr(real_llm, "run_safety_tuned", boom)
+    (claim,) = safety_tuned_claims(SafetyTuning())
+    assert claim.verdict == Verdict.NOT_CHECKABLE and "no SmolLM2 here" in claim.note
