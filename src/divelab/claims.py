@@ -56,6 +56,10 @@ class Claim:
     baselines: list[dict[str, Any]] = field(default_factory=list)
     better: str = ""
     compared_with: str = ""
+    # the smallest true effect (in ``unit``) this run detects with 80 % power at alpha 0.05: what a
+    # "not separated" verdict can rule out. Given by a comparison (from the per-unit spread), or read off
+    # ``ci`` for empirical claims that have one.
+    mde: float | None = None
     ruling: InitVar[Ruling | None] = None
 
     def __post_init__(self, ruling: Ruling | None) -> None:
@@ -89,7 +93,22 @@ class Claim:
             raise ValueError(f"claim {self.statement!r}: measured value is NaN")
         if self.ci is not None:
             self.ci = (float(self.ci[0]), float(self.ci[1]))
+            if (self.mde is None and self.kind is Kind.EMPIRICAL and all(math.isfinite(x) for x in self.ci)
+                    and self.ci[1] >= self.ci[0]):
+                from divelab.stats import mde_from_ci
+
+                self.mde = mde_from_ci(*self.ci)
+        if self.mde is not None:
+            self.mde = float(self.mde)
         self._check_baselines()
+
+    def power_text(self) -> str:
+        """The smallest effect this run could detect, in words (empty when unknown)."""
+        if self.mde is None:
+            return ""
+        if not math.isfinite(self.mde):
+            return "too few units to detect any effect"
+        return f"detects ≥ {format_number(self.mde)}{' ' + self.unit if self.unit else ''} at 80 % power"
 
     def _check_baselines(self) -> None:
         """A comparative claim is judged against the strongest baseline it measured."""
@@ -144,6 +163,8 @@ class Claim:
         d["verdict"] = self.verdict.value
         d["kind"] = self.kind.value
         d["ci"] = list(self.ci) if self.ci is not None else None
+        if self.mde is not None and not math.isfinite(self.mde):
+            d["mde"] = "inf"  # standard JSON has no Infinity; from_dict reads it back with float()
         return d
 
     @classmethod

@@ -31,6 +31,7 @@ class Comparison:
     strongest: str
     better: str  # "higher" | "lower"
     baselines: list[dict[str, Any]] = field(default_factory=list)
+    mde: float | None = None  # the smallest effect this design detects with 80 % power (stats.mde_two_sample)
 
     @property
     def expected_sign(self) -> int:
@@ -38,8 +39,8 @@ class Comparison:
         return 1 if self.better == "higher" else -1
 
     def claim_fields(self) -> dict[str, Any]:
-        """``baselines``, ``better`` and ``compared_with`` for a Claim(...)."""
-        return {"baselines": self.baselines, "better": self.better, "compared_with": self.strongest}
+        """``baselines``, ``better``, ``compared_with`` and ``mde`` for a Claim(...)."""
+        return {"baselines": self.baselines, "better": self.better, "compared_with": self.strongest, "mde": self.mde}
 
 
 def baseline_records(baselines: Mapping[str, Sequence[float] | float], *, seed: int = 0,
@@ -76,10 +77,18 @@ def against_strongest(method: Sequence[float], baselines: Mapping[str, Sequence[
     m, b = np.asarray(method, dtype=float), np.asarray(baselines[best], dtype=float)
     if clusters is not None:
         effect, lo, hi = stats.cluster_diff_ci(m, b, clusters, seed=seed)
+        # the clusters are the independent units: the design's power is that of their mean differences
+        keys = np.asarray([str(c) for c in clusters])
+        per = np.array([(m[keys == k] - b[keys == k]).mean() for k in dict.fromkeys(keys)])
+        mde = stats.mde_two_sample(float(np.std(per, ddof=1)), per.size) if per.size > 1 else float("inf")
     elif paired:
         if m.shape != b.shape:
             raise ValueError(f"paired comparison: method has {m.size} units, {best!r} has {b.size}")
         effect, lo, hi = stats.paired_diff_ci(m, b, method=interval, seed=seed)
+        mde = stats.mde_two_sample(float(np.std(m - b, ddof=1)), m.size) if m.size > 1 else float("inf")
     else:
         effect, lo, hi = stats.diff_ci(m, b, seed=seed)
-    return Comparison(float(effect), (float(lo), float(hi)), best, better, records)
+        n = min(m.size, b.size)
+        pooled = float(np.sqrt((np.var(m, ddof=1) + np.var(b, ddof=1)) / 2)) if n > 1 else 0.0
+        mde = stats.mde_two_sample(pooled, n, paired=False) if n > 1 else float("inf")
+    return Comparison(float(effect), (float(lo), float(hi)), best, better, records, mde)

@@ -7,6 +7,7 @@ a two-sided 95% interval unless ``confidence`` says otherwise, bootstrap interva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -184,6 +185,19 @@ def cluster_diff_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nda
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     return point, float(lo), float(hi)
+
+
+def mde_from_ci(lo: float, hi: float, *, confidence: float = 0.95, power: float = 0.8) -> float:
+    """Smallest true effect a design detects with ``power``, read off its ``confidence`` interval: the
+    interval's half-width is z·SE, and a two-sided test at the same level detects (z + z_power)·SE (the
+    normal approximation). For claims whose interval came from a bootstrap or a rank statistic, where no
+    per-unit standard deviation is at hand."""
+    from scipy.stats import norm
+
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise ValueError(f"mde_from_ci needs a finite interval with lo <= hi, got [{lo}, {hi}]")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return (z + float(norm.ppf(power))) * (hi - lo) / (2 * z)
 
 
 def mde_two_sample(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8, paired: bool = True) -> float:

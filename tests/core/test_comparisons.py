@@ -83,3 +83,42 @@ def test_t_interval_over_a_handful_of_seeds_is_wider_than_a_bootstrap() -> None:
     assert t.baselines[0]["ci"] == pytest.approx(list(stats.mean_ci(base)))
     with pytest.raises(ValueError, match="interval"):
         against_strongest(method, {"base": base}, interval="wild")
+
+
+def test_the_comparison_states_the_smallest_effect_its_design_detects():
+    from divelab import stats
+    from divelab.claims import Claim, Kind
+    from divelab.verdicts import direction
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(0, 1, 30)
+    method = base + 0.3 + rng.normal(0, 0.5, 30)
+    cmp = against_strongest(method, {"b": base})
+    assert cmp.mde == pytest.approx(stats.mde_two_sample(float(np.std(method - base, ddof=1)), 30))
+    wider = against_strongest(method[:8], {"b": base[:8]})
+    assert wider.mde > cmp.mde  # fewer units, a larger detectable effect
+    tasks = np.repeat(np.arange(6), 5)
+    assert against_strongest(method, {"b": base}, clusters=tasks).mde > cmp.mde  # 6 clusters, not 30 units
+    c = Claim(statement="s", paper_value="p", measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, unit="pts",
+              ruling=direction(cmp.effect, cmp.ci, why="test"), **cmp.claim_fields())
+    assert c.mde == cmp.mde and "at 80 % power" in c.power_text() and "pts" in c.power_text()
+    one = against_strongest([1.0], {"b": [0.0]})
+    c1 = Claim(statement="s", paper_value="p", measured=1.0, kind=Kind.EMPIRICAL, ruling=direction(1.0, exact=True, why="test"),
+               **one.claim_fields())
+    assert c1.power_text() == "too few units to detect any effect"
+    assert Claim.from_dict(c1.to_dict()).mde == float("inf") and c1.to_dict()["mde"] == "inf"
+
+
+def test_an_empirical_claim_with_an_interval_reads_its_detectable_effect_off_the_interval():
+    from divelab import stats
+    from divelab.claims import Claim, Kind
+    from divelab.verdicts import direction
+
+    c = Claim(statement="s", paper_value="p", measured=0.1, ci=(-0.1, 0.3), kind=Kind.EMPIRICAL,
+              ruling=direction(0.1, (-0.1, 0.3), why="test"))
+    assert c.mde == pytest.approx(stats.mde_from_ci(-0.1, 0.3)) and c.mde == pytest.approx(0.2 * 2.8016 / 1.96, rel=1e-3)
+    check = Claim(statement="s", paper_value="p", measured=0.1, ci=(-0.1, 0.3), kind=Kind.CHECK,
+                  ruling=direction(0.1, (-0.1, 0.3), why="test"))
+    assert check.mde is None and check.power_text() == ""
+    with pytest.raises(ValueError, match="finite interval"):
+        stats.mde_from_ci(1.0, 0.0)
