@@ -170,6 +170,7 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
     import matplotlib
 
     from divelab import plans
+    from divelab.stages import run_context
     from divelab.threads import torch_threads
 
     matplotlib.use("Agg")
@@ -177,12 +178,17 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
     plan = plans.resolve(mod, scale, sets)
     threads = getattr(mod, "THREADS", 1)  # None: the reproduction pins the parts that need it itself
     t0 = time.perf_counter()
-    if threads is None:
-        rep = mod.run(plan, seed)
-    else:
-        with torch_threads(threads):
+    # stages (divelab.stages) report progress, and at full resume from the cache after a kill
+    with run_context(module.rsplit(".", 1)[-1], module, scale, plans.to_dict(plan), seed,
+                     total_weight=getattr(mod, "STAGE_WEIGHT", None)) as stages:
+        if threads is None:
             rep = mod.run(plan, seed)
+        else:
+            with torch_threads(threads):
+                rep = mod.run(plan, seed)
     rep.runtime_s = time.perf_counter() - t0
+    if stages:
+        rep.details["stages"] = stages
     rep.scale = scale
     rep.plan = plans.to_dict(plan)
     rep.overrides = dict(sets or {})

@@ -1,0 +1,128 @@
+"""Stages of a long reproduction: progress with an ETA, and resuming a killed full run where it stopped.
+
+A full-scale run takes up to an hour. A reproduction wraps each expensive part in :func:`stage`::
+
+    runs = stage("train 5 seeds", lambda: [train(plan, s) for s in range(plan.seeds)], weight=5)
+
+Inside a run started by the runner (:func:`divelab.scaleout.run_reproduction`) at ``full`` scale, a finished
+stage's result is pickled into the cache under a key of the system, the resolved plan, the seed, the stage's
+name and the source code of the system's package; a killed run started again loads every finished stage and
+goes on from the first unfinished one. At other scales (and outside the runner) a stage just runs: quick stays
+a cold, self-contained demo. Either way each stage prints one line when it starts and when it ends, with the
+time it took and, from the stages' ``weight``\\s, an estimate of the time left — on a terminal or in a log.
+
+The run's record keeps every stage's name, seconds and whether it came from the cache (``details["stages"]``),
+so a resumed run's total compute is the sum of its stages, not the wall time of its last process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import pickle
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from divelab.cache import atomic_write_bytes, entry_path, stable_hash
+from divelab.progress import quiet
+
+T = TypeVar("T")
+RESUMABLE_SCALES = ("full",)
+"""Scales at which finished stages are cached, so a killed run resumes."""
+
+
+@dataclass
+class _Run:
+    system: str
+    package: str
+    scale: str
+    key: str
+    total_weight: float | None
+    t0: float = field(default_factory=time.monotonic)
+    done_weight: float = 0.0
+    cached_weight: float = 0.0
+    stages: list[dict[str, Any]] = field(default_factory=list)
+
+
+_RUN: ContextVar[_Run | None] = ContextVar("divelab_stage_run", default=None)
+
+
+def package_source_hash(package: str) -> str:
+    """A hash of every ``.py`` file of ``package``: a code change invalidates the stages it cached."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{package!r} is not an importable package")
+    h = hashlib.sha256()
+    for root in spec.submodule_search_locations:
+        for path in sorted(Path(root).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@contextmanager
+def run_context(system: str, package: str, scale: str, plan: dict[str, Any], seed: int,
+                total_weight: float | None = None) -> Iterator[list[dict[str, Any]]]:
+    """Make :func:`stage` calls inside the block belong to one run; yields the list of stage records."""
+    key = stable_hash({"system": system, "plan": plan, "seed": seed, "code": package_source_hash(package)})
+    run = _Run(system, package, scale, key, total_weight)
+    token = _RUN.set(run)
+    try:
+        yield run.stages
+    finally:
+        _RUN.reset(token)
+
+
+def _say(text: str) -> None:
+    if not quiet():
+        print(text, file=sys.stderr, flush=True)
+
+
+def _stage_path(run: _Run, name: str) -> Path:
+    return entry_path("stages", f"{run.system}-{run.key}-{stable_hash(name, 12)}.pkl")
+
+
+def stage(name: str, fn: Callable[[], T], *, weight: float = 1.0) -> T:
+    """Run ``fn()`` as one stage of the current run (see the module docstring). ``weight`` is the stage's
+    share of the run's work, for the estimate of the time left; ``fn``'s result must pickle."""
+    if weight <= 0:
+        raise ValueError(f"weight must be > 0, got {weight}")
+    run = _RUN.get()
+    if run is None:
+        return fn()
+    resumable = run.scale in RESUMABLE_SCALES
+    path = _stage_path(run, name)
+    if resumable and path.exists():
+        record = pickle.loads(path.read_bytes())
+        run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
+        run.done_weight += weight
+        run.cached_weight += weight
+        _say(f"[{run.system}] stage '{name}': finished in an earlier run ({record['seconds']:.0f} s), loaded")
+        return record["value"]
+    _say(f"[{run.system}] stage '{name}': started")
+    t0 = time.perf_counter()
+    value = fn()
+    seconds = time.perf_counter() - t0
+    if resumable:
+        atomic_write_bytes(path, pickle.dumps({"value": value, "seconds": seconds}))
+    run.stages.append({"name": name, "seconds": seconds, "cached": False})
+    run.done_weight += weight
+    _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")
+    return value
+
+
+def _eta(run: _Run) -> str:
+    if run.total_weight is None or run.done_weight >= run.total_weight:
+        return ""
+    # only this process's stages tell the speed: stages loaded from the cache took no time here
+    ran_weight = run.done_weight - run.cached_weight
+    if ran_weight <= 0:
+        return ""
+    rate = (time.monotonic() - run.t0) / ran_weight
+    return f"; about {rate * (run.total_weight - run.done_weight):.0f} s left"
