@@ -110,3 +110,12 @@ def test_a_failed_run_is_one_not_checkable_claim(monkeypatch):
     monkeypatch.setattr(real_llm, "run_safety_tuned", boom)
     (claim,) = safety_tuned_claims(SafetyTuning())
     assert claim.verdict == Verdict.NOT_CHECKABLE and "no SmolLM2 here" in claim.note
+
+
+def test_the_helps_asked_for_are_the_benign_tuning_requests():
+    from divelab.oversight.first_token.safety_tune import tuning_requests
+
+    cfg = SafetyTuning()
+    helps = {r: "ok." for r, _, harmful in tuning_requests(cfg) if not harmful}
+    rows = tuning_rows(ChatTok(), cfg, FORMAT, helps)  # a KeyError here means the two disagree
+    assert sum(not r["harmful"] for r in rows) == len(helps) == 72

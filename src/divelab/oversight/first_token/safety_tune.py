@@ -125,18 +125,24 @@ def own_answers(model: Any, tok: Any, prompts: list[str], max_new_tokens: int, s
     return out
 
 
-def tuning_rows(tok: Any, cfg: SafetyTuning, fmt: Any, helps: dict[str, str]) -> list[dict[str, str]]:
-    """SFT rows ``{prompt, completion}``: the prompt rendered exactly as the probe renders it (chat template,
-    system message, the opened ``<think>``), so training and evaluation see the same tokens."""
+def tuning_requests(cfg: SafetyTuning) -> list[tuple[str, str, bool]]:
+    """``(request, act, harmful)`` for every tuning request: each tuning act phrased three ways."""
     rng = np.random.default_rng(cfg.seed)
     acts = split_acts(cfg)
+    return ([(r, a, True) for r, a in requests(acts["harm_train"], rng, per_act=3)]
+            + [(r, a, False) for r, a in requests(acts["benign_train"], rng, per_act=3)])
+
+
+def tuning_rows(tok: Any, cfg: SafetyTuning, fmt: Any, helps: dict[str, str]) -> list[dict[str, str]]:
+    """SFT rows ``{prompt, completion}``: the prompt rendered exactly as the probe renders it (chat template,
+    system message, the opened ``<think>``), so training and evaluation see the same tokens. ``helps`` maps
+    each benign tuning request to the untuned model's answer."""
+    rng = np.random.default_rng(cfg.seed + 2)  # wording choices, apart from the requests' own draw
     rows = []
-    for harmful, key in ((True, "harm_train"), (False, "benign_train")):
-        for req, act in requests(acts[key], rng, per_act=3):
-            answer = rng.choice(REFUSALS) if harmful else helps[req]
-            completion = f"{trace(act, harmful, rng)}{fmt.close}\n{answer}{tok.eos_token}"
-            rows.append({"prompt": fmt.render(tok, req), "completion": completion, "harmful": harmful,
-                         "request": req})
+    for req, act, harmful in tuning_requests(cfg):
+        answer = rng.choice(REFUSALS) if harmful else helps[req]
+        completion = f"{trace(act, harmful, rng)}{fmt.close}\n{answer}{tok.eos_token}"
+        rows.append({"prompt": fmt.render(tok, req), "completion": completion, "harmful": harmful, "request": req})
     order = rng.permutation(len(rows))
     return [rows[i] for i in order]
 
@@ -156,9 +162,7 @@ def safety_tuned(cfg: SafetyTuning, fmt: Any, model_name: str = "smollm2-135m-in
     from divelab.lm.adapt import AdaptConfig, LoraSpec, adapt
 
     base, tok = load_model(model_name)
-    acts = split_acts(cfg)
-    rng = np.random.default_rng(cfg.seed)
-    benign_reqs = [r for r, _ in requests(acts["benign_train"], rng, per_act=3)]
+    benign_reqs = [r for r, _, harmful in tuning_requests(cfg) if not harmful]
     key = stable_hash({"v": _VERSION, "model": model_name, "reqs": benign_reqs, "n": cfg.help_tokens,
                        "system": fmt.system})
     path = entry_path("first-token-helps", key) / "helps.json"
