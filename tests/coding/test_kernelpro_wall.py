@@ -91,7 +91,9 @@ def test_correct_kernels_pass_every_set_and_size_and_unsafe_ones_do_not(name, tm
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
     p = PROBLEMS[name]
     assert p.edge_sizes and any(1 in s.values() for s in p.edge_sizes)  # a 1-element size is checked
-    for cfg in (Config(), Config(opt="-O3", avx2=True, simd=True, fast_math=True, restrict=True)):
+    # the naive program, a fully edited one, and the -O3 -march=native baseline (which keeps IEEE semantics)
+    for cfg in (Config(), Config(opt="-O3", avx2=True, simd=True, fast_math=True, restrict=True),
+                Config(opt="-O3", native=True)):
         v = backend.verify(p, cfg, backend.load(backend.build(p, cfg)))
         assert v.ok and v.error <= 1.0, (name, cfg.short(), v.failed)
     unsafe = Config(opt="-O3", avx2=True, fast_math=True, drop_tail=True)

@@ -64,9 +64,10 @@ def register(app: typer.Typer) -> None:
 
     @kp.command("problems")
     def problems() -> None:
-        from divelab.coding.kernelpro.problems import PROBLEMS
+        from divelab.coding.kernelpro.problems import DEV_PROBLEMS, PROBLEMS
 
         for p in PROBLEMS.values():
-            typer.echo(f"{p.name:14s} level {p.level}  inputs {list(p.inputs)} -> {p.output}")
+            split = "dev " if p.name in DEV_PROBLEMS else "test"  # dev: the MCTS constants were set on it
+            typer.echo(f"{p.name:18s} {split}  level {p.level}  inputs {list(p.inputs)} -> {p.output}")
 
     app.add_typer(kp, name="kernelpro")

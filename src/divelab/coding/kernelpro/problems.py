@@ -1,5 +1,10 @@
 """A small KernelBench-shaped problem set: Level 1 single ops, Level 2 fused chains.
 
+The set is split once, by name: the DEVELOPMENT problems (``DEV_PROBLEMS``) are the ones the MCTS
+constants (exploration constant, progressive widening, dead-end threshold, reward clip) were set on;
+the TEST problems (``TEST_PROBLEMS``, the rest) are only ever measured, never looked at while
+choosing a constant. Reproduction claims are computed on the test problems.
+
 Each problem is a C kernel program (templates with transformation placeholders, see
 :mod:`divelab.coding.kernelpro.program`), a float64 NumPy reference with a tolerance, a strong
 float32 NumPy baseline (BLAS-backed for the GEMMs), and its FLOP and compulsory-byte counts for
@@ -280,6 +285,36 @@ _CONV_IKJ = """
   }
 """
 
+_GEMV = """
+  for (int i = 0; i < M; i++) {
+    float acc = 0.0f;
+    @SIMDRED:acc@
+    @UNROLL@
+    for (int k = 0; k < @END:K@; k++) acc += x0[i * K + k] * x1[k];
+    EPILOGUE
+  }
+"""
+
+_RMSNORM = """
+  for (int r = 0; r < R; r++) {
+    const float *x = x0 + r * C;
+    float *y = out + r * C;
+    float s = 0.0f;
+    @SIMDRED:s@
+    @UNROLL@
+    for (int c = 0; c < @END:C@; c++) s += x[c] * x[c];
+    const float inv = 1.0f / sqrtf(s / C + 1e-5f);
+    @SIMD@
+    for (int c = 0; c < C; c++) y[c] = x[c] * inv * x1[c];
+  }
+"""
+
+# LayerNorm of x0 + x1 with gamma x2 and beta x3: the residual add is fused into both reduction passes
+# and the output pass (never materialised)
+_RESIDUAL_LAYERNORM = (_LAYERNORM.replace("x2[c]", "x3[c]").replace("x1[c]", "x2[c]")
+                       .replace("x[c]", "(x[c] + h[c])")
+                       .replace("float *y = out + r * C;", "const float *h = x1 + r * C;\n    float *y = out + r * C;"))
+
 
 def _softmax_ref(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -306,6 +341,18 @@ def _build() -> dict[str, Problem]:
         return (x - mu) / np.sqrt(var + 1e-5) * a[1].astype(dtype) + a[2].astype(dtype)
 
     nx, kw = 20007, 15
+    gm, gk = 256, 1003  # GEMV rows and columns
+
+    def silu(z: np.ndarray) -> np.ndarray:
+        # x * sigmoid(x) through tanh: no overflow warning at the large-magnitude input set
+        return z * (0.5 + 0.5 * np.tanh(0.5 * z))
+
+    def rms(a: Arrays, dtype: type) -> np.ndarray:
+        x = a[0].astype(dtype)
+        return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * a[1].astype(dtype)
+
+    def gemv_shapes(*extra):
+        return lambda d: (((d["M"], d["K"]), (d["K"],), *[(d["M"],)] * len(extra)), (d["M"],))
 
     # the other sizes the wall checks: one element, and small odd sizes (prime, no multiple of 4, 8
     # or 16, and past a 32-wide tile edge for the tiled GEMMs)
@@ -319,6 +366,7 @@ def _build() -> dict[str, Problem]:
         return lambda d: (((d["R"], d["C"]), *[(d["C"],)] * len(extra)), (d["R"], d["C"]))
 
     mm_edges = ({"M": 1, "N": 1, "K": 1}, {"M": 3, "N": 37, "K": 35})
+    gemv_edges = ({"M": 1, "K": 1}, {"M": 3, "K": 37})
     row_edges = ({"R": 1, "C": 1}, {"R": 3, "C": 37})
     probs = [
         Problem("matmul", 1, ((100, 100), (100, 100)), (100, 100), mm, mm_t,
@@ -355,11 +403,36 @@ def _build() -> dict[str, Problem]:
                 lambda a: _softmax_ref(a[0].astype(np.float64) * 0.125 + a[1]),
                 lambda a: _softmax_ref(a[0] * np.float32(0.125) + a[1]),
                 flops=7.0 * R * C, reduction=True, libm=True, shapes=rows(1), edge_sizes=row_edges),
+        Problem("gemv", 1, ((gm, gk), (gk,)), (gm,), {"M": gm, "K": gk},
+                {"ijk": _GEMV.replace("EPILOGUE", "out[i] = acc;")},
+                lambda a: a[0].astype(np.float64) @ a[1].astype(np.float64), lambda a: a[0] @ a[1],
+                flops=2.0 * gm * gk, reduction=True, shapes=gemv_shapes(), edge_sizes=gemv_edges),
+        Problem("rmsnorm", 1, ((R, C), (C,)), (R, C), {"R": R, "C": C}, {"ijk": _RMSNORM},
+                lambda a: rms(a, np.float64), lambda a: rms(a, np.float32), flops=4.0 * R * C, reduction=True,
+                shapes=rows(1), edge_sizes=row_edges),
+        Problem("residual_layernorm", 2, ((R, C), (R, C), (C,), (C,)), (R, C), {"R": R, "C": C},
+                {"ijk": _RESIDUAL_LAYERNORM},
+                lambda a: ln([a[0].astype(np.float64) + a[1], a[2], a[3]], np.float64),
+                lambda a: ln([a[0] + a[1], a[2], a[3]], np.float32), flops=11.0 * R * C, reduction=True,
+                shapes=lambda d: (((d["R"], d["C"]), (d["R"], d["C"]), (d["C"],), (d["C"],)), (d["R"], d["C"])),
+                edge_sizes=row_edges),
+        # GEMV + bias + SiLU: SiLU is linear for large positive inputs, so an element the GEMV drops
+        # still shows in the output (a saturating tanh or sigmoid would hide it from the wall)
+        Problem("gemv_bias_silu", 2, ((gm, gk), (gk,), (gm,)), (gm,), {"M": gm, "K": gk},
+                {"ijk": _GEMV.replace("EPILOGUE", "const float v = acc + x2[i]; out[i] = v / (1.0f + expf(-v));")},
+                lambda a: silu(a[0].astype(np.float64) @ a[1].astype(np.float64) + a[2]),
+                lambda a: silu(a[0] @ a[1] + a[2]),
+                flops=2.0 * gm * gk + 5.0 * gm, reduction=True, libm=True, shapes=gemv_shapes(1),
+                edge_sizes=gemv_edges),
     ]
     return {p.name: p for p in probs}
 
 
 PROBLEMS: dict[str, Problem] = _build()
+# the development problems: the MCTS constants were set while looking at these
+# (and at the synthetic trap landscape); the test problems are measured only
+DEV_PROBLEMS: tuple[str, ...] = ("matmul", "softmax", "rowsum")
+TEST_PROBLEMS: tuple[str, ...] = tuple(p for p in PROBLEMS if p not in DEV_PROBLEMS)
 
 
 def get_problem(name: str) -> Problem:
