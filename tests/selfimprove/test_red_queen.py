@@ -124,11 +124,27 @@ def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
     # the weak suite and the lenient anchor are ours: only the method comparison is empirical, and it is
     # judged against the strongest baseline measured, erasure ablation included
     assert [c.kind.value for c in prog] == ["planted", "planted", "empirical", "planted"]
-    assert {b["name"] for b in prog[2].baselines} == {"frozen weak suite", "replacement without erasure"}
+    assert {b["name"] for b in prog[2].baselines} == {"frozen weak suite", "self-judging",
+                                                      "replacement without erasure"}
+    assert prog[2].compared_with == max(prog[2].baselines, key=lambda b: b["value"])["name"]
     assert rep.planted and "style weight" in rep.planted
     main = next(c for c in rep.claims if c.statement.startswith("full RQGM minus the strongest baseline"))
     assert {b["name"] for b in main.baselines} == {"fixed judge", "self-judging", "replacement without erasure"}
     assert all(c.rule["args"].get("exact") for c in rep.claims if c.rule and c.rule["name"] == "bound")
     pw = rep.details["program_world"]
-    assert pw["tasks"] == ["HumanEval/0"] and pw["arms"]["fixed"]["replacements"] == 0
+    assert pw["tasks"] == ["HumanEval/0", "HumanEval/3"] and pw["arms"]["fixed"]["replacements"] == 0
+    assert pw["arms"]["self_judge"]["replacements"] == 0  # self-judging never replaces the incumbent
     assert pw["arms"]["fixed"]["judged_accept"] == 1.0  # the frozen weak suite is gamed even at smoke scale
+
+
+def test_program_world_headline_rests_on_at_least_twelve_tasks_with_replicates():
+    from divelab.selfimprove.red_queen import reproduce_programs
+    from divelab.selfimprove.red_queen.reproduce import PLANS
+
+    assert len(set(reproduce_programs.TASKS)) == len(reproduce_programs.TASKS) >= 12
+    for scale in ("quick", "full"):
+        p = PLANS[scale].programs
+        assert p.tasks >= 12 and p.seeds >= 2, scale
+    assert set(reproduce_programs.BASELINES) == {"fixed", "self_judge", "no_erasure"} < set(reproduce_programs.ARMS)
+    with pytest.raises(ValueError, match="tasks"):
+        reproduce_programs.Plan(tasks=len(reproduce_programs.TASKS) + 1, seeds=2, budget=10)

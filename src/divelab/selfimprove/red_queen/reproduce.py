@@ -45,13 +45,17 @@ class Plan:
     """also run a replacement round with SmolLM2-135M-Instruct as the judge (minutes of CPU, the model download)."""
 
 
+# the program world runs every task of reproduce_programs.TASKS at quick and full (its headline resamples whole
+# tasks, so the task count is what its interval rests on); quick buys that with fewer evaluations per run
 PLANS = {
-    "smoke": Plan(seeds=3, budget=120, eval_items=80, programs=reproduce_programs.Plan(tasks=1, seeds=3, budget=150),
+    "smoke": Plan(seeds=3, budget=120, eval_items=80, programs=reproduce_programs.Plan(tasks=2, seeds=2, budget=150),
                   real_llm=False),
     "quick": Plan(seeds=16, budget=600, eval_items=300,
-                  programs=reproduce_programs.Plan(tasks=6, seeds=10, budget=400), real_llm=False),
+                  programs=reproduce_programs.Plan(tasks=len(reproduce_programs.TASKS), seeds=10, budget=400),
+                  real_llm=False),
     "full": Plan(seeds=40, budget=2000, eval_items=1000,
-                 programs=reproduce_programs.Plan(tasks=6, seeds=20, budget=1000), real_llm=True),
+                 programs=reproduce_programs.Plan(tasks=len(reproduce_programs.TASKS), seeds=20, budget=1000),
+                 real_llm=True),
 }
 
 

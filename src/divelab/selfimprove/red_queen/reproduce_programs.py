@@ -1,8 +1,10 @@
-"""E178 in the program world: RQGM vs a frozen weak test suite vs replacement without erasure on HumanEval.
+"""E178 in the program world: RQGM vs a frozen weak test suite, self-judging and replacement without erasure
+on HumanEval.
 
 Units are (task, seed) pairs; every arm runs the same loop, budget and seeds on the same benches,
-so comparisons are paired. The benches (test pools, program pools, sandbox outcomes) are built
-once per task and cached on disk by program hash; the search itself only looks outcomes up.
+so comparisons are paired, and intervals resample whole tasks (the seeds of one task share its bench
+and its hidden tests). The benches (test pools, program pools, sandbox outcomes) are built once per
+task and cached on disk by program hash; the search itself only looks outcomes up.
 """
 
 from __future__ import annotations
@@ -19,11 +21,18 @@ from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
 from divelab.selfimprove.red_queen.world_programs import Bench, ProgramWorld, build_bench
 
 SOURCE = "arXiv 2606.26294; week-in-review E178"
-ARMS = {"fixed": ("fixed", "strict"), "no_erasure": ("no_erasure", "strict"), "rqgm": ("rqgm", "strict"),
-        "rqgm_lenient_anchor": ("rqgm", "lenient")}
-# HumanEval tasks whose hidden tests no constant stub passes on the evaluation slice (scanned once;
-# tasks 40 and 57 were dropped: there `return False` / `return True` passes every eval-slice test)
-TASKS = ("HumanEval/0", "HumanEval/3", "HumanEval/31", "HumanEval/43", "HumanEval/56", "HumanEval/52")
+ARMS = {"fixed": ("fixed", "strict"), "self_judge": ("self_judge", "strict"),
+        "no_erasure": ("no_erasure", "strict"), "rqgm": ("rqgm", "strict"), "rqgm_lenient_anchor": ("rqgm", "lenient")}
+# the alternatives the method is judged against (arm -> the name a claim records)
+BASELINES = {"fixed": "frozen weak suite", "self_judge": "self-judging", "no_erasure": "replacement without erasure"}
+# The bool-valued HumanEval tasks that can host the world (build_bench does not refuse them) and where no
+# constant stub passes every evaluation-slice test, in HumanEval order (scanned once over all 164 tasks;
+# 40 and 57 are bool-valued but there `return False` / `return True` passes every eval-slice test). A
+# bool-valued task makes the constant-stub hack tempting: it passes part of the hidden tests.
+TASKS = ("HumanEval/0", "HumanEval/3", "HumanEval/31", "HumanEval/43", "HumanEval/48", "HumanEval/52",
+         "HumanEval/54", "HumanEval/56", "HumanEval/72", "HumanEval/80", "HumanEval/82", "HumanEval/92",
+         "HumanEval/109", "HumanEval/124", "HumanEval/126", "HumanEval/132", "HumanEval/134", "HumanEval/138",
+         "HumanEval/144", "HumanEval/154")
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,10 @@ class Plan:
     """loop runs per task and arm (paired over arms)."""
     budget: int
     """evaluations each loop run may spend."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.tasks <= len(TASKS) or self.seeds < 1 or self.budget < 1:
+            raise ValueError(f"need 1 <= tasks <= {len(TASKS)}, seeds >= 1, budget >= 1; got {self}")
 
 
 def run_arm(bench: Bench, arm: str, seed: int, budget: int) -> dict[str, Any]:
@@ -105,20 +118,30 @@ def program_world(plan: Plan, seed: int = 0) -> tuple[list[Claim], dict[str, Any
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1,
                                             why="the paper reports accuracy on other tasks; sizes not comparable"),
                   note="True quality = pass rate on the official HumanEval tests outside the anchor slice."))
-    # one comparison against the strongest baseline measured (the frozen weak suite is the weak one;
-    # replacement without erasure is the ablation), so erasure and "beats the baselines" are not counted twice
-    cmp = against_strongest(tq["rqgm"], {"frozen weak suite": tq["fixed"],
-                                         "replacement without erasure": tq["no_erasure"]},
+    # one comparison against the strongest alternative measured in this run (the frozen weak suite,
+    # self-judging, and the erasure ablation), so erasure and "beats the baselines" are not counted twice
+    cmp = against_strongest(tq["rqgm"], {name: tq[arm] for arm, name in BASELINES.items()},
                             clusters=task_of, seed=seed)
-    out.append(Claim(statement="program world: full RQGM minus the strongest baseline (frozen weak suite, replacement "
-                            "without erasure), hidden-test pass rate at equal budget",
+    strongest_arm = next(arm for arm, name in BASELINES.items() if name == cmp.strongest)
+    # power: the task is the independent unit, so the spread that matters is that of the per-task mean gaps
+    per_task = np.array([np.mean(tq["rqgm"][task_of == t] - tq[strongest_arm][task_of == t]) for t in m["tasks"]])
+    sd_task = float(per_task.std(ddof=1)) if per_task.size > 1 else 0.0
+    out.append(Claim(statement="program world: full RQGM minus the strongest alternative (frozen weak suite, "
+                            "self-judging, replacement without erasure), hidden-test pass rate at equal budget",
                   paper_value="higher quality at equal budget; without selective erasure stale evidence accumulates",
                   measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=src, **cmp.claim_fields(),
                   ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
                                             why="the paper's numbers are on other tasks"),
-                  note=f"cluster bootstrap over tasks; share correct on all hidden tests: RQGM "
-                       f"{_col(R['rqgm'], 'correct').mean():.2f}, no erasure {_col(R['no_erasure'], 'correct').mean():.2f}"
-                       f"; stubs {_col(R['rqgm'], 'stub').mean():.2f} vs {_col(R['no_erasure'], 'stub').mean():.2f}; "
+                  note=f"against {cmp.strongest}; {len(m['tasks'])} tasks × {len(m['seeds'])} runs per task and arm, "
+                       f"cluster bootstrap over tasks (stats.cluster_diff_ci). Power: sd of the per-task mean gap "
+                       f"{sd_task:.3f} over {len(m['tasks'])} tasks gives a minimum detectable effect (80%, alpha "
+                       f"0.05) of {stats.mde_two_sample(sd_task, len(m['tasks'])):.3f}; the paper's own gap (71.7 vs "
+                       f"69.9 on Polyglot) is on other tasks. Share correct on all hidden tests: RQGM "
+                       f"{_col(R['rqgm'], 'correct').mean():.2f}, "
+                       + ", ".join(f"{name} {_col(R[arm], 'correct').mean():.2f}" for arm, name in BASELINES.items())
+                       + f"; stubs RQGM {_col(R['rqgm'], 'stub').mean():.2f}, "
+                       + ", ".join(f"{name} {_col(R[arm], 'stub').mean():.2f}" for arm, name in BASELINES.items())
+                       + "; "
                        f"judge accuracy on the program pool (balanced): initial {np.mean(m['initial_judge_accuracy']):.2f}"
                        f", RQGM's final {_col(R['rqgm'], 'judge_accuracy').mean():.2f}; replacements per run "
                        f"{_col(R['rqgm'], 'replacements').mean():.1f}."))
