@@ -297,16 +297,7 @@ def _train(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows from a JSON Lines file (one JSON object a line), with the line named on a parse error."""
-    rows = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i}: not a JSON object ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{i}: a JSON object per line is needed, got {type(row).__name__}")
-        rows.append(row)
-    return rows
+    """Training rows from a JSON Lines file (one JSON object a line), with the line named on an error."""
+    from divelab.jsonl import read_objects
+
+    return [row for _, row in read_objects(path, "training rows")]

@@ -11,27 +11,17 @@ import typer
 def load_task(path: Path) -> list:
     """``{"prompt": ..., "answer": ...}`` per line (``answer`` may also be called ``reference``)."""
     from divelab.interp.cliff_tokens.task import Problem
+    from divelab.jsonl import read_objects
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such task file: {path}")
     out = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i} is not JSON: {exc}") from None
-        if not isinstance(row, dict) or "prompt" not in row:
+    for i, row in read_objects(path, "problems"):
+        if "prompt" not in row:
             raise ValueError(f"{path}:{i} needs a 'prompt' field; got {row!r:.80}")
         answer = row.get("answer", row.get("reference"))
         if answer is None or str(answer).strip() == "":
             raise ValueError(f"{path}:{i} has no reference answer: every line needs 'answer' (or 'reference'), "
                              "the checker compares responses with it")
         out.append(Problem(str(row["prompt"]), str(answer)))
-    if not out:
-        raise ValueError(f"{path} holds no problems")
     return out
 
 

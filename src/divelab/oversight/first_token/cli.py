@@ -14,22 +14,14 @@ import typer
 
 
 def read_prompts(path: Path) -> tuple[list[str], list[dict]]:
-    if not path.is_file():
-        raise ValueError(f"prompts file {path} does not exist")
+    from divelab.jsonl import read_objects
+
     prompts, metas = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n} is not valid JSON: {exc.msg}") from None
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            raise ValueError(f"{path}:{n} must be an object with a string 'prompt', got {line[:80]!r}")
+    for n, row in read_objects(path, "prompts"):
+        if not isinstance(row.get("prompt"), str):
+            raise ValueError(f"{path}:{n} must be an object with a string 'prompt', got {json.dumps(row)[:80]!r}")
         prompts.append(row.pop("prompt"))
         metas.append(row)
-    if not prompts:
-        raise ValueError(f"{path} holds no prompts")
     return prompts, metas
 
 
