@@ -256,10 +256,57 @@ def test_smoke_reproduction_computes_claims() -> None:
     timing = [c for c in rep.claims if "wall-clock" in c.statement or "headline hides" in c.statement]
     assert all(c.verdict.value == "not checkable here" and "interleaved" in c.note for c in timing)
     assert not any("del beats cliff-keep" in c.statement or "random positions" in c.statement for c in rep.claims)
-    dpo = [c for c in rep.claims if c.statement.startswith("Cliff-DPO raises accuracy")]
+    dpo = [c for c in rep.claims if c.statement.startswith("Cliff-DPO raises accuracy over the strongest")]
     for c in dpo:
-        assert {b["name"] for b in c.baselines} == {"starting model", "full-sequence", "random-token"}
-        assert c.rule["args"]["training_runs"] == 1
+        assert {b["name"] for b in c.baselines} == {"starting model", "full-sequence"}
+        assert c.rule["args"]["training_runs"] >= 3
+
+
+def test_dpo_runs_replicate_the_training_run_and_the_held_out_problems(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from divelab.interp.cliff_tokens import reproduce as rp
+
+    seen = []  # (run's problems, arm or None for the starting model, DPO seed)
+
+    def fake_train(model, pairs, cfg):
+        return SimpleNamespace(model=(pairs[0], cfg.seed), seconds=0.0)
+
+    def fake_acc(model, tok, problems, plan, seed):
+        arm, dpo_seed = model if isinstance(model, tuple) else (None, None)
+        seen.append((tuple(p.prompt for p in problems), arm, dpo_seed))
+        return np.full(len(problems), 0.5)
+
+    monkeypatch.setattr(rp.dpo, "train_dpo", fake_train)
+    monkeypatch.setattr(rp, "_acc", fake_acc)
+    plan = rp.PLANS["smoke"]
+    out = rp._dpo_runs(object(), None, {"cliff": ["c"], "full-sequence": ["s"]}, plan, seed=0)
+    assert all(len(v) == plan.dpo_runs >= 3 for v in out["accuracy"].values())
+    runs = [seen[i:i + 3] for i in range(0, len(seen), 3)]  # the starting model, then each arm, per run
+    assert len(runs) == plan.dpo_runs
+    for run in runs:
+        assert len({r[0] for r in run}) == 1  # every arm of a run is scored on that run's problems
+    assert len({run[0][0] for run in runs}) == plan.dpo_runs  # each run draws its own problems
+    for arm in ("c", "s"):
+        assert len({r[2] for r in seen if r[1] == arm}) == plan.dpo_runs  # and its own DPO seed
+
+
+def test_dpo_verdicts_read_the_interval_over_runs() -> None:
+    from divelab import stats
+    from divelab.claims import Verdict
+    from divelab.interp.cliff_tokens.reproduce import PLANS, _dpo_verdicts
+
+    acc = {"starting model": np.array([0.70, 0.72, 0.71, 0.69]), "cliff": np.array([0.60, 0.74, 0.66, 0.70]),
+           "full-sequence": np.array([0.50, 0.62, 0.40, 0.55]), "random-token": np.array([0.30, 0.35, 0.32, 0.28])}
+    main, rand = _dpo_verdicts(acc, {"cliff": 9, "full-sequence": 20, "random-token": 9}, PLANS["smoke"], seed=0)
+    assert main.compared_with == "starting model"  # the strongest alternative, not full-sequence DPO
+    assert {b["name"] for b in main.baselines} == {"starting model", "full-sequence"}
+    assert main.ci == pytest.approx(stats.mean_ci(100 * (acc["cliff"] - acc["starting model"])))
+    assert main.rule["args"]["training_runs"] == 4 and main.verdict is Verdict.NOT_SEPARATED
+    assert "runs detect a difference" in main.note
+    # the weak baseline is its own row; a clear win over it holds across runs
+    assert rand.ci == pytest.approx(stats.mean_ci(100 * (acc["cliff"] - acc["random-token"])))
+    assert rand.verdict is Verdict.DIRECTION_HOLDS
 
 
 def test_the_plan_sizes_the_real_llm_run_and_only_full_runs_it(monkeypatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -24,11 +24,8 @@ from divelab.interp.cliff_tokens.taxonomy import TYPES
 
 SOURCE = "arXiv 2606.25524; week-in-review E172"
 PAPER_DETECTION_RATIO = 4000 * 60 / 8  # ~4,000 GPU-hours of detection vs 8 min of Cliff-DPO training
-# Every DPO arm is one training run from the same start: the interval over held-out problems cannot
-# separate a pair-selection method from its run.
-TRAINING_RUNS = 1
-TIMING_WHY = ("one timing of each arm in this run: a timing claim needs at least 5 repeated, interleaved "
-              "measurements with an interval")
+TIMING_WHY = ("the DPO runs are timed in the reproduction, on a machine shared with other jobs: a timing claim "
+              "needs repeated, interleaved measurements on an idle machine, with an interval")
 
 
 @dataclass(frozen=True)
@@ -57,6 +54,9 @@ class Plan:
     """samples per held-out problem (at temperature 1)."""
     dpo: dpo.DPOConfig
     """the DPO trainer's settings (beta, learning rate, epochs, LoRA rank), shared by every arm."""
+    dpo_runs: int
+    """DPO training runs per arm (each its own LoRA initialisation, batch order and held-out problems): the units
+    of every DPO comparison's interval."""
     batch_rows: int = 512
     """continuations generated per batch while estimating potentials (memory, not results)."""
     real_llm: RealConfig | None = None
@@ -65,19 +65,22 @@ class Plan:
 
 TINY_DPO = dpo.DPOConfig(beta=0.1, lr=1e-3, epochs=3, batch_size=8, lora_r=8, lora_alpha=16)
 
+# The DPO runs are the replication units: their spread (a DPO run at this learning rate can move accuracy by
+# tens of points) dwarfs the sampling noise of a few hundred held-out problems, so each scale spends its budget on
+# runs, not on evaluation (quick: what fits its CPU budget; full: enough runs to detect a few points).
 PLANS = {
     "smoke": Plan(model=ChainModelSpec(max_steps=40, target_acc=0.0, check_every=20, check_problems=20, corpus=2000),
                   sibling=ChainModelSpec(max_steps=20, target_acc=0.0, check_every=20, check_problems=20,
                                          corpus=2000, overrides=(("hidden_size", 32), ("intermediate_size", 96))),
                   n=8, problems=3, per_problem=2, lengths=(3, 4), beyond=2, beyond_lengths=(8,),
-                  seq_samples=4, eval_problems=20, eval_samples=1, dpo=TINY_DPO, batch_rows=256),
+                  seq_samples=4, eval_problems=20, eval_samples=1, dpo=TINY_DPO, dpo_runs=3, batch_rows=256),
     "quick": Plan(model=ChainModelSpec(), sibling=None, n=32, problems=16, per_problem=2, lengths=(5, 6), beyond=6,
                   beyond_lengths=(9, 10), seq_samples=8, eval_problems=300, eval_samples=2, dpo=TINY_DPO,
-                  batch_rows=256),
+                  dpo_runs=12, batch_rows=256),
     "full": Plan(model=ChainModelSpec(), sibling=ChainModelSpec(overrides=(("hidden_size", 32),
                                                                            ("intermediate_size", 96))),
                  n=64, problems=60, per_problem=2, lengths=(4, 5, 6), beyond=30, beyond_lengths=(9, 10),
-                 seq_samples=8, eval_problems=1000, eval_samples=4, dpo=TINY_DPO, batch_rows=1024,
+                 seq_samples=8, eval_problems=500, eval_samples=2, dpo=TINY_DPO, dpo_runs=60, batch_rows=1024,
                  real_llm=RealConfig()),
 }
 
@@ -203,18 +206,82 @@ def _claims_taxonomy(det: Detection) -> list[Claim]:
                        "noise (or a decoding mismatch); see docs/systems/cliff-tokens.md")]
 
 
+def _dpo_runs(model, tok, arms: dict[str, list], plan: Plan, seed: int) -> dict:
+    """Every DPO arm trained ``plan.dpo_runs`` times from the same start, interleaved run by run.
+
+    Run ``r`` draws its own LoRA initialisation, dropout and batch order (DPO seed) and its own held-out problems
+    and samples, shared by every arm of that run and by the starting model: a run is one replicate of the whole
+    train-then-evaluate pipeline, so an interval over runs covers the training run and the problems alike."""
+    acc: dict[str, list[float]] = {"starting model": [], **{k: [] for k in arms}}
+    secs: dict[str, list[float]] = {k: [] for k in arms}
+    for r in range(plan.dpo_runs):
+        eval_p = chain_problems(plan.eval_problems, plan.lengths, seed=900 + seed + 1000 * r)
+        acc["starting model"].append(float(_acc(model, tok, eval_p, plan, seed + 7 + r).mean()))
+        for arm, pairs in arms.items():
+            res = dpo.train_dpo(model, pairs, replace(plan.dpo, seed=plan.dpo.seed + 1000 * seed + r))
+            acc[arm].append(float(_acc(res.model, tok, eval_p, plan, seed + 7 + r).mean()))
+            secs[arm].append(res.seconds)
+    return {"accuracy": {k: np.array(v) for k, v in acc.items()}, "train_s": secs}
+
+
+def _dpo_verdicts(acc: dict[str, np.ndarray], n_pairs: dict[str, int], plan: Plan, seed: int) -> list[Claim]:
+    """Cliff-DPO against the strongest of the starting model and full-sequence DPO (the primary row), and against
+    equal-count random-token DPO (a secondary row): t-intervals over the DPO runs, paired by run."""
+    runs = len(acc["cliff"])
+    pts = {k: _pts(v) for k, v in acc.items()}
+    cmp = against_strongest(pts["cliff"], {k: pts[k] for k in ("starting model", "full-sequence")},
+                            better="higher", interval="t", seed=seed)
+    g0 = float(np.mean(pts["cliff"] - pts["starting model"]))
+    gs, gs_lo, gs_hi = stats.paired_diff_ci(pts["cliff"], pts["full-sequence"], method="t")
+    where = (f"{runs} DPO runs per arm, each on its own {plan.eval_problems} held-out problems x {plan.eval_samples} "
+             "samples at T = 1; 95% t-interval over runs, paired by run")
+    claims = [Claim(statement=f"Cliff-DPO raises accuracy over the strongest alternative ({cmp.strongest})",
+                    paper_value="up to +6.6 points over the starting model", measured=cmp.effect, ci=cmp.ci,
+                    unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
+                    baseline=f"over the starting model {g0:+.1f} points; over full-sequence DPO {gs:+.1f} [{gs_lo:+.1f}, {gs_hi:+.1f}] points "
+                             f"({n_pairs['full-sequence']} whole-response pairs)",
+                    ruling=verdicts.direction(cmp.effect, cmp.ci,
+                                              paper=(0.0, 6.6) if cmp.strongest == "starting model" else None,
+                                              tol=3.0, tol_kind="abs", training_runs=runs,
+                                              why="the paper's +6.6 is over the starting model"),
+                    note=f"{n_pairs['cliff']} single-token pairs; accuracy per run: Cliff-DPO "
+                         f"{_runs_text(acc['cliff'])}, full-sequence {_runs_text(acc['full-sequence'])}, starting "
+                         f"model {_runs_text(acc['starting model'])}; {where}. {_power_note(cmp, pts)}",
+                    **cmp.claim_fields())]
+    d, lo, hi = stats.paired_diff_ci(pts["cliff"], pts["random-token"], method="t")
+    claims.append(Claim(statement="Cliff-DPO raises accuracy over random-token DPO (as many single-token pairs, at "
+                                  "random positions of wrong responses, no detection)",
+                        paper_value="not in the paper: a secondary baseline of ours", measured=d, ci=(lo, hi),
+                        unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
+                        baseline=f"random-token DPO {acc['random-token'].mean():.3f} ({n_pairs['random-token']} "
+                                 "pairs)",
+                        ruling=verdicts.direction(d, (lo, hi), training_runs=runs,
+                                                  why="a weak baseline: single-token DPO at random positions lowers "
+                                                      "the starting model's accuracy, so beating it says little"),
+                        note=f"random-token accuracy per run {_runs_text(acc['random-token'])}; {where}"))
+    return claims
+
+
+def _runs_text(a: np.ndarray) -> str:
+    return f"{a.mean():.3f} (" + ", ".join(f"{x:.3f}" for x in a) + ")"
+
+
+def _power_note(cmp, pts: dict[str, np.ndarray]) -> str:
+    """What this many runs can detect, from the spread of the per-run differences measured here."""
+    diff = pts["cliff"] - pts[cmp.strongest]
+    mde = stats.mde_two_sample(float(np.std(diff, ddof=1)), int(diff.size), paired=True)
+    return f"{diff.size} runs detect a difference of {mde:.1f} points with 80% power"
+
+
 def _claims_cliff_dpo(model, tok, det: Detection, problems, detect_s: float, plan: Plan,
                       seed: int) -> tuple[list[Claim], dict]:
-    """Cliff-DPO vs the starting model, full-sequence DPO and random-token DPO; positions and compute spent.
-
-    Returns the claims and what goes to ``details`` (accuracies, pair counts, timings)."""
+    """Cliff-DPO vs the starting model, full-sequence DPO and random-token DPO, each trained ``plan.dpo_runs``
+    times; positions and compute spent. Returns the claims and what goes to ``details``."""
     claims: list[Claim] = []
     c0 = det.rollouts.cost.seconds
     pairs = dpo.cliff_pairs(det, top_k=10)
     pair_s = det.rollouts.cost.seconds - c0
-    eval_p = chain_problems(plan.eval_problems, plan.lengths, seed=900 + seed)
-    base_acc = _acc(model, tok, eval_p, plan, seed + 7)
-    details: dict = {"base_accuracy": float(base_acc.mean()), "pairs": dict(Counter(p.kind for p in pairs))}
+    details: dict = {"pairs": dict(Counter(p.kind for p in pairs))}
     # full-sequence DPO pairs from more responses to the same problems (sampling only, no potentials)
     seq_roll = Rollouts(model, tok, "chain", RolloutConfig(n=1, max_new_tokens=72, batch_rows=1024, seed=seed))
     t_s = time.perf_counter()
@@ -228,64 +295,51 @@ def _claims_cliff_dpo(model, tok, det: Detection, problems, detect_s: float, pla
         return [not_checkable("Cliff-DPO vs full-sequence DPO", "up to +6.6 points",
                               f"too few preference pairs ({len(pairs)} at cliffs, {len(seq_pairs)} whole-response)")
                 ], details
-    runs = {"cliff": dpo.train_dpo(model, pairs, plan.dpo),
-            "full-sequence": dpo.train_dpo(model, seq_pairs, plan.dpo),
-            "random-token": dpo.train_dpo(model, rand_pairs, plan.dpo)}
-    accs = {k: _acc(r.model, tok, eval_p, plan, seed + 7) for k, r in runs.items()}
-    details["dpo"] = {k: {"accuracy": float(accs[k].mean()), "pairs": r.pairs, "positions": r.positions,
-                          "train_s": r.seconds} for k, r in runs.items()}
-    # judged against the strongest of: the starting model, full-sequence DPO and equal-count random-token DPO
-    cmp = against_strongest(_pts(accs["cliff"]), {"starting model": _pts(base_acc),
-                                                  **{k: _pts(accs[k]) for k in ("full-sequence", "random-token")}},
-                            better="higher", seed=seed)
-    g0 = accs["cliff"].mean() - base_acc.mean()
-    claims.append(Claim(statement=f"Cliff-DPO raises accuracy over the strongest alternative ({cmp.strongest})",
-                        paper_value="up to +6.6 points over the starting model", measured=cmp.effect, ci=cmp.ci,
-                        unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
-                        baseline=f"over the starting model {_pts(g0):+.1f} points; full-sequence DPO "
-                                 f"{runs['full-sequence'].pairs} pairs; random-token DPO {len(rand_pairs)} pairs",
-                        ruling=verdicts.direction(cmp.effect, cmp.ci,
-                                                  paper=(0.0, 6.6) if cmp.strongest == "starting model" else None,
-                                                  tol=3.0, tol_kind="abs", training_runs=TRAINING_RUNS,
-                                                  why="the paper's +6.6 is over the starting model"),
-                        note=f"{len(pairs)} single-token pairs; base {base_acc.mean():.3f} -> "
-                             f"{accs['cliff'].mean():.3f}; {plan.eval_problems} held-out problems x "
-                             f"{plan.eval_samples} samples at T = 1; one DPO run per arm",
-                        **cmp.claim_fields()))
-    ratio = runs["full-sequence"].positions / max(1, runs["cliff"].positions)
+    arms = {"cliff": pairs, "full-sequence": seq_pairs, "random-token": rand_pairs}
+    # which cliff types help: two more arms, trained in the same runs, when both groups have enough pairs
+    det_pairs = [p for p in pairs if p.kind == "deterministic"]
+    other_pairs = [p for p in pairs if p.kind in ("uncertain", "sampled-off")]
+    by_type = len(det_pairs) >= 4 and len(other_pairs) >= 4
+    if by_type:
+        arms |= {"deterministic-only": det_pairs, "uncertain + sampled-off": other_pairs}
+    out = _dpo_runs(model, tok, arms, plan, seed)
+    acc, secs = out["accuracy"], out["train_s"]
+    details["base_accuracy"] = acc["starting model"].tolist()
+    details["dpo"] = {k: {"accuracy": acc[k].tolist(), "pairs": len(v), "positions": dpo.positions_trained(v),
+                          "train_s": secs[k]} for k, v in arms.items()}
+    claims += _dpo_verdicts(acc, {k: len(v) for k, v in arms.items()}, plan, seed)
+    pos = {k: dpo.positions_trained(v) for k, v in arms.items()}
+    ratio = pos["full-sequence"] / max(1, pos["cliff"])
     claims.append(Claim(statement="positions trained: full-sequence DPO / Cliff-DPO",
                         paper_value="~5.8M / ~33k = 176x", measured=ratio, unit="x", kind=Kind.BY_CONSTRUCTION,
                         source=SOURCE,
                         ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5),
-                        note=f"{runs['full-sequence'].positions} vs {runs['cliff'].positions} positions; our "
+                        note=f"{pos['full-sequence']} vs {pos['cliff']} positions; our "
                              "responses are ~25 tokens, GSM8K's are hundreds, so the ratio scales with length"))
-    tr_ratio = runs["full-sequence"].seconds / max(1e-9, runs["cliff"].seconds)
+    t_seq, t_cliff = float(np.mean(secs["full-sequence"])), float(np.mean(secs["cliff"]))
     claims.append(not_checkable("training wall-clock: full-sequence DPO / Cliff-DPO", "112 / 8 min = 14x",
-                                f"{TIMING_WHY} (this run: {runs['full-sequence'].seconds:.2f} s vs "
-                                f"{runs['cliff'].seconds:.2f} s, {tr_ratio:.2f}x)", source=SOURCE))
-    total = detect_s + pair_s + runs["cliff"].seconds
-    ratio_dt = (detect_s + pair_s) / max(1e-9, runs["cliff"].seconds)
+                                f"{TIMING_WHY} (this run: mean of {len(secs['cliff'])} runs {t_seq:.2f} s vs "
+                                f"{t_cliff:.2f} s, {t_seq / max(1e-9, t_cliff):.2f}x)", source=SOURCE))
+    total = detect_s + pair_s + t_cliff
+    ratio_dt = (detect_s + pair_s) / max(1e-9, t_cliff)
     claims.append(not_checkable(
         "the cost the headline hides: Cliff-DPO's detection compute / its training compute",
         "~4,000 GPU-h / 8 min = 30,000x",
         f"{TIMING_WHY} (this run: detection {detect_s:.1f} s + chosen-token potentials {pair_s:.1f} s vs "
-        f"training {runs['cliff'].seconds:.2f} s, {ratio_dt:.0f}x; detection is {(detect_s + pair_s) / total:.1%} "
-        f"of Cliff-DPO's compute; full-sequence DPO total {seq_sample_s + runs['full-sequence'].seconds:.1f} s). "
+        f"training {t_cliff:.2f} s, {ratio_dt:.0f}x; detection is {(detect_s + pair_s) / total:.1%} "
+        f"of Cliff-DPO's compute; full-sequence DPO total {seq_sample_s + t_seq:.1f} s). "
         "Detection grows as N x T^2 and our responses are ~25 tokens, GSM8K's hundreds",
         source=SOURCE))
-    # which types help
-    det_pairs = [p for p in pairs if p.kind == "deterministic"]
-    other_pairs = [p for p in pairs if p.kind in ("uncertain", "sampled-off")]
-    if len(det_pairs) >= 4 and len(other_pairs) >= 4:
-        a_det = _acc(dpo.train_dpo(model, det_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
-        a_oth = _acc(dpo.train_dpo(model, other_pairs, plan.dpo).model, tok, eval_p, plan, seed + 7)
-        g3, lo3, hi3 = stats.paired_diff_ci(a_oth, a_det, method="bootstrap", seed=seed)
+    if by_type:
+        a_det, a_oth = _pts(acc["deterministic-only"]), _pts(acc["uncertain + sampled-off"])
+        g3, lo3, hi3 = stats.paired_diff_ci(a_oth, a_det, method="t")
         claims.append(Claim(statement="Cliff-DPO on uncertain + sampled-off cliffs helps more than on deterministic",
-                            paper_value="uncertain / sampled-off help, deterministic does not", measured=_pts(g3),
-                            ci=(_pts(lo3), _pts(hi3)), unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
-                            baseline=f"deterministic-only {a_det.mean():.3f}",
-                            ruling=verdicts.direction(_pts(g3), (_pts(lo3), _pts(hi3)), training_runs=TRAINING_RUNS,
-                                                      why="the paper gives the direction per type")))
+                            paper_value="uncertain / sampled-off help, deterministic does not", measured=g3,
+                            ci=(lo3, hi3), unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
+                            baseline=f"deterministic-only {acc['deterministic-only'].mean():.3f}",
+                            ruling=verdicts.direction(g3, (lo3, hi3), training_runs=len(a_det),
+                                                      why="the paper gives the direction per type"),
+                            note=f"{len(a_det)} DPO runs per arm; 95% t-interval over runs, paired by run"))
     else:
         claims.append(not_checkable("Cliff-DPO helps on uncertain / sampled-off cliffs, not on deterministic ones",
                                     "uncertain / sampled-off help, deterministic does not",
