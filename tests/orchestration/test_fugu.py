@@ -19,6 +19,8 @@ from divelab.orchestration.fugu import (
     ToolMemory,
     Worker,
     WorkflowError,
+    calibrate_lambda,
+    cascade,
     default_pool,
     entropy,
     format_reward,
@@ -29,6 +31,7 @@ from divelab.orchestration.fugu import (
     record,
     score,
     solve,
+    tune_cascade,
 )
 
 
@@ -227,7 +230,38 @@ def test_replay_cache_and_live_router_agree(tmp_path, monkeypatch):
     assert live.log[0]["worker"] in o1.workers
 
 
+def test_cascade_tuned_within_a_budget_and_lambda_on_per_query_costs():
+    rng = np.random.default_rng(0)
+    n = 200
+    rewards = (rng.random((n, 4)) < [0.4, 0.5, 0.6, 0.9]).astype(float)
+    answers = np.where(rewards == 1, "right", rng.choice(["a", "b"], size=(n, 4)))
+    cost = np.tile([1.0, 1.0, 2.0, 8.0], (n, 1))
+    pick = tune_cascade(answers, rewards, cost, budget=4.0)
+    assert pick is not None
+    (a, b), t = pick
+    assert cascade(answers, rewards, cost, (a, b), t)[1].mean() <= 4.0
+    assert tune_cascade(answers, rewards, cost, budget=1.5) is None  # two calls cost at least 2
+    # λ calibrated on an (N, L) matrix of per-query costs holds the per-query spend to the target
+    per_query = cost * rng.uniform(0.5, 1.5, size=(n, 1))
+    scores = rng.random((n, 4))
+
+    def route(lam: float) -> np.ndarray:
+        return (scores - lam * per_query).argmax(axis=1)
+
+    lam = calibrate_lambda(route, per_query, 2.0)
+    assert lam > 0 and per_query[np.arange(n), route(lam)].mean() <= 2.0
+
+
+def test_queries_for_an_effect_match_the_minimum_detectable_effect():
+    from divelab.orchestration.fugu.reproduce import PAPER_EFFECT, _n_for
+    from divelab.stats import mde_two_sample
+
+    n = _n_for(0.3, PAPER_EFFECT)
+    assert mde_two_sample(0.3, n) <= PAPER_EFFECT < mde_two_sample(0.3, n - 1)
+
+
 def test_reproduce_smoke():
+    from divelab.orchestration.fugu.reproduce import MATCHED, PLANS
     from divelab.scaleout import run_reproduction
 
     rep = run_reproduction("divelab.orchestration.fugu", "smoke", 0)
@@ -235,17 +269,23 @@ def test_reproduce_smoke():
     assert all(c.kind is not None for c in rep.claims)
     live = [c for c in rep.claims if c.statement.startswith("live routing")][0]
     assert live.measured == 1.0 and live.rule["args"]["exact"] is True
-    # one comparison at free cost, against the strongest of every baseline measured (not random alone)
-    head = [c for c in rep.claims if c.statement.startswith("router (SFT + sep-CMA-ES) vs the strongest")]
+    # one comparison at matched cost, against the strongest of every baseline held to the same budget
+    head = [c for c in rep.claims if c.statement.startswith("router (SFT + sep-CMA-ES) vs the strongest baseline "
+                                                             "at matched cost")]
     assert len(head) == 1 and not any(c.statement.startswith("router vs ") for c in rep.claims)
-    names = {b["name"] for b in head[0].baselines}
-    assert {"kNN router", "random", "MF router (RouteLLM-style)"} <= names
+    assert {b["name"] for b in head[0].baselines} == set(MATCHED)
     assert head[0].compared_with == max(head[0].baselines, key=lambda b: b["value"])["name"]
-    # every router is trained once: no router comparison can be separated from its training run
+    assert "minimum detectable effect" in head[0].note and "paper's gap" in head[0].note
+    # every baseline was held to the router's budget on the training queries of every run
+    runs = rep.details["runs"]
+    assert len(runs) == PLANS["smoke"].train_runs
+    for r in runs:
+        assert all(v <= r["budget"] * (1 + 1e-6) for v in r["train_cost"].values()), r
+    # every router is retrained in every run, and the comparisons say so
     for c in rep.claims:
         if c.rule and c.rule["name"] == "direction" and c.kind.value == "empirical":
-            assert c.rule["args"]["training_runs"] == 1, c.statement
-            assert c.verdict.value in ("not separated from noise", "uninformative"), c.statement
+            assert c.rule["args"]["training_runs"] == PLANS["smoke"].train_runs, c.statement
+            assert "minimum detectable effect" in c.note, c.statement
     # herding is written by the workers' copy probability: planted, and the set-up says so
     herd = [c for c in rep.claims if c.statement.startswith("isolation")]
     assert all(c.kind.value == "planted" for c in herd) and rep.planted

@@ -30,6 +30,7 @@ from divelab.orchestration.fugu.router import (
     cascade,
     entropy,
     route_entropy,
+    tune_cascade,
 )
 from divelab.orchestration.fugu.svf import SVF, apply_svf
 from divelab.orchestration.fugu.tasks import FAMILIES, Task, extract_answer, make_tasks, score, solve
@@ -40,5 +41,5 @@ __all__ = [
     "LinearRouter", "MFRouter", "Outcomes", "RecursionCapError", "SkillWorker", "Task", "ToolMemory", "Worker",
     "Workflow", "WorkflowError", "apply_svf", "best_single", "calibrate_lambda", "cascade", "default_pool",
     "entropy", "extract_answer", "format_reward", "group_advantages", "make_tasks", "parallel_then_select",
-    "parse_workflow", "record", "render", "route_entropy", "score", "solve",
+    "parse_workflow", "record", "render", "route_entropy", "score", "solve", "tune_cascade",
 ]

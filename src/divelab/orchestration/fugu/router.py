@@ -216,19 +216,42 @@ def cascade(answers: np.ndarray, rewards: np.ndarray, cost: np.ndarray, cheap: t
     return reward.astype(float), c.astype(float)
 
 
+def tune_cascade(answers: np.ndarray, rewards: np.ndarray, cost: np.ndarray,
+                 budget: float) -> tuple[tuple[int, int], int] | None:
+    """The cascade (cheap pair, escalation target) with the highest replayed success whose mean cost is
+    <= ``budget``, searched over every pair and target on the data given (the training queries);
+    None when no configuration fits the budget. Tuning it this way makes it a budget-matched baseline
+    as strong as the replay allows, not a fixed recipe that may overspend."""
+    n_workers = rewards.shape[1]
+    best: tuple[float, tuple[int, int], int] | None = None
+    for a in range(n_workers):
+        for b in range(a + 1, n_workers):  # the pair is unordered: when both agree either answer is the same
+            for t in range(n_workers):
+                r, c = cascade(answers, rewards, cost, (a, b), t)
+                if c.mean() <= budget * (1 + 1e-9) and (best is None or r.mean() > best[0]):
+                    best = (float(r.mean()), (a, b), t)
+    return None if best is None else (best[1], best[2])
+
+
 def calibrate_lambda(route_fn, cost_row: np.ndarray, target: float, hi: float = 100.0,
                      iters: int = 40) -> float:
     """Smallest λ (bisection) such that the mean cost of ``route_fn(lam)`` choices is <= ``target``
-    (RouteLLM calibrates its threshold on a target share of strong calls the same way)."""
-    cost_row = np.asarray(cost_row, dtype=float)
-    if cost_row[route_fn(0.0)].mean() <= target:
+    (RouteLLM calibrates its threshold on a target share of strong calls the same way). ``cost_row`` is
+    each worker's cost (L,) or each query's cost per worker (N, L), for the N queries ``route_fn`` routes."""
+    cost = np.asarray(cost_row, dtype=float)
+
+    def spend(lam: float) -> float:
+        choice = route_fn(lam)
+        return float(cost[np.arange(len(choice)), choice].mean() if cost.ndim == 2 else cost[choice].mean())
+
+    if spend(0.0) <= target:
         return 0.0
     lo = 0.0
-    if cost_row[route_fn(hi)].mean() > target:
+    if spend(hi) > target:
         return hi
     for _ in range(iters):
         mid = (lo + hi) / 2
-        if cost_row[route_fn(mid)].mean() <= target:
+        if spend(mid) <= target:
             hi = mid
         else:
             lo = mid
