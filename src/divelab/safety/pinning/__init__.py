@@ -42,13 +42,15 @@ from divelab.safety.pinning.compactors import (
     SumySummarizer,
 )
 from divelab.safety.pinning.constraints import Check, Constraint, ToolCallGrader, Violation
+from divelab.safety.pinning.expectations import BEHAVIOURS, Behaviour, behaviour
 from divelab.safety.pinning.guard import ToolGuard
 from divelab.safety.pinning.pinning import POSITIONS, Pinned, sanitize, strip_rules
 from divelab.safety.pinning.quarantine import Retired, Sanitizer
+from divelab.safety.pinning.summary_llm import CachedSummaryModel, smollm2_writer
 from divelab.safety.pinning.tokens import TokenCounter, default_counter
 
 __all__ = [
-    "CARD_NAME", "POSITIONS", "RULES", "TOOLS", "CardIntegrityError", "ChatSummarizer", "Check", "Compactor",
+    "BEHAVIOURS", "Behaviour", "CachedSummaryModel", "behaviour", "smollm2_writer", "CARD_NAME", "POSITIONS", "RULES", "TOOLS", "CardIntegrityError", "ChatSummarizer", "Check", "Compactor",
     "Constraint", "HeadTail", "InBandRules", "KeepLastN", "NoCompaction", "NonceBoundRules",
     "OperatorChannel", "Pinned", "PinnedRules", "Retired", "RuleCard", "Scenario", "SignedUpdate",
     "SummarizingCompactor", "SumySummarizer", "TokenCounter", "ToolAgent", "ToolCallGrader", "ToolGuard",

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections import defaultdict
 from collections.abc import Iterable
@@ -106,6 +107,23 @@ def full_tokens(s: Scenario, counter: TokenCounter) -> int:
     return counter.count_messages([*s.messages, s.trigger])
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def written_sentences(view: list[Message], history: list[Message]) -> list[str]:
+    """Sentences the compactor wrote itself: from messages not in the history, minus any sentence copied
+    from the history. A summary may keep a rule in its own words (all the rule's key terms in one such
+    sentence); a copied log line or the trigger can carry a key term by chance and is no such evidence."""
+    seen = {id(m) for m in history}
+    source = "\n".join(m.text() for m in history)
+    out = []
+    for m in view:
+        if id(m) in seen:
+            continue
+        out += [x.strip() for x in _SENTENCE.split(m.text()) if x.strip() and x.strip() not in source]
+    return out
+
+
 def survival_episode(s: Scenario, compactor: Compactor, budget: int, pinned: bool,
                      counter: TokenCounter) -> list[dict[str, Any]]:
     """Replay ``s`` through ``compactor`` and report, per stated rule, whether it is in the view at the trigger."""
@@ -118,6 +136,7 @@ def survival_episode(s: Scenario, compactor: Compactor, budget: int, pinned: boo
         view = view_fn.view(history[:k], budget)
         view_tokens.append(counter.count_messages(view))
     texts = [m.text() for m in view]
+    written = written_sentences(view, history)
     card_tokens = counter.count_message(s.card.message()) if pinned else 0
     rows = []
     for c in s.constraints:
@@ -125,6 +144,7 @@ def survival_episode(s: Scenario, compactor: Compactor, budget: int, pinned: boo
             "scenario": s.id, "rule": c.id, "kind": c.kind, "domain": c.domain, "governed": c.id == s.governed.id,
             "compactor": compactor.name, "pinned": pinned, "attack": s.attack, "budget": budget,
             "verbatim": c.present_verbatim(texts), "substance": c.present_in_substance(texts),
+            "kept": c.present_verbatim(texts) or any(c.present_in_substance([w]) for w in written),
             "compactions": compactor.compactions, "card_tokens": card_tokens,
             "mean_view_tokens": sum(view_tokens) / len(view_tokens), "final_view_tokens": view_tokens[-1],
             "full_tokens": full_tokens(s, counter),
