@@ -258,3 +258,29 @@ def test_sbfl_ochiai_ranks_the_line_only_failing_tests_run():
 def test_bm25_hierarchy(fixture_repo, repo):
     locs = bm25_localize(repo.files, "Counter bump returns the wrong count after bump(2)")
     assert locs[0].file == "calc/ops.py" and locs[0].symbol == "Counter.bump"
+
+
+def test_spectrum_diagnostician_breaks_sbfl_ties_with_the_failing_tests_calls(fixture_repo):
+    from divelab.coding.sherloc.spectrum_policy import SpectrumDiagnostician
+
+    issue = "test_counter fails\n\n`tests.test_ops.TestOps.test_counter` fails:\nAssertionError: 4 != 3\n"
+    files = {f: (fixture_repo / f).read_text() for f in ("calc/__init__.py", "calc/ops.py", "calc/util.py")}
+    # total's line 16 and Counter.bump's line 25 tie at Ochiai 1.0; SBFL's own order (file, line) puts total first
+    spectrum = {"calc/ops.py": {16: (1, 0), 25: (1, 0), 26: (1, 3), 6: (0, 3)}}
+    sbfl = ochiai_localize(files, spectrum, 1)
+    assert sbfl[0].symbol == "total"
+    diag = SpectrumDiagnostician(files=files, spectrum=spectrum, n_failing=1)
+    res = SherlocLocalizer(diag).localize(RepoTools(fixture_repo), issue)
+    assert not res.fallback and res.tool_calls >= 3  # it read the test and looked up what the test calls
+    assert [(loc.symbol, loc.span) for loc in res.locations[:2]] == [("Counter.bump", (25, 25)), ("total", (16, 16))]
+    assert res.case.findings[0].confidence == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="spectrum"):
+        SpectrumDiagnostician(files=files, spectrum={})
+
+
+def test_repair_agent_localizing_with_sbfl_resolves_without_a_report(repo):
+    t = build_tasks(repo, 2, seed=1)[0]
+    with pytest.raises(ValueError, match="localizer"):
+        RepairAgent(repo, localizer="grep")
+    out = RepairAgent(repo, budget=30, localizer="sbfl").repair(t, t.issue)
+    assert out.resolved and out.localization_chars > 0

@@ -93,12 +93,14 @@ def test_add_to_runs_at_full_scale_only(repo, monkeypatch):
     monkeypatch.setattr(real, "is_available", lambda *a, **k: True)
     monkeypatch.setattr(real_llm, "load_chat", lambda cfg: ScriptedChatModel(fn=lambda m, t: "no idea"))
     tasks = [_task(0), _task(1)]
-    preds = {k: [[Location("calc/ops.py", "clamp", (2, 2))]] * 2 for k in ("sherloc", "bm25", "ochiai", "surprisal")}
+    preds = {k: [[Location("calc/ops.py", "clamp", (2, 2))]] * 2 for k in ("sherloc", "bm25", "ochiai", "surprisal",
+                                                                            "sherloc-heuristic")}
     rep = Reproduction("sherloc", "t", "quick", 0)
     real_llm.add_to(rep, "quick", 0, tasks, {"calc": repo}, preds)
     assert not rep.claims and "smollm2" not in rep.details
     rep = Reproduction("sherloc", "t", "full", 0)
     real_llm.add_to(rep, "full", 0, tasks, {"calc": repo}, preds)
     d = rep.details["smollm2"]
-    assert d["n_tasks"] == 2 and set(d["acc@1"]) == {"smollm2", "heuristic", "bm25", "ochiai", "surprisal"}
+    assert d["n_tasks"] == 2 and set(d["acc@1"]) == {"smollm2", "heuristic", "spectrum", "bm25", "ochiai",
+                                                           "surprisal"}
     assert d["runs_where_path_fired"]["fallback"] == 2 and len(rep.claims) == 4

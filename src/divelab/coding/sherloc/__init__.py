@@ -25,11 +25,12 @@ from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.repair import RepairAgent, gate
 from divelab.coding.sherloc.repos import REPOS, RepoSpec
 from divelab.coding.sherloc.runner import TestRun, run_tests
+from divelab.coding.sherloc.spectrum_policy import SpectrumDiagnostician
 from divelab.coding.sherloc.tools import TOOL_SPECS, RepoTools
 
 __all__ = [
     "REPOS", "TOOL_SPECS", "CaseFile", "Finding", "HeuristicDiagnostician", "LocalizationResult", "Location",
-    "Mutant", "RepairAgent", "RepoSpec", "RepoTools", "SherlocLocalizer", "Task", "TestRun", "bm25_localize",
+    "Mutant", "RepairAgent", "RepoSpec", "RepoTools", "SherlocLocalizer", "SpectrumDiagnostician", "Task", "TestRun", "bm25_localize",
     "build_benchmark", "build_tasks", "functions", "gate", "lexical_fallback", "lm_line_scorer", "mutants_of",
     "ochiai_localize", "open_repo", "parse_case_file", "render", "run_tests", "surprisal_localize",
 ]

@@ -187,7 +187,9 @@ def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, 
     def run() -> tuple[list[Any], dict[str, Any]]:
         c = cfg or RealConfig(per_repo=2)
         idx = slice_indices(tasks, c.per_repo)
-        others = {("heuristic" if k == "sherloc" else k): [v[i] for i in idx] for k, v in preds.items()}
+        # the reproduction's loop reads the spectrum; its rule-based diagnostician without it is "heuristic"
+        names = {"sherloc": "spectrum", "sherloc-heuristic": "heuristic"}
+        others = {names.get(k, k): [v[i] for i in idx] for k, v in preds.items()}
         with torch_threads(1):
             return measure(load_chat(c), [tasks[i] for i in idx], repos, c, seed, others)
 

@@ -2,8 +2,10 @@
 
 The agent reads its first message: the issue, optionally followed by injected findings (a JSON
 block, see :func:`divelab.coding.sherloc.finding.render`). With locations it searches candidate
-patches there; without, it localizes itself first (BM25 over the repository, reading the top
-functions, which costs characters). Candidate patches are E170's mutation operators applied at
+patches there; without, it localizes itself first, which costs characters read: ``localizer="bm25"``
+ranks functions by BM25 over the issue (Agentless-style) and reads the top file;
+``localizer="sbfl"`` is a more competent agent that runs the suite under coverage and edits the
+most suspicious lines (Ochiai) first, reading the functions that hold them. Candidate patches are E170's mutation operators applied at
 the location's lines (they are their own inverses: a flipped comparison flips back, ``+1`` undoes
 ``-1``); a solution idea that names an operator class orders them. Each candidate is validated by
 running the task's failing tests and then the whole suite in the sandbox, within a budget.
@@ -18,7 +20,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from divelab.coding.sherloc.baselines import bm25_localize
+from divelab.coding.sherloc.baselines import bm25_localize, ochiai_localize
 from divelab.coding.sherloc.benchmark import Repo, Task
 from divelab.coding.sherloc.finding import CaseFile, Location
 from divelab.coding.sherloc.mutate import function_at, functions, mutants_of
@@ -64,10 +66,14 @@ class RepairAgent:
     repo: Repo
     budget: int = 6
     memo: dict | None = None
+    localizer: str = "bm25"
+    """how the agent localizes when no report names a location: "bm25" or "sbfl" (see the module docstring)."""
 
     def __post_init__(self) -> None:
         if self.memo is None:
             self.memo = {}
+        if self.localizer not in ("bm25", "sbfl"):
+            raise ValueError(f"localizer must be 'bm25' or 'sbfl', got {self.localizer!r}")
 
     def _targets(self, task: Task, message: str) -> tuple[list[tuple[str, str | None, tuple[int, int] | None]], int]:
         found = parse_injected(message)
@@ -75,10 +81,28 @@ class RepairAgent:
             return [(f.get("file", ""), f.get("symbol"), tuple(f["line_span"]) if f.get("line_span") else None)
                     for f in found], 0
         files = self.repo.with_task(task)
+        if self.localizer == "sbfl":
+            return self._sbfl_targets(task, files)
         locs = bm25_localize(files, message, k=3)
         chars = sum(len("\n".join(files[loc.file].splitlines()[:])) for loc in locs[:1])  # it reads the top file
         chars += sum(80 * 40 for _ in locs[1:3])  # and skims the next two functions
         return [(loc.file, loc.symbol, None) for loc in locs], chars
+
+    def _sbfl_targets(self, task: Task, files: dict[str, str]
+                      ) -> tuple[list[tuple[str, str | None, tuple[int, int] | None]], int]:
+        """The most suspicious lines (Ochiai, one target per line, in rank order) and the characters of the
+        functions holding the first three of them, which the agent reads."""
+        locs = [loc for loc in ochiai_localize(files, task.spectrum, len(task.failing_tests)) if loc.symbol]
+        targets = [(loc.file, loc.symbol, loc.span) for loc in locs]
+        read: list[tuple[str, str]] = []
+        for loc in locs:
+            if (loc.file, loc.symbol) not in read and len(read) < 3:
+                read.append((loc.file, loc.symbol))
+        chars = 0
+        for f, q in read:
+            fn = next((x for x in functions(files[f]) if x.qualname == q), None)
+            chars += len("\n".join(files[f].splitlines()[fn.start - 1:fn.end])) if fn else 0
+        return targets, chars
 
     def _candidates(self, task: Task, file: str, symbol: str | None, span, hint: str) -> list[str]:
         text = task.mutated if file == task.file else self.repo.files.get(file)
@@ -126,6 +150,7 @@ class RepairAgent:
                     return RepairOutcome(True, used, chars)
         if targets and parse_injected(message) and used < self.budget:
             # the injected locations were exhausted: fall back to localizing itself
-            rest = RepairAgent(self.repo, self.budget - used, self.memo).repair(task, message.split("```json")[0])
+            rest = RepairAgent(self.repo, self.budget - used, self.memo, self.localizer).repair(
+                task, message.split("```json")[0])
             return RepairOutcome(rest.resolved, used + rest.validations, chars + rest.localization_chars)
         return RepairOutcome(False, used, chars)

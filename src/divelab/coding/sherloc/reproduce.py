@@ -1,9 +1,12 @@
 """Reproduction of E169 SHERLOC (arXiv 2606.24820) on bugs planted into real packages.
 
-Localizers (same tasks, same run): the SHERLOC loop driven by the programmatic diagnostician
-(:mod:`.policy`), BM25 (Agentless-style), Ochiai SBFL from per-test coverage, LM surprisal. Then a
-search-and-validate repair agent is given no report / the case file / location only / a wrong case
-file / the gated case file, and the resolve rates and localization cost are compared.
+Localizers (same tasks, same run): the SHERLOC loop driven by the spectrum diagnostician
+(:mod:`.spectrum_policy`: the test spectrum combined with the repository evidence the loop gathers),
+BM25 (Agentless-style), Ochiai SBFL from per-test coverage, LM surprisal; the loop driven by the
+rule-based diagnostician without the spectrum (:mod:`.policy`) is recorded beside them. Then a
+search-and-validate repair agent that localizes itself with SBFL is given no report / the case file /
+location only / a wrong case file / the gated case file / the gold location (a positive control), and
+the resolve rates and localization cost are compared.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from divelab.coding.sherloc.plan import PLANS, Plan  # noqa: F401  (the runner r
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.repair import RepairAgent, gate
 from divelab.coding.sherloc.scoring import GRANS, hit
+from divelab.coding.sherloc.spectrum_policy import SpectrumDiagnostician
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
@@ -38,8 +42,9 @@ SOURCE = "arXiv 2606.24820; week-in-review E169"
 SEEN_REPOS = ("json", "tomllib", "textlib")  # the surprisal LM is trained on these packages' clean code
 # What the repair side of the set-up writes into its outcomes (shown with every run).
 PLANTED = ("The repair agent is our search over the inverse of the same mutation operators that planted the "
-           "bugs, and it tries the locations a report names first: a report that names the right place makes "
-           "it resolve within its budget, and a wrong one spends that budget, by how the agent is built.")
+           "bugs, and it tries the locations a report names first (else the lines SBFL ranks most suspicious): a "
+           "report that names the right place makes it resolve within its budget, and a wrong one spends that "
+           "budget, by how the agent is built.")
 
 
 def _train_surprisal_lm(plan: Plan, seed: int):
@@ -71,6 +76,9 @@ def _wrong_case(task: Task, files: dict[str, str], rng: random.Random) -> CaseFi
         confidence=0.9)])
 
 
+LOCALIZERS = ("sherloc", "bm25", "ochiai", "surprisal")
+OTHERS = ("bm25", "ochiai", "surprisal")  # what the SHERLOC loop is judged against
+
 # The surprisal LM's training runs on the process's default torch threads (the old reproduction pinned only
 # the scoring), so the runner leaves threads alone; the scoring keeps its own one-thread pin.
 THREADS = None
@@ -82,17 +90,22 @@ def _localize(tasks: list[Task], repos: dict[str, Repo], plan: Plan,
     model, tok = _train_surprisal_lm(plan, seed)
     scorer = lm_line_scorer(model, tok)
     score_cache: dict[tuple[str, int], list[float]] = {}
-    preds: dict[str, list[list[Location]]] = {k: [] for k in ("sherloc", "bm25", "ochiai", "surprisal")}
+    preds: dict[str, list[list[Location]]] = {k: [] for k in (*LOCALIZERS, "sherloc-heuristic")}
     recov: Counter = Counter()
     cases: list[CaseFile] = []
     for task in track(tasks, "SHERLOC: localizing"):
         repo = repos[task.repo]
         files = repo.with_task(task)
-        res = SherlocLocalizer(HeuristicDiagnostician()).localize(RepoTools(repo.root, {task.file: task.mutated}),
-                                                                 task.issue)
+        diag = SpectrumDiagnostician(files=files, spectrum=task.spectrum, n_failing=len(task.failing_tests))
+        res = SherlocLocalizer(diag).localize(RepoTools(repo.root, {task.file: task.mutated}), task.issue)
         cases.append(res.case)
         recov.update(res.recoveries)
         preds["sherloc"].append(res.locations)
+        # the loop without the spectrum (the rule-based diagnostician alone), recorded beside the others
+        old = SherlocLocalizer(HeuristicDiagnostician()).localize(RepoTools(repo.root, {task.file: task.mutated}),
+                                                                 task.issue)
+        recov.update(old.recoveries)
+        preds["sherloc-heuristic"].append(old.locations)
         preds["bm25"].append(bm25_localize(files, task.issue))
         preds["ochiai"].append(ochiai_localize(files, task.spectrum, len(task.failing_tests)))
         line_scores = {}
@@ -125,13 +138,13 @@ def _hits(preds: dict[str, list[list[Location]]], tasks: list[Task]) -> tuple[di
 def _claims_localization(hits1: dict[tuple[str, str], np.ndarray], n: int, seed: int) -> list[Claim]:
     """SHERLOC's acc@1 at each granularity against the strongest other localizer."""
     out = [not_checkable("SHERLOC acc@1 on SWE-Bench Lite with a reasoning LLM", "84.33%",
-                         "needs SWE-Bench Lite and a reasoning LLM; here a programmatic diagnostician drives the "
-                         "loop; what each localizer reaches on our planted-bug tasks is in details['localization']",
-                         SOURCE)]
+                         "needs SWE-Bench Lite and a reasoning LLM; here a programmatic diagnostician (SBFL spectrum "
+                         "+ repository evidence) drives the loop; what each localizer reaches on our planted-bug "
+                         "tasks is in details['localization']", SOURCE)]
     for g in GRANS:
         k1 = int(hits1[("sherloc", g)].sum())
         lo, hi = stats.proportion_ci(k1, n)
-        cmp = against_strongest(hits1[("sherloc", g)], {b: hits1[(b, g)] for b in ("bm25", "ochiai", "surprisal")},
+        cmp = against_strongest(hits1[("sherloc", g)], {b: hits1[(b, g)] for b in OTHERS},
                                 better="higher", seed=seed)
         best, eff, (elo, ehi) = cmp.strongest, cmp.effect, cmp.ci
         out.append(Claim(
@@ -175,7 +188,16 @@ def _claims_memorisation(hits1: dict[tuple[str, str], np.ndarray], tasks: list[T
     return out
 
 
-REPAIR_CONDITIONS = ("none", "case", "location", "wrong", "gated")
+REPAIR_CONDITIONS = ("none", "case", "location", "wrong", "gated", "oracle")
+
+
+def _oracle_case(task: Task) -> CaseFile:
+    """The positive control: the planted edit's own location, with no hint of the operator."""
+    return CaseFile(findings=[Finding(
+        file=task.file, symbol=task.function, line_span=task.span,
+        location_description=f"{task.function} in {task.file} (the planted edit)",
+        root_cause_hypothesis="the code on these lines was altered", solution_idea="restore these lines",
+        dependencies=[], testing_impact="rerun the failing test", confidence=1.0)])
 
 
 def _repair(tasks: list[Task], repos: dict[str, Repo], preds: dict[str, list[list[Location]]],
@@ -184,7 +206,7 @@ def _repair(tasks: list[Task], repos: dict[str, Repo], preds: dict[str, list[lis
     """The repair agent given each report condition: (resolved per task, characters read for localization,
     whether the gate injected the case file), per condition."""
     rng = random.Random(seed)
-    agents = {name: RepairAgent(r, plan.repair_budget) for name, r in repos.items()}
+    agents = {name: RepairAgent(r, plan.repair_budget, localizer="sbfl") for name, r in repos.items()}
     resolved: dict[str, list[float]] = {c: [] for c in REPAIR_CONDITIONS}
     chars: dict[str, list[int]] = {c: [] for c in REPAIR_CONDITIONS}
     gated_on = []
@@ -196,7 +218,8 @@ def _repair(tasks: list[Task], repos: dict[str, Repo], preds: dict[str, list[lis
         gated_on.append(inject)
         msgs = {"none": task.issue, "case": task.issue + "\n\n" + render(cases[i]),
                 "location": task.issue + "\n\n" + render(cases[i], location_only=True),
-                "wrong": task.issue + "\n\n" + render(_wrong_case(task, files, rng))}
+                "wrong": task.issue + "\n\n" + render(_wrong_case(task, files, rng)),
+                "oracle": task.issue + "\n\n" + render(_oracle_case(task))}
         msgs["gated"] = msgs["case"] if inject else msgs["none"]
         for c in REPAIR_CONDITIONS:
             out = agent.repair(task, msgs[c])
@@ -205,32 +228,68 @@ def _repair(tasks: list[Task], repos: dict[str, Repo], preds: dict[str, list[lis
     return resolved, chars, gated_on
 
 
+def _positive_control(res_: dict[str, list[float]], seed: int) -> tuple[Claim, str]:
+    """The gold location must lift the resolve rate over no report, else the repair arm cannot tell a good report
+    from a bad one: (the claim, the reason every repair claim is uninformative, "" when the control fired)."""
+    e, lo, hi = stats.paired_diff_ci(res_["oracle"], res_["none"], method="bootstrap", seed=seed)
+    r_o, r_n = float(np.mean(res_["oracle"])), float(np.mean(res_["none"]))
+    fired = lo > 0
+    diff = np.asarray(res_["oracle"], float) - np.asarray(res_["none"], float)
+    mde = stats.mde_two_sample(float(diff.std(ddof=1)) if diff.size > 1 else 0.0, int(diff.size))
+    claim = Claim(statement="positive control: a report naming the planted edit's location raises the repair "
+                            "agent's resolve rate over no report",
+                  paper_value="(a set-up check, not a paper claim)", measured=e, ci=(lo, hi),
+                  unit="resolve-rate difference", kind=Kind.CHECK, source=SOURCE, baseline=f"no report: {r_n:.3f}",
+                  ruling=verdicts.direction(e, (lo, hi), expected_sign=1, why="a set-up check: the paper has no such arm"),
+                  note=f"gold location {r_o:.3f} vs no report {r_n:.3f} (the agent then localizes with SBFL itself) "
+                       f"on {len(res_['none'])} tasks; at this many tasks and this spread the smallest difference "
+                       f"detected with 80% power is {mde:.2f}; if this does not fire, no repair claim can speak")
+    why = "" if fired else (f"the positive control did not fire: the gold location resolves {r_o:.3f} vs {r_n:.3f} "
+                            "with no report, an interval that does not exclude 0")
+    return claim, why
+
+
+def _bounded(rates: dict[str, float], arms: tuple[str, ...]) -> str:
+    """Why a comparison of ``arms`` cannot speak when every arm sits at 0 (a floor) or 1 (a ceiling), else ""."""
+    vals = {rates[a] for a in arms}
+    if vals == {0.0}:
+        return f"every arm compared ({', '.join(arms)}) resolves nothing (a floor)"
+    if vals == {1.0}:
+        return f"every arm compared ({', '.join(arms)}) resolves every task (a ceiling)"
+    return ""
+
+
 def _claims_injection(res_: dict[str, list[float]], chars: dict[str, list[int]], gated_on: list[bool],
                       plan: Plan, seed: int) -> list[Claim]:
     """Injecting the case file into the repair agent: resolve rates and localization cost per condition."""
     rates = {c: float(np.mean(v)) for c, v in res_.items()}
+    control, silent = _positive_control(res_, seed)
+    out = [control]
     # the case file against every report-free or reduced report measured (no report, location only)
     cmp = against_strongest(res_["case"], {"no report": res_["none"], "location only": res_["location"]},
                             better="higher", seed=seed)
     e, (lo, hi) = cmp.effect, cmp.ci
-    out = [Claim(statement=f"injecting the case file raises the repair agent's resolve rate over the strongest "
-                           f"alternative ({cmp.strongest})",
-                 paper_value="+5.95 pp over no report (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
-                 unit="resolve-rate difference", kind=Kind.PLANTED, source=SOURCE,
-                 baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
-                 ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
-                                           paper=0.0595 if cmp.strongest == "no report" else None,
-                                           why="the paper's +5.95 pp is over no report"),
-                 **cmp.claim_fields(),
-                 note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
-                      "validated candidates per task")]
+    why = silent or _bounded(rates, ("case", "none", "location"))
+    out.append(Claim(statement=f"injecting the case file raises the repair agent's resolve rate over the strongest "
+                               f"alternative ({cmp.strongest})",
+                     paper_value="+5.95 pp over no report (avg over 5 models x 2 frameworks)", measured=e, ci=(lo, hi),
+                     unit="resolve-rate difference", kind=Kind.PLANTED, source=SOURCE,
+                     baseline=f"no report: {rates['none']:.3f}; location only: {rates['location']:.3f}",
+                     ruling=verdicts.uninformative(why) if why else verdicts.direction(
+                         e, (lo, hi), expected_sign=1, paper=0.0595 if cmp.strongest == "no report" else None,
+                         why="the paper's +5.95 pp is over no report"),
+                     **cmp.claim_fields(),
+                     note=f"resolve rates {rates} on {len(res_['none'])} tasks; budget {plan.repair_budget} "
+                          "validated candidates per task; with no report the agent edits the lines SBFL ranks "
+                          "most suspicious"))
     e, lo, hi = stats.paired_diff_ci(res_["wrong"], res_["none"], method="bootstrap", seed=seed)
+    # nothing can fall below a no-report rate of zero: the floor is detected, not argued
+    why = silent or ("the no-report resolve rate is 0 (a floor): no report can drag it lower"
+                     if rates["none"] == 0 else "")
     out.append(Claim(statement="a wrong diagnosis drags the resolve rate below the no-report baseline",
                      paper_value="20% vs 62% no-report", measured=e, ci=(lo, hi), unit="resolve-rate difference",
                      kind=Kind.PLANTED, source=SOURCE, baseline=f"no report: {rates['none']:.3f}",
-                     # nothing can fall below a no-report rate of zero: the floor is detected, not argued
-                     ruling=verdicts.uninformative("the no-report resolve rate is 0 (a floor): no report can drag "
-                                                   "it lower") if rates["none"] == 0 else
+                     ruling=verdicts.uninformative(why) if why else
                      verdicts.direction(e, (lo, hi), expected_sign=-1, paper=-0.42, tol=0.5, tol_kind="rel"),
                      note=f"wrong case file {rates['wrong']:.3f} vs none {rates['none']:.3f}; the wrong file costs "
                           "validation budget before the agent falls back to its own search"))
@@ -248,13 +307,14 @@ def _claims_injection(res_: dict[str, list[float]], chars: dict[str, list[int]],
                          note="partly by construction: a trusted report replaces the agent's own search; it reads "
                               "again only when the report's locations yield no fix"))
     e, lo, hi = stats.paired_diff_ci(res_["gated"], res_["case"], method="bootstrap", seed=seed)
+    why = silent or _bounded(rates, ("gated", "case"))
     out.append(Claim(statement="selective injection (deployable gate: confidence + agreement with BM25/SBFL) "
                                "does at least as well as injecting everything",
                      paper_value="strong agents lose ground when fed findings indiscriminately; paper's gate used "
                                  "the gold patch", measured=e, ci=(lo, hi), unit="resolve-rate difference",
                      kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"inject everything: {rates['case']:.3f}",
-                     ruling=verdicts.direction(e, (lo, hi), expected_sign=1,
-                                               why="the paper reports no number for gated vs inject-all"),
+                     ruling=verdicts.uninformative(why) if why else verdicts.direction(
+                         e, (lo, hi), expected_sign=1, why="the paper reports no number for gated vs inject-all"),
                      note=f"gate injected on {np.mean(gated_on):.0%} of tasks"))
     return out
 
@@ -273,9 +333,12 @@ def _setup(plan: Plan, n: int) -> str:
     return (f"{n} bugs planted by E170's mutation operators into {', '.join(plan.repos)} (CPython stdlib "
             "packages and pyflakes), each detected by the package's own unittest suite run in divelab.sandbox; "
             "issue text generated from the failing test's output. Localizers: the SHERLOC loop driven by a "
-            "programmatic diagnostician, BM25 (rank-bm25), Ochiai SBFL (coverage.py per-test contexts), "
-            "LM surprisal (zoo smoke LM trained on json/tomllib/textlib). Repair: search over inverse "
-            f"mutation operators, validated by the real tests. {PLANTED}")
+            "programmatic diagnostician that reads the SBFL spectrum and breaks its ties with the repository "
+            "evidence the loop gathers (traceback frames, the failing test's calls, names in the issue), BM25 "
+            "(rank-bm25), Ochiai SBFL (coverage.py per-test contexts), LM surprisal (zoo smoke LM trained on "
+            "json/tomllib/textlib). Repair: search over inverse mutation operators at the reported lines (else "
+            "at the lines SBFL ranks most suspicious), validated by the real tests; a report naming the planted "
+            f"edit's location is the positive control. {PLANTED}")
 
 
 def run(plan: Plan, seed: int) -> Reproduction:
@@ -293,7 +356,10 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.details = {"localization": table, "n_tasks": n, "tasks_per_repo": dict(Counter(t.repo for t in tasks)),
                    "recoveries": dict(recov), "resolve_rate": {c: float(np.mean(v)) for c, v in resolved.items()},
                    "localization_chars": {c: float(np.mean(v)) for c, v in chars.items()},
-                   "gate_injected_fraction": float(np.mean(gated_on))}
+                   "gate_injected_fraction": float(np.mean(gated_on)),
+                   "repair_tasks": [{"task": tasks[i].id, "operator": tasks[i].operator,
+                                     **{c: resolved[c][j] for c in REPAIR_CONDITIONS}}
+                                    for j, i in enumerate(range(0, n, plan.repair_every))]}
     rep.claims += _claims_localization(hits1, n, seed)
     rep.claims += _claims_memorisation(hits1, tasks, plan, seed)
     rep.claims += _claims_injection(resolved, chars, gated_on, plan, seed)
