@@ -97,21 +97,25 @@ def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list
     g = gamma or drafter.config.gamma
     eng = SpecEngine(target, drafter, scheduler=f"fixed-{g}", sps=None, temperature=temperature, gamma=g, seed=seed)
     eng.record_rounds = True
-    seq_s, draft_s, step_s = [], [], []
-    for p in prompts:
+    seq_s, draft_s, step_s, owner = [], [], [], []
+    for i, p in enumerate(prompts):
         st = eng.prefill(Request(p, max_new_tokens))
         while not st.done:
             rec = eng.step([st])
             seq_s.append(rec.sequential_s)
             draft_s.append(rec.draft_s)
             step_s.append(rec.step_s)
+        owner += [i] * (len(eng.round_log) - len(owner))  # one request at a time: every new round is prompt i's
     full = [r for r in eng.round_log if r["avail"] == g]
+    prompt = np.array([i for i, r in zip(owner, eng.round_log, strict=True) if r["avail"] == g], dtype=np.int64)
     z = np.stack([r["conf_logits"] for r in full]) if full else np.zeros((0, g))
     acc = np.array([r["accepted"] for r in full], dtype=np.int64)
     # the exact per-position acceptance probability (target vs draft at the drafted prefix): the
     # best any confidence head could predict, so its AUC is the ceiling for the head's AUC
     oracle = np.stack([r["accept_prob"] for r in full]) if full and "accept_prob" in full[0] else None
+    # ``prompt``: the index (into ``prompts``) of the prompt each round decoded, so intervals can be over prompts
     return {"conf_logits": z, "accepted": acc, "labels": survival_labels(acc, g), "gamma": g, "accept_prob": oracle,
+            "prompt": prompt,
             "sequential_s": float(np.mean(seq_s)) if seq_s else 0.0,
             "draft_s": float(np.mean(draft_s)) if draft_s else 0.0,
             "step_s": float(np.mean(step_s)) if step_s else 0.0,
