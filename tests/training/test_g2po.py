@@ -19,9 +19,11 @@ def test_setups_cross_game_sets_and_warm_starts_and_mark_the_tuned_one() -> None
     assert [s.preregistered for s in sups] == [False, True, True, True]  # game set 0 / warm 0 was tuned on
     _, train = experiment_config("quick", 0)
     primary, other = _plan(train, primary=True), _plan(train, primary=False)
-    # gigpo and the control on the first seed only at quick; the control on the primary set-up only
+    # quick: one training run of every method in every set-up (the units); the control on the primary set-up only
     assert ("control" in {c for _, c, _ in primary}) and ("control" not in {c for _, c, _ in other})
-    assert sum(1 for _, c, m in other if m == "gigpo") == 1 and sum(1 for _, c, m in other if m == "g2po") == 2
+    assert sorted(m for _, c, m in other) == ["g2po", "gigpo", "grpo"]
+    # full: more units than quick, several seeds in each (clustered into the unit's mean)
+    assert len(setups(PLANS["full"], seed=0)) > len(sups) and experiment_config("full", 0)[1]["seeds"][1:]
 
 
 def test_across_is_a_t_interval_over_setup_means() -> None:
@@ -70,7 +72,13 @@ def test_reproduce_smoke_computes_claims() -> None:
     assert head.compared_with == max(head.baselines, key=lambda b: b["value"])["name"]
     per = rep.details["gains_points"][f"repeat/g2po-{head.compared_with}"]
     assert head.measured == pytest.approx(np.mean([np.mean(v) for v in per.values()]))
-    assert head.rule["args"]["training_runs"] == 2  # one run per set-up at smoke: replicated over set-ups
+    # two iterations at smoke do not improve success: a failed set-up, so the comparisons are uninformative
+    setup_check = next(c for c in rep.claims if c.statement.startswith("Setup check"))
+    assert setup_check.ci[0] <= 0
+    for c in rep.claims:
+        if c.statement.startswith(("G2PO beats the strongest baseline", "GiGPO vs GRPO")):
+            assert c.verdict is Verdict.UNINFORMATIVE and "failed set-up" in c.rule["args"]["reason"]
+            assert "Replication units: 2 set-ups" in c.note and "80% power" in c.note
     # one measurement, one claim: no separate G2PO-vs-GiGPO or pre-registered-subset duplicates
     assert not any(c.statement.startswith(("G2PO vs GiGPO", "G2PO beats GRPO")) for c in rep.claims)
     # the training-improves prerequisite is a set-up check, not evidence about the paper
@@ -93,3 +101,35 @@ def test_warm_starts_differ_by_seed_and_are_deterministic(tmp_path, monkeypatch)
         weights.append([t.weights.read_bytes() for t in tbs])
     assert weights[0] == weights[1]  # same seed, fresh cache -> byte-identical warm starts
     assert weights[0][0] != weights[0][1]  # a different warm seed is a different start
+
+
+def _results(success: dict[tuple[str, str], list[float]]):
+    """A fake experiment: one seed per unit, each (unit, method) with the given success curve."""
+    from divelab.training.g2po.reproduce import _Results
+
+    units = sorted({u for u, _ in success})
+    runs = [{"setup": u, "seed": 0, "condition": "repeat", "method": m, "success": s}
+            for (u, m), s in success.items()]
+    return _Results({"runs": runs, "seeds": [0], "setups": {u: {"preregistered": i > 0} for i, u in enumerate(units)}})
+
+
+def test_a_comparison_at_the_ceiling_or_on_a_failed_setup_is_uninformative() -> None:
+    from divelab.claims import Verdict
+    from divelab.training.g2po.reproduce import _comparison_ruling
+
+    def ruling(curves):
+        res = _results({(u, m): c for u, per in curves.items() for m, c in per.items()})
+        g = res.gains("repeat", "g2po", "grpo")
+        m, ci, _ = _across(g)
+        return _comparison_ruling(res, ("g2po", "grpo"), g, m, ci, training_runs=len(g), why="a test")
+
+    learn = {"grpo": [0.2, 0.5, 0.6, 0.6], "g2po": [0.2, 0.6, 0.8, 0.8]}
+    ok, text = ruling({"u0": learn, "u1": {"grpo": [0.2, 0.4, 0.5, 0.5], "g2po": [0.2, 0.6, 0.9, 0.9]},
+                       "u2": {"grpo": [0.1, 0.6, 0.7, 0.7], "g2po": [0.1, 0.7, 0.8, 0.8]}})
+    assert ok.verdict is not Verdict.UNINFORMATIVE and "80% power" in text and "none" in text
+    top = {"grpo": [0.5, 1.0, 1.0, 1.0], "g2po": [0.5, 1.0, 1.0, 1.0]}
+    ceiling, text = ruling({"u0": top, "u1": top})
+    assert ceiling.verdict is Verdict.UNINFORMATIVE and "ceiling" in ceiling.reason and "u0, u1" in text
+    flat = {"grpo": [0.3, 0.3, 0.3, 0.3], "g2po": [0.3, 0.3, 0.35, 0.35]}
+    failed, _ = ruling({"u0": flat, "u1": {"grpo": [0.4] * 4, "g2po": [0.4, 0.4, 0.3, 0.3]}})
+    assert failed.verdict is Verdict.UNINFORMATIVE and "failed set-up" in failed.reason

@@ -35,6 +35,8 @@ from divelab.training.g2po.setup import (
 
 # a timing claim gets a verdict only from at least this many repeated measurements (here: g2po runs)
 MIN_TIMED_RUNS = 5
+# final success within this of 0 or 1 on every run of every arm of a unit: a floor or a ceiling there
+SATURATED = 0.03
 SOURCE = "arXiv 2606.22995; week-in-review E165"
 
 
@@ -213,10 +215,11 @@ class _Results:
         self.runs = data["runs"]
         self.names = list(data["setups"])
         self.pre = [n for n in self.names if data["setups"][n]["preregistered"]]
-        self.how = (f"{len(self.names)} set-ups (game sets x warm starts: {', '.join(self.names)}), training seeds "
-                    f"{data['seeds']} within each; success over the second half of training; per set-up the mean "
-                    "over its seeds of the paired-by-seed difference; 95% t-interval over the set-up means, so it "
-                    "covers rollout seeds, warm starts and game sets together.")
+        self.how = (f"Replication units: {len(self.names)} set-ups, each a game set x a warm start "
+                    f"({', '.join(self.names)}), training seeds {data['seeds']} within each; success over the second "
+                    "half of training; per unit the mean over its seeds of the paired-by-seed difference (runs of "
+                    "one unit are clustered into that mean); 95% t-interval over the unit means, so it covers "
+                    "rollout seeds, warm starts and game sets together.")
 
     def get(self, setup: str, cond: str, method: str) -> dict[int, dict[str, Any]]:
         return {r["seed"]: r for r in self.runs
@@ -234,6 +237,26 @@ class _Results:
         vals = [_final(r) for n in (only or self.names) for r in self.get(n, cond, m).values()]
         return float(np.mean(vals)) if vals else float("nan")
 
+    def saturated(self, cond: str, arms: tuple[str, ...]) -> list[str]:
+        """Units where every arm's final success sits at the floor or the ceiling on every seed: they cannot
+        tell the arms apart (they stay in the interval: dropping them would be choosing after the fact)."""
+        out = []
+        for n in self.names:
+            finals = [_final(r) for m in arms for r in self.get(n, cond, m).values()]
+            if finals and (min(finals) >= 1 - SATURATED or max(finals) <= SATURATED):
+                out.append(n)
+        return out
+
+    def setup_failed(self) -> str:
+        """Why the comparisons cannot speak when training did not measurably improve success (the setup
+        check's interval over units reaches 0), else ''."""
+        _, (lo, _), _ = _across(self.improvement())
+        if lo > 0:
+            return ""
+        return ("failed set-up: training did not measurably improve success over its start (the setup check's "
+                "interval over units reaches 0), so a difference between advantage estimators cannot speak to "
+                "credit assignment")
+
     def improvement(self) -> dict[str, list[float]]:
         """Per set-up, per seed: final success minus the first iteration's, averaged over the methods."""
         get = self.get
@@ -249,6 +272,28 @@ class _Results:
     def advantage_variance(self) -> dict[str, float]:
         return {m: float(np.mean([np.mean(r["adv_var"]) for n in self.names
                                   for r in self.get(n, "repeat", m).values()])) for m in METHODS}
+
+
+def _comparison_ruling(res: _Results, arms: tuple[str, str], gains: dict[str, list[float]], effect: float,
+                       ci: tuple[float, float], training_runs: int, **size: Any) -> tuple[verdicts.Ruling, str]:
+    """The direction of a method comparison over units, unless the set-up failed or every unit sits at a
+    floor or a ceiling for both arms (then uninformative); with the text the note adds: the saturated units
+    and the smallest gain this many units detect, given the spread of their gains."""
+    sat = res.saturated("repeat", arms)
+    means = [float(np.mean(v)) for v in gains.values() if v]
+    sd = float(np.std(means, ddof=1)) if len(means) > 1 else float("nan")
+    mde = stats.mde_two_sample(sd, len(means)) if np.isfinite(sd) else float("inf")
+    text = (f" Units at a floor or ceiling for {' and '.join(arms)} (every run's final success within "
+            f"{100 * SATURATED:.0f} points of 0 or 100): {', '.join(sat) or 'none'}. Power: with {len(means)} units "
+            f"and the spread of their gains (sd {sd:.1f} points) the smallest gain detectable with 80% power is "
+            f"{mde:.1f} points.")
+    failed = res.setup_failed()
+    if failed:
+        return verdicts.uninformative(failed), text
+    if len(sat) == len(res.names):
+        return verdicts.uninformative("every unit is at a floor or a ceiling for both arms: the games cannot tell "
+                                      "the estimators apart"), text
+    return verdicts.direction(effect, ci, training_runs=training_runs, **size), text
 
 
 def _per_setup_text(g: dict[str, list[float]]) -> str:
@@ -312,6 +357,7 @@ def _claims_headline(res: _Results) -> list[Claim]:
     # the paper's +14..+22 is over GRPO: a size to compare only when GRPO is the strongest baseline here
     size = (dict(paper=(14.0, 22.0), tol=0.5, tol_kind="rel") if strongest == "grpo" else
             dict(why="the paper's +14..+22 is over GRPO; it states no G2PO-vs-GiGPO gap for these tasks"))
+    ruling, power_text = _comparison_ruling(res, ("g2po", strongest), g_main, m_main, ci_main, n_runs, **size)
     pre_text = ""
     if pre:
         m_pre, ci_pre, _ = _across(res.gains("repeat", "g2po", strongest, only=pre))
@@ -324,14 +370,15 @@ def _claims_headline(res: _Results) -> list[Claim]:
                   baselines=baselines, better="higher", compared_with=strongest,
                   baseline=("final success (%): " + ", ".join(f"{b['name']} {b['value']:.1f}" for b in baselines)
                             + f"; g2po {100 * fin['g2po']:.1f}"),
-                  ruling=verdicts.direction(m_main, ci_main, training_runs=n_runs, **size),
+                  ruling=ruling,
                   note=(f"g2po minus {strongest} (the strongest baseline by final success), paired by seed on the "
                         f"seeds where both ran ({train_seeds_text(data, 'repeat', strongest)}); {n_runs} training "
                         "runs of the smaller arm. " + res.how + " Per set-up: " + _per_setup_text(g_main)
                         + f". Against GRPO, the paper's baseline: {m_grpo:+.1f} points [{ci_grpo[0]:+.1f}, "
                         f"{ci_grpo[1]:+.1f}] (" + _per_setup_text(g_grpo) + "). Size (when GRPO is the strongest): "
                         "the paper's +14..+22 widened by 50% (other environments and a 20k-parameter policy). The "
-                        f"primary set-up ({names[0]}) is the one the configuration was tuned on." + pre_text))]
+                        f"primary set-up ({names[0]}) is the one the configuration was tuned on." + pre_text
+                        + power_text))]
 
 
 def _claims_gigpo_context(res: _Results) -> list[Claim]:
@@ -341,14 +388,16 @@ def _claims_gigpo_context(res: _Results) -> list[Claim]:
         return []
     g_gr = res.gains("repeat", "gigpo", "grpo")
     m_gr, ci_gr, _ = _across(g_gr)
+    n_runs = min(sum(len(get(n, "repeat", m)) for n in names) for m in ("gigpo", "grpo"))
+    ruling, power_text = _comparison_ruling(res, ("gigpo", "grpo"), g_gr, m_gr, ci_gr, n_runs,
+                                            paper=12.0, tol=0.5, tol_kind="rel")
     return [Claim(statement="GiGPO vs GRPO where states repeat (context for G2PO)",
                   paper_value="GiGPO paper: >12 points ALFWorld", measured=m_gr, unit="points", ci=ci_gr,
                   kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"grpo final success {res.final_of('repeat', 'grpo'):.2f}",
-                  ruling=verdicts.direction(m_gr, ci_gr, paper=12.0, tol=0.5, tol_kind="rel",
-                                            training_runs=min(sum(len(get(n, "repeat", m)) for n in names)
-                                                              for m in ("gigpo", "grpo"))),
-                  note=("gigpo minus grpo, paired by seed. Per set-up: " + _per_setup_text(g_gr)
-                        + ". Size: the GiGPO paper's >12 points, ±50%."))]
+                  ruling=ruling,
+                  note=(f"gigpo minus grpo, paired by seed; {n_runs} training runs of the smaller arm. " + res.how
+                        + " Per set-up: " + _per_setup_text(g_gr) + ". Size: the GiGPO paper's >12 points, ±50%."
+                        + power_text))]
 
 
 def _control_setups(res: _Results) -> list[str]:
