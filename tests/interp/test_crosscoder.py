@@ -121,3 +121,75 @@ def test_cli_diff_models_and_errors(tmp_path):
     bad.write_text('{"prompt": "x"}\n')
     r = CliRunner().invoke(app, ["diff-models", "--base", str(base), "--sibling", str(sib), "--prompts", str(bad)])
     assert r.exit_code == 2 and "expected" in r.output
+
+
+def test_dead_latents_are_tracked_over_a_window_of_tokens():
+    cc = Crosscoder(8, CrosscoderConfig(dict_size=16, k=2, excl_share=0.125, dead_window=100))
+    f = torch.zeros(60, 16)
+    f[:, 3] = 1.0
+    cc.track_firing(f)
+    assert not cc.dead_latents().any()  # 60 tokens < the 100-token window
+    cc.track_firing(f)
+    dead = cc.dead_latents()
+    assert not dead[3] and int(dead.sum()) == 15  # only the latent that fired is alive
+
+
+def test_auxk_gives_gradient_to_dead_latents_only():
+    a, b, _, _ = _planted(n=64)
+    cc = Crosscoder(16, CrosscoderConfig(dict_size=32, k=2, excl_share=0.125))
+    # latents that never win the top-k get no gradient from the main loss ...
+    in_topk = (cc.encode(a, b) > 0).any(0)
+    losers = torch.nonzero(~in_topk & (cc.pre_acts(a, b) > 0).any(0)).flatten()
+    assert losers.numel()
+    cc.loss(a, b)[0].backward()
+    assert float(cc.W_enc.grad[:, :, losers].abs().max()) == 0.0
+    # ... and do from AuxK once they are marked dead; alive latents' gradient is unchanged by it
+    main = cc.W_enc.grad[:, :, in_topk].clone()
+    cc.zero_grad()
+    dead = torch.zeros(32, dtype=torch.bool)
+    dead[losers] = True
+    total, st = cc.loss(a, b, dead=dead)
+    total.backward()
+    assert st["auxk"] > 0 and float(cc.W_enc.grad[:, :, losers].abs().max()) > 0
+    assert torch.allclose(cc.W_enc.grad[:, :, in_topk], main)
+
+
+def test_auxk_keeps_more_exclusive_latents_alive_on_planted_data():
+    a, b, _, _ = _planted()
+
+    def alive(aux: float, seed: int) -> int:
+        cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=32, k=4, excl_share=0.125, steps=400, lr=3e-3,
+                                                     aux_coeff=aux, dead_window=2000, seed=seed))
+        return int((cc.encode(a, b)[:, cc.a_slice] > 0).any(0).sum())
+
+    with_aux, without = [alive(1 / 32, s) for s in (0, 1)], [alive(0.0, s) for s in (0, 1)]
+    assert sum(with_aux) > sum(without) and min(with_aux) == 4
+
+
+def test_generation_harvest_reads_exactly_the_positions_generate_edits():
+    from divelab.interp.crosscoder import generate, harvest_generation_pairs
+    from divelab.lm.models import build_model
+
+    tok = task.tokenizer()
+    m_a, m_b = (build_model("tiny-100k", vocab_size=len(tok), seed=s, hidden_size=32, max_position_embeddings=128)
+                for s in (0, 1))
+    for m in (m_a, m_b):
+        m.config.eos_token_id, m.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+        m.eval()
+    prompt = task.prompts(1, seed=3)[0].text
+    seen: list[torch.Tensor] = []
+
+    def record(x, o):
+        seen.append(x.clone())
+        return x
+
+    with torch.no_grad():
+        resp = generate(m_a, tok, [prompt], layer=1, edit=record, max_new_tokens=6)[0]
+        a, b, owner = harvest_generation_pairs(m_a, m_b, tok, [prompt, prompt], [resp, ""], layer=1,
+                                               progress=False)
+    n = len(tok(resp, add_special_tokens=False)["input_ids"])
+    assert a.shape == b.shape == (n + 2, 32) and owner.tolist() == [0] * (n + 1) + [1]
+    # the last edit call of generation saw the last prompt token and the response tokens fed back
+    last = seen[-1][0]
+    assert torch.allclose(a[:last.shape[0]], last, atol=1e-5)
+    assert torch.allclose(a[-1], a[0], atol=1e-5)  # an empty response: only the last prompt token

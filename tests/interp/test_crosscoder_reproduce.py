@@ -13,6 +13,11 @@ def test_smoke_reproduction(tmp_path, monkeypatch):
     steer = next(c for c in rep.claims if c.statement.startswith("steering one A-exclusive feature"))
     assert {b["name"] for b in steer.baselines} >= {"no steering", "difference-of-means steering"}
     assert steer.rule["name"] == "uninformative" or steer.rule["args"]["training_runs"] == 1
+    # the set-up reports whether its exclusive block lives on held-out positions, per DFC cell
+    live = next(c for c in rep.claims if c.statement.startswith("the A-exclusive latents are alive"))
+    assert live.kind == "check" and 0.0 <= live.measured <= 1.0
+    dfc = [c for c in rep.details["cells"] if c["arch"] == "DFC"]
+    assert all(set(c["heldout"]) == {"alive", "mean_when_on", "fire_tool", "fire_generic"} for c in dfc)
 
 
 def test_dead_exclusive_features_make_the_exclusive_claims_uninformative():

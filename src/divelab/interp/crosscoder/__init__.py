@@ -15,6 +15,7 @@ from divelab.interp.crosscoder.dfc import Crosscoder, CrosscoderConfig, reconstr
 from divelab.interp.crosscoder.harvest import (
                                                      check_pair,
                                                      decoder_layers,
+                                                     harvest_generation_pairs,
                                                      harvest_pairs,
                                                      layer_hook,
                                                      load_shards,
@@ -30,6 +31,6 @@ from divelab.interp.crosscoder.interventions import (
 from divelab.interp.crosscoder.ranking import cohens_d, latent_scaling, rank_features, relative_decoder_norm
 
 __all__ = ["Crosscoder", "CrosscoderConfig", "ablate_features", "add_direction", "check_pair", "cohens_d",
-           "decoder_layers", "generate", "harvest_pairs", "latent_scaling", "layer_hook", "load_shards",
-           "prescale_topk", "rank_features", "recon_patch", "reconstruction_mse", "relative_decoder_norm",
+           "decoder_layers", "generate", "harvest_generation_pairs", "harvest_pairs", "latent_scaling", "layer_hook",
+           "load_shards", "prescale_topk", "rank_features", "recon_patch", "reconstruction_mse", "relative_decoder_norm",
            "steer_features", "train_crosscoder"]

@@ -3,6 +3,12 @@
 Forbidden encoder and decoder weights are masked in the forward pass and zeroed after every optimizer step, so
 they are exactly zero. A plain crosscoder is the DFC with empty exclusive partitions.
 
+Dead latents (no activation over the last ``dead_window`` training tokens) are kept alive with the auxiliary-k
+(AuxK) loss of Gao et al. 2024 ("Scaling and evaluating sparse autoencoders"): the ``aux_k`` largest dead
+pre-activations must reconstruct the main reconstruction's residual, weighted by ``aux_coeff``. Without it the
+exclusive features, which read from one model only, lose every top-k slot to the shared ones, never receive a
+gradient and stay dead.
+
 Compact torch implementation: ``dictionary_learning`` on PyPI (0.1.0) has no crosscoder (the crosscoder classes
 live in unpublished forks) and SAELens trains single-model SAEs, so neither provides the DFC partition or masks.
 """
@@ -28,6 +34,9 @@ class CrosscoderConfig:
     steps: int = 600
     batch_size: int = 256
     lr: float = 1e-3
+    aux_coeff: float = 1 / 32  # AuxK weight (Gao et al. 2024 use 1/32); 0 turns the dead-latent loss off
+    aux_k: int = 0  # dead latents in the AuxK reconstruction; 0 → d_model // 2 (Gao et al.'s choice)
+    dead_window: int = 10_000  # a latent is dead after this many training tokens without firing
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -36,6 +45,9 @@ class CrosscoderConfig:
                              f"k={self.k}")
         if not 0 <= self.excl_share < 0.5:
             raise ValueError(f"excl_share must be in [0, 0.5), got {self.excl_share}")
+        if self.aux_coeff < 0 or self.aux_k < 0 or self.dead_window < 1:
+            raise ValueError(f"need aux_coeff >= 0, aux_k >= 0 and dead_window >= 1, got {self.aux_coeff}, "
+                             f"{self.aux_k}, {self.dead_window}")
 
     @property
     def arch(self) -> str:
@@ -59,17 +71,21 @@ class Crosscoder(torch.nn.Module):
         D, n = config.dict_size, config.n_excl
         self.n_a = self.n_b = n
         g = torch.Generator().manual_seed(config.seed)
-        dec = torch.randn(D, 2, d_model, generator=g)
-        dec = dec / dec.norm(dim=-1, keepdim=True) * 0.1
+        mask = torch.ones(D, 2)
+        mask[:n, B] = 0
+        mask[n:2 * n, A] = 0
+        # each feature's decoder (and tied encoder) has norm 0.1 over the models it may touch, so a feature
+        # reading one model starts with pre-activations as large as a shared one reading both
+        dec = torch.randn(D, 2, d_model, generator=g) * mask[:, :, None]
+        dec = dec / dec.flatten(1).norm(dim=-1)[:, None, None] * 0.1
         self.W_dec = torch.nn.Parameter(dec)
         self.W_enc = torch.nn.Parameter(dec.permute(1, 2, 0).clone())  # [2, d, D]
         self.b_enc = torch.nn.Parameter(torch.zeros(D))
         self.b_dec = torch.nn.Parameter(torch.zeros(2, d_model))
-        mask = torch.ones(D, 2)
-        mask[self.a_slice, B] = 0
-        mask[self.b_slice, A] = 0
         self.register_buffer("mask", mask)  # [D, 2]: may feature i read from / write to model m
         self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))  # per-model activation scale
+        # training tokens since each latent last fired (not saved: it describes one training run)
+        self.register_buffer("since_fired", torch.zeros(D, dtype=torch.long), persistent=False)
         self.enforce_masks()
 
     # partitions ------------------------------------------------------------------------------------------------
@@ -130,18 +146,51 @@ class Crosscoder(torch.nn.Module):
         """Feature ``feature``'s decoder vector into ``model``, in raw activation space (per unit activation)."""
         return (self.W_dec[feature, model] * self.mask[feature, model]) * self.scale[model]
 
-    def loss(self, xa: torch.Tensor, xb: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """MSE (normalised space) + λ_sh·mean|f_shared| + λ_excl·½(mean|f_{A∪shared}| + mean|f_{B∪shared}|)."""
-        f = self.encode(xa, xb)
+    def loss(self, xa: torch.Tensor, xb: torch.Tensor,
+             dead: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """MSE (normalised space) + λ_sh·mean|f_shared| + λ_excl·½(mean|f_{A∪shared}| + mean|f_{B∪shared}|), plus
+        ``aux_coeff``·AuxK when a ``dead`` latent mask is given (training)."""
+        total, stats, _ = self._loss(xa, xb, dead)
+        return total, stats
+
+    def _loss(self, xa: torch.Tensor, xb: torch.Tensor,
+              dead: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+        pre = self.pre_acts(xa, xb)
+        f = self.topk(pre)
         x = torch.stack([xa / self.scale[A], xb / self.scale[B]], dim=-2)
-        mse = ((self.decode(f) / self.scale[:, None] - x) ** 2).mean()
+        err = x - self.decode(f) / self.scale[:, None]
+        mse = (err ** 2).mean()
         c = self.config
         sh = f[:, self.shared_slice].abs()
         l_sh = sh.mean() if sh.numel() else f.new_zeros(())
         a_sh = torch.cat([f[:, self.a_slice], f[:, self.shared_slice]], -1).abs().mean()
         b_sh = torch.cat([f[:, self.b_slice], f[:, self.shared_slice]], -1).abs().mean()
         total = mse + c.lambda_shared * l_sh + c.lambda_excl * 0.5 * (a_sh + b_sh)
-        return total, {"mse": float(mse.detach()), "l1_shared": float(l_sh.detach())}
+        aux = f.new_zeros(())
+        if dead is not None and c.aux_coeff > 0 and bool(dead.any()):
+            aux = self._auxk(pre, dead, err.detach())
+            total = total + c.aux_coeff * aux
+        return total, {"mse": float(mse.detach()), "l1_shared": float(l_sh.detach()), "auxk": float(aux.detach())}, f
+
+    def _auxk(self, pre: torch.Tensor, dead: torch.Tensor, err: torch.Tensor) -> torch.Tensor:
+        """AuxK (Gao et al. 2024): the top ``aux_k`` dead latents reconstruct the residual ``err`` [b, 2, d] of the
+        main reconstruction (decoder without bias); normalised MSE, so its scale does not shrink as the main
+        reconstruction improves. Gradient reaches only the dead latents' encoder and decoder rows."""
+        k = min(self.config.aux_k or max(self.d_model // 2, 1), int(dead.sum()))
+        vals, idx = pre.masked_fill(~dead, 0.0).topk(k, dim=-1)
+        z = torch.zeros_like(pre).scatter(-1, idx, vals)
+        e_hat = torch.einsum("bi,imd->bmd", z, self.W_dec * self.mask[:, :, None])
+        return ((e_hat - err) ** 2).mean() / ((err - err.mean(0)) ** 2).mean().clamp(min=1e-12)
+
+    @torch.no_grad()
+    def track_firing(self, f: torch.Tensor) -> None:
+        """Advance every latent's count of tokens since it last fired by the batch, reset the ones that fired."""
+        self.since_fired += f.shape[0]
+        self.since_fired[(f > 0).any(0)] = 0
+
+    def dead_latents(self) -> torch.Tensor:
+        """Bool mask of latents that did not fire over the last ``dead_window`` training tokens."""
+        return self.since_fired >= self.config.dead_window
 
     def save_dict(self) -> dict:
         return {"config": asdict(self.config), "d_model": self.d_model, "state": self.state_dict()}
@@ -154,7 +203,7 @@ class Crosscoder(torch.nn.Module):
 
 
 def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: CrosscoderConfig) -> Crosscoder:
-    """Train on paired activations ``[n, d]`` (Adam; masks enforced after every step)."""
+    """Train on paired activations ``[n, d]`` (Adam; masks enforced after every step; AuxK on dead latents)."""
     if acts_a.shape != acts_b.shape or acts_a.ndim != 2:
         raise ValueError(f"paired activations must both be [n, d] of one shape, got {tuple(acts_a.shape)} and "
                          f"{tuple(acts_b.shape)}")
@@ -166,7 +215,9 @@ def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: Crossco
 
     def loss_of_step(step: int) -> torch.Tensor:
         idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
-        return cc.loss(acts_a[idx], acts_b[idx])[0]
+        total, _, f = cc._loss(acts_a[idx], acts_b[idx], cc.dead_latents())
+        cc.track_firing(f)
+        return total
 
     fit(cc, loss_of_step, config.steps, lr=config.lr, optimizer="adam", description="crosscoder",
         after_step=lambda done, loss: cc.enforce_masks())

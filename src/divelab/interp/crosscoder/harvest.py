@@ -1,5 +1,7 @@
 """Paired activation harvesting: the residual stream after one decoder layer of two HF causal LMs of one
-architecture, read with forward hooks at the last prompt token, streamed to disk in shards."""
+architecture, read with forward hooks at the last prompt token (:func:`harvest_pairs`) or at the positions a
+generation-time edit acts on, the last prompt token and every response token (:func:`harvest_generation_pairs`),
+streamed to disk in shards."""
 
 from __future__ import annotations
 
@@ -68,7 +70,10 @@ def layer_hook(model: torch.nn.Module, layer: int, *, capture: list | None = Non
 
 
 def left_pad(tok, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    return left_pad_ids(tok, [tok(t, add_special_tokens=False)["input_ids"] for t in texts])
+
+
+def left_pad_ids(tok, ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     n = max(len(x) for x in ids)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     out = torch.tensor([[pad] * (n - len(x)) + x for x in ids], dtype=torch.long)
@@ -111,6 +116,25 @@ def check_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, tok_a=None, t
                          "the same tokens in both models")
 
 
+def _write_shard(out: Path | None, i: int, **tensors: torch.Tensor) -> None:
+    if out is None:
+        return
+    import io
+
+    buf = io.BytesIO()
+    torch.save(tensors, buf)
+    atomic_write_bytes(out / f"shard-{i:05d}.pt", buf.getvalue())
+
+
+def _chunks(items: Sequence, shard_size: int, progress: bool):
+    chunks = [items[i:i + shard_size] for i in range(0, len(items), shard_size)]
+    if progress:
+        from divelab.progress import track
+
+        return track(chunks, "harvesting paired activations", total=len(chunks))
+    return chunks
+
+
 def harvest_pairs(model_a: torch.nn.Module, model_b: torch.nn.Module, tok, texts: Sequence[str], layer: int,
                   out_dir: str | Path | None = None, shard_size: int = 256,
                   progress: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,23 +142,50 @@ def harvest_pairs(model_a: torch.nn.Module, model_b: torch.nn.Module, tok, texts
     With ``out_dir`` every shard is also written (atomically) as ``shard-00000.pt`` holding ``{"a", "b"}``."""
     check_pair(model_a, model_b)
     out = Path(out_dir) if out_dir is not None else None
-    chunks = [texts[i:i + shard_size] for i in range(0, len(texts), shard_size)]
-    if progress:
-        from divelab.progress import track
-
-        chunks = track(chunks, "harvesting paired activations", total=len(chunks))
     a_all, b_all = [], []
-    for i, chunk in enumerate(chunks):
+    for i, chunk in enumerate(_chunks(texts, shard_size, progress)):
         a, b = last_token_acts(model_a, tok, chunk, layer), last_token_acts(model_b, tok, chunk, layer)
         a_all.append(a)
         b_all.append(b)
-        if out is not None:
-            import io
-
-            buf = io.BytesIO()
-            torch.save({"a": a, "b": b}, buf)
-            atomic_write_bytes(out / f"shard-{i:05d}.pt", buf.getvalue())
+        _write_shard(out, i, a=a, b=b)
     return torch.cat(a_all), torch.cat(b_all)
+
+
+@torch.no_grad()
+def harvest_generation_pairs(model_a: torch.nn.Module, model_b: torch.nn.Module, tok, prompts: Sequence[str],
+                             responses: Sequence[str], layer: int, out_dir: str | Path | None = None,
+                             shard_size: int = 256,
+                             progress: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Activations after ``layer`` of both models, run on the same tokens ``prompt + response``, at the positions
+    an edit acts on during generation (:func:`generate` edits the last prompt token and every generated token):
+    the last prompt token and every response token. Returns ``(acts_a, acts_b, owner)``: [n, d], [n, d] and, per
+    row, the index of its prompt (so per-prompt labels carry over to rows). Prompt and response are tokenized
+    separately and concatenated, as generation appends token ids. With ``out_dir`` every shard is written as
+    ``shard-00000.pt`` holding ``{"a", "b", "owner"}``."""
+    if len(prompts) != len(responses):
+        raise ValueError(f"need one response per prompt, got {len(prompts)} prompts and {len(responses)} responses")
+    check_pair(model_a, model_b)
+    out = Path(out_dir) if out_dir is not None else None
+    pairs = list(enumerate(zip(prompts, responses, strict=True)))
+    a_all, b_all, own_all = [], [], []
+    for i, chunk in enumerate(_chunks(pairs, shard_size, progress)):
+        seqs, spans = [], []
+        for _, (p, r) in chunk:
+            pi = tok(p, add_special_tokens=False)["input_ids"]
+            ri = tok(r, add_special_tokens=False)["input_ids"] if r else []
+            seqs.append(pi + ri)
+            spans.append(len(ri) + 1)  # the last prompt token and every response token
+        ids, mask = left_pad_ids(tok, seqs)
+        ha, hb = (capture_acts(m, ids, mask, layer).float() for m in (model_a, model_b))
+        n = ids.shape[1]
+        a = torch.cat([ha[j, n - s:] for j, s in enumerate(spans)])
+        b = torch.cat([hb[j, n - s:] for j, s in enumerate(spans)])
+        owner = torch.cat([torch.full((s,), k, dtype=torch.long) for (k, _), s in zip(chunk, spans, strict=True)])
+        a_all.append(a)
+        b_all.append(b)
+        own_all.append(owner)
+        _write_shard(out, i, a=a, b=b, owner=owner)
+    return torch.cat(a_all), torch.cat(b_all), torch.cat(own_all)
 
 
 def load_shards(out_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor]:

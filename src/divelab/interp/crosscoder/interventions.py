@@ -69,9 +69,15 @@ def generate(model: torch.nn.Module, tok, texts: Sequence[str], *, layer: int | 
         ids, mask = left_pad(tok, texts[s:s + batch_size])
         start = ids.shape[1] - 1
         done = torch.zeros(ids.shape[0], dtype=torch.bool)
+        past, pos = None, (mask.cumsum(-1) - 1).clamp(min=0)
         for _ in range(max_new_tokens):
             if edit is None:
-                logits = forward(model, ids, mask)
+                # no edit: reuse the key/value cache and feed only the newest token (the same logits as a full
+                # forward, a fraction of the work); an edit recomputes everything, with the other model alongside
+                feed = ids if past is None else ids[:, -1:]
+                step = model(input_ids=feed, attention_mask=mask, position_ids=pos[:, -feed.shape[1]:],
+                             past_key_values=past, use_cache=True)
+                logits, past = step.logits, step.past_key_values
             else:
                 o = None
                 if other is not None:
@@ -90,6 +96,7 @@ def generate(model: torch.nn.Module, tok, texts: Sequence[str], *, layer: int | 
             done |= nxt == eos
             ids = torch.cat([ids, nxt[:, None]], 1)
             mask = torch.cat([mask, (~done | (nxt == eos)).long()[:, None]], 1)
+            pos = torch.cat([pos, pos[:, -1:] + 1], 1)
             if bool(done.all()):
                 break
         gen = ids[:, -(ids.shape[1] - start - 1):] if ids.shape[1] > start + 1 else ids[:, :0]

@@ -32,7 +32,7 @@ from divelab.claims import Claim, Kind
 from divelab.comparisons import against_strongest
 from divelab.interp.crosscoder import task
 from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
-from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_pairs, layer_hook
+from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_generation_pairs, layer_hook
 from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
 from divelab.interp.crosscoder.ranking import rank_features
 from divelab.lm.fitting import fit
@@ -227,11 +227,13 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
              f"{plan.sft_batch} prompts, stopped at held-out correctness >= {plan.target} — RL (GRPO) had no reward "
              "signal within the CPU budget")]
 
-    # harvest: last prompt token, tool vs generic prompts
+    # harvest where the edits act: the last prompt token and every token of the scored reply `<call RIGHT>` on
+    # tool prompts (the teacher-forced positions), the last prompt token alone on generic prompts
     prompts = task.prompts(plan.harvest, seed=9400 + seed)
-    labels = np.array([p.is_tool for p in prompts], dtype=int)
-    acts_a, acts_b = harvest_pairs(sib, base, tok, [chat_text(tok, p) for p in prompts], layer, shard_size=32,
-                                   progress=True)
+    acts_a, acts_b, owner = harvest_generation_pairs(
+        sib, base, tok, [chat_text(tok, p) for p in prompts],
+        [f"<call {p.tool}>" if p.is_tool else "" for p in prompts], layer, shard_size=32, progress=True)
+    labels = np.array([prompts[o].is_tool for o in owner.tolist()], dtype=int)
     tool = torch.tensor(labels == 1)
     dom = acts_a[tool].mean(0) - acts_b[tool].mean(0)
     other_ev, other_sel = capture_acts(base, ev.ids, ev.mask, layer), capture_acts(base, sel.ids, sel.mask, layer)

@@ -15,10 +15,11 @@ from divelab.claims import Claim, Kind, Reproduction, not_checkable, strongest
 from divelab.comparisons import against_strongest, baseline_records
 from divelab.interp.crosscoder import task
 from divelab.interp.crosscoder.dfc import A, B, CrosscoderConfig, train_crosscoder
-from divelab.interp.crosscoder.harvest import harvest_pairs
+from divelab.interp.crosscoder.harvest import harvest_generation_pairs
 from divelab.interp.crosscoder.interventions import (
     ablate_features,
     add_direction,
+    generate,
     prescale_topk,
     recon_patch,
     steer_features,
@@ -35,7 +36,10 @@ class Plan:
     pair: PairSpec
     """the base LM and its RL tool-calling sibling: corpus size, pre-training steps, RL iterations."""
     harvest: int
-    """prompts (half tool, half generic) whose activations train every crosscoder."""
+    """prompts (half tool, half generic) whose activations (last prompt token and every response token) train
+    every crosscoder."""
+    heldout: int
+    """other prompts (half tool, half generic) on which the A-exclusive latents' liveness is measured."""
     cells: tuple[CrosscoderConfig, ...]
     """the crosscoders trained: dedicated-feature (DFC) and plain cells over dictionary size, top-k and
     shared-feature penalty, with their training steps."""
@@ -57,25 +61,30 @@ def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
 
 
 PLANS = {
-    "smoke": Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120,
+    "smoke": Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120, heldout=40,
                   cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,), real_llm=False),
     # quick: 4 DFC cells (2 dictionary sizes x 2 shared-feature penalties at k=8), to stay near the time
     # budget; full sweeps k too
-    "quick": Plan(PairSpec(), harvest=1200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600), select=40,
+    "quick": Plan(PairSpec(), harvest=1200, heldout=200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600), select=40,
                   eval=60, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=False),
-    "full": Plan(PairSpec(), harvest=4000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
+    "full": Plan(PairSpec(), harvest=4000, heldout=1000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
                  select=80, eval=300, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=True),
 }
 
 
 @dataclass
 class Measured:
-    """Everything the claims read: the pair's clean scores, the harvested activations, the
-    difference-of-means baselines and one row per crosscoder cell."""
+    """Everything the claims read: the pair's clean scores, the harvested activations (one row per position:
+    the last prompt token and every response token), the difference-of-means baselines and one row per
+    crosscoder cell."""
     base: torch.nn.Module
+    sib: torch.nn.Module
     layer: int
     texts: list[task.Prompt]
     labels: np.ndarray
+    """per activation row: 1 when its prompt is a tool prompt."""
+    owner: np.ndarray
+    """per activation row: the index of its prompt in ``texts``."""
     acts_a: torch.Tensor
     acts_b: torch.Tensor
     ev: list[task.Prompt]
@@ -103,15 +112,31 @@ class Measured:
         return torch.tensor(self.labels == 1)
 
     @property
+    def tool_names(self) -> list[str]:
+        """The right tool of each tool-prompt activation row (in row order)."""
+        return [self.texts[o].tool for o, lab in zip(self.owner, self.labels, strict=True) if lab == 1]
+
+    @property
+    def live(self) -> list[dict]:
+        """The DFC cells with an A-exclusive feature that fires on a harvested position (all DFC cells when none
+        has one: the claims are then uninformative through :attr:`dead`). Steering or ablating a dead block
+        changes nothing by construction, so a cell without one cannot test those claims."""
+        return [r for r in self.dfc if r["excl_alive"]] or self.dfc
+
+    def live_note(self) -> str:
+        return (f"over the {len(self.live)} of {len(self.dfc)} DFC cells whose A-exclusive block fires (a dead "
+                "block cannot be steered or ablated)")
+
+    @property
     def best(self) -> dict:
-        """The DFC cell whose steering gained most on the selection prompts."""
-        return max(self.dfc, key=lambda r: r["sel_gain"])
+        """The live DFC cell whose steering gained most on the selection prompts."""
+        return max(self.live, key=lambda r: r["sel_gain"])
 
     @property
     def dead(self) -> str:
         # A failed set-up is detected from the measurement, never by hand: when no DFC cell has a live
         # A-exclusive feature, every claim about steering or ablating those features is uninformative.
-        return failed_setup([r["excl_alive"] for r in self.dfc], len(self.texts))
+        return failed_setup([r["excl_alive"] for r in self.dfc], len(self.labels))
 
     def excl(self, ruling: verdicts.Ruling) -> verdicts.Ruling:
         return verdicts.uninformative(self.dead) if self.dead else ruling
@@ -125,6 +150,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
         rep.setup = _setup(m, plan)
         rep.claims += _claims_precondition(m, plan, seed)
         rep.claims += _claims_checks(m)
+        rep.claims += _claims_liveness(m, plan)
         rep.claims += _claims_steering(m, seed)
         rep.claims += _claims_recon_patch(m, seed)
         rep.claims += _claims_spillover(m)
@@ -138,6 +164,29 @@ def run(plan: Plan, seed: int) -> Reproduction:
 
         real_llm.add_to(rep, "full", seed)
     return rep
+
+
+def _harvest(sib, base, tok, prompts: list[task.Prompt], layer: int):
+    """Activations at the positions the generation-time edits act on: the last prompt token and every token of
+    a greedy response, of the sibling for even-indexed prompts and of the base for odd ones, so both models'
+    trajectories (the sibling's and the base's patched runs) are in the training distribution."""
+    texts = [p.text for p in prompts]
+    sib_resp, base_resp = generate(sib, tok, texts[0::2]), generate(base, tok, texts[1::2])
+    resp = [sib_resp[i // 2] if i % 2 == 0 else base_resp[i // 2] for i in range(len(texts))]
+    a, b, owner = harvest_generation_pairs(sib, base, tok, texts, resp, layer, progress=False)
+    return a, b, owner.numpy()
+
+
+@torch.no_grad()
+def exclusive_liveness(cc, acts_a: torch.Tensor, acts_b: torch.Tensor, labels: np.ndarray) -> dict[str, float]:
+    """How alive the A-exclusive block is on ``acts``: the share of its latents that fire on at least one row,
+    the mean activation of a latent when it fires, and the share of tool / generic rows where any of them fires."""
+    f = cc.encode(acts_a, acts_b)[:, cc.a_slice]
+    on = f > 0
+    any_on = on.any(1).numpy()
+    return {"alive": float(on.any(0).float().mean()) if cc.n_a else 0.0,
+            "mean_when_on": float(f[on].mean()) if bool(on.any()) else 0.0,
+            "fire_tool": float(any_on[labels == 1].mean()), "fire_generic": float(any_on[labels == 0].mean())}
 
 
 def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
@@ -164,10 +213,13 @@ def _measure(plan: Plan, seed: int) -> Measured:
     clean_a, clean_b = score(sib), score(base)
     clean_a_sel = score(sib, sel)
     texts = task.prompts(plan.harvest, seed=5000 + seed)
-    labels = np.array([p.is_tool for p in texts], dtype=int)
-    acts_a, acts_b = harvest_pairs(sib, base, tok, [p.text for p in texts], layer, progress=False)
+    acts_a, acts_b, owner = _harvest(sib, base, tok, texts, layer)
+    labels = np.array([texts[o].is_tool for o in owner], dtype=int)
+    held = task.prompts(plan.heldout, seed=6000 + seed)
+    held_a, held_b, held_owner = _harvest(sib, base, tok, held, layer)
+    held_labels = np.array([held[o].is_tool for o in held_owner], dtype=int)
 
-    # difference-of-means baselines (sibling − base on tool prompts)
+    # difference-of-means baselines (sibling − base on tool-prompt rows, at the positions every edit acts on)
     tool = torch.tensor(labels == 1)
     dom = acts_a[tool].mean(0) - acts_b[tool].mean(0)
     dom_gain_sel = {b: score(sib, sel, layer=layer, edit=add_direction(b * dom))["correct"].mean() -
@@ -181,12 +233,14 @@ def _measure(plan: Plan, seed: int) -> Measured:
         cfg = replace(cfg, seed=seed)
         with torch.enable_grad():
             cc = train_crosscoder(acts_a, acts_b, cfg)
-        # A-exclusive features that fire (survive top-k) on at least one harvested prompt: steering and
+        # A-exclusive features that fire (survive top-k) on at least one harvested position: steering and
         # ablating scale with the activation, so a cell whose exclusive block never fires cannot test them.
         alive = int((cc.encode(acts_a, acts_b)[:, cc.a_slice] > 0).any(0).sum())
         row: dict = {"cell": cfg.label(), "arch": cfg.arch, "D": cfg.dict_size, "k": cfg.k,
                      "lambda_excl": cfg.lambda_excl, "forbidden_max": cc.forbidden_max(),
-                     "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]), "excl_alive": alive}
+                     "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]), "excl_alive": alive,
+                     "dead_at_end": int(cc.dead_latents().sum()),
+                     "heldout": exclusive_liveness(cc, held_a, held_b, held_labels) if cfg.n_excl else {}}
         ra = score(sib, layer=layer, edit=recon_patch(cc, A), other=base)
         rb = score(base, layer=layer, edit=recon_patch(cc, B), other=sib)
         row.update(recon_a=ra["correct"], recon_a_fmt=ra["format"], recon_b_sel=rb["selection"],
@@ -205,7 +259,8 @@ def _measure(plan: Plan, seed: int) -> Measured:
             row["ablate_block"] = score(sib, layer=layer, edit=ablate_features(cc, A, range(cc.n_a)),
                                         other=base)["correct"]
         rows.append(row)
-    return Measured(base=base, layer=layer, texts=texts, labels=labels, acts_a=acts_a, acts_b=acts_b, ev=ev,
+    return Measured(base=base, sib=sib, layer=layer, texts=texts, labels=labels, owner=owner, acts_a=acts_a,
+                    acts_b=acts_b, ev=ev,
                     sel=sel, clean_a=clean_a, clean_b=clean_b, meta=meta, dom_a=dom_a, dom_b=dom_b, b_dom=b_dom,
                     rows=rows, score=score)
 
@@ -216,9 +271,12 @@ def _setup(m: Measured, plan: Plan) -> str:
             f"generic text), where the strict call `<call NAME>` follows only {plan.pair.call_rate:.0%} of tool "
             "prompts. Sibling (model A): the base further trained with group-normalised REINFORCE (GRPO "
             "advantage from divelab.rl) rewarded 1 for a strict call to the right tool. Crosscoders on "
-            f"last-token residuals after layer {m.layer} of {plan.harvest} prompts (50/50), {len(plan.cells)} "
-            f"cells; every correctness on {len(m.ev)} held-out tool prompts (greedy); steering α picked on "
-            f"{len(m.sel)} other prompts. The other model runs in lockstep so the crosscoder encodes both.")
+            f"residuals after layer {m.layer} at the positions every edit acts on during generation (the last "
+            f"prompt token and each token of a greedy response, the sibling's or the base's in turn) of "
+            f"{plan.harvest} prompts (50/50; {len(m.labels)} positions), {len(plan.cells)} cells, dead latents "
+            "kept alive by the AuxK loss of Gao et al. 2024; every correctness on "
+            f"{len(m.ev)} held-out tool prompts (greedy); steering α picked on {len(m.sel)} other prompts. The "
+            "other model runs in lockstep so the crosscoder encodes both.")
 
 
 def _claims_precondition(m: Measured, plan: Plan, seed: int) -> list[Claim]:
@@ -248,17 +306,38 @@ def _claims_checks(m: Measured) -> list[Claim]:
             Claim(statement="uniform pre-top-k scaling leaves the top-k set unchanged (a no-op)",
                   paper_value="identical results at α ∈ {2, 5, 10}", measured=str(same), kind=Kind.CHECK,
                   source=SOURCE,
-                  ruling=verdicts.outcome(same, test=f"top-k index sets equal on {len(m.texts)} prompts"))]
+                  ruling=verdicts.outcome(same, test=f"top-k index sets equal on {len(m.labels)} positions"))]
+
+
+def _claims_liveness(m: Measured, plan: Plan) -> list[Claim]:
+    """Did the set-up work: are the A-exclusive latents alive on activations they were not trained on?"""
+    live = [r["heldout"] for r in m.dfc]
+    worst = min(x["alive"] for x in live)
+    return [Claim(statement="the A-exclusive latents are alive on held-out activations (smallest share alive over "
+                            "DFC cells)",
+                  paper_value="few dead latents with the AuxK loss (Gao et al. 2024); the DFC paper assumes a live "
+                              "exclusive block",
+                  measured=worst, kind=Kind.CHECK, source=SOURCE,
+                  ruling=verdicts.outcome(worst >= 0.5, test="in every DFC cell at least half of the A-exclusive "
+                                                             "latents fire on at least one held-out position"),
+                  note=f"{plan.heldout} held-out prompts; per cell: share alive, mean activation when firing, "
+                       "share of tool / generic positions where any fires: "
+                       + "; ".join(f"{r['cell']}: {x['alive']:.2f}, {x['mean_when_on']:.2f}, {x['fire_tool']:.2f} / "
+                                   f"{x['fire_generic']:.2f}" for r, x in zip(m.dfc, live, strict=True)))]
 
 
 def _claims_steering(m: Measured, seed: int) -> list[Claim]:
     """Steering the sibling with one A-exclusive feature: the best cell, then every DFC cell."""
-    ca, dfc, best = m.clean_a["correct"], m.dfc, m.best
+    ca, dfc, best = m.clean_a["correct"], m.live, m.best
     best_cc = max(m.ccs, key=lambda r: r["sel_gain"]) if m.ccs else None
     # judged against the strongest alternative measured on the same prompts (paired by prompt)
     alts = {"no steering": ca, "difference-of-means steering": m.dom_a["correct"]}
     if best_cc:
         alts["plain-crosscoder top feature"] = best_cc["steer"]
+    rand = _random_feature(m, seed)
+    if rand is not None:  # a random live A-exclusive feature of the same cell at the same α
+        alts["random A-exclusive feature"] = m.score(
+            m.sib, layer=m.layer, edit=steer_features(best["cc"], A, [rand], best["alpha"]), other=m.base)["correct"]
     cmp = against_strongest(best["steer"], alts, seed=seed)
     out = [Claim(statement="steering one A-exclusive feature raises sibling tool correctness (best cell), over the "
                            "strongest alternative",
@@ -288,9 +367,18 @@ def _claims_steering(m: Measured, seed: int) -> list[Claim]:
                      kind=Kind.EMPIRICAL, source=SOURCE, baselines=recs, better="higher", compared_with=ref["name"],
                      ruling=m.excl(verdicts.direction(mean, (lo, hi), why="the paper reports best cells only",
                                                       training_runs=len(dfc))),
-                     note=f"{sig}/{len(dfc)} cells significant after Holm (exact McNemar per cell); gains "
-                          + ", ".join(f"{x:+.2f}" for x in cell_gains)))
+                     note=f"{m.live_note()}; {sig}/{len(dfc)} cells significant after Holm (exact McNemar per "
+                          "cell); gains " + ", ".join(f"{x:+.2f}" for x in cell_gains)))
     return out
+
+
+def _random_feature(m: Measured, seed: int) -> int | None:
+    """A random A-exclusive feature of the best cell, other than its top one, that fires on a harvested
+    position (None when there is none)."""
+    best = m.best
+    f = best["cc"].encode(m.acts_a, m.acts_b)[:, best["cc"].a_slice]
+    live = [i for i in torch.nonzero((f > 0).any(0)).flatten().tolist() if i != best["top"]]
+    return int(np.random.default_rng(seed).choice(live)) if live else None
 
 
 def _claims_recon_patch(m: Measured, seed: int) -> list[Claim]:
@@ -343,13 +431,14 @@ def _claims_spillover(m: Measured) -> list[Claim]:
 
 def _claims_exclusive_block(m: Measured) -> list[Claim]:
     """The exclusive partition is load-bearing: ablating it, penalising it, ablating its top feature."""
-    ca, dfc = m.clean_a["correct"], m.dfc
-    ab = np.array([r["ablate_block"].mean() - ca.mean() for r in dfc])
+    ca, dfc, live = m.clean_a["correct"], m.dfc, m.live
+    ab = np.array([r["ablate_block"].mean() - ca.mean() for r in live])
     mean, (lo, hi) = float(ab.mean()), stats.mean_ci(ab)
     out = [Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
                  paper_value="the exclusive shelf is load-bearing", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
                  source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
-                                                                 why="the paper gives no number")))]
+                                                                 why="the paper gives no number")),
+                 note=m.live_note())]
     pen = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] > 0}
     free = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] == 0}
     keys = sorted(set(pen) & set(free))
@@ -364,13 +453,13 @@ def _claims_exclusive_block(m: Measured) -> list[Claim]:
                          note=f"paired by (D, k) over {len(keys)} pairs; recon-patched correctness"))
     else:
         out.append(not_checkable("λ_excl lowers A fidelity", "lower fidelity", "needs >= 2 (D, k) pairs"))
-    fa = np.array([r["ablate"].mean() - ca.mean() for r in dfc])
+    fa = np.array([r["ablate"].mean() - ca.mean() for r in live])
     mean, (lo, hi) = float(fa.mean()), stats.mean_ci(fa)
     out.append(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness",
                      paper_value="causal (steering raises it)", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
                      source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
                                                                      why="the paper gives no number")),
-                     note="mean over DFC cells of (ablated − clean)"))
+                     note=f"mean of (ablated − clean) {m.live_note()}"))
     return out
 
 
@@ -414,10 +503,10 @@ def _claims_cc_vs_dfc(m: Measured, seed: int) -> list[Claim]:
 
 
 def _tool_eta2(m: Measured) -> float:
-    """Share of the top feature's variance over tool prompts explained by which tool is right."""
-    tp = [p for p in m.texts if p.is_tool]
+    """Share of the top feature's variance over tool-prompt positions explained by which tool is right."""
+    names = m.tool_names
     ft = _top_activations(m).numpy()
-    groups = [ft[[i for i, p in enumerate(tp) if p.tool == t]] for t in sorted(task.TOOLS)]
+    groups = [ft[[i for i, n in enumerate(names) if n == t]] for t in sorted(task.TOOLS)]
     groups = [x for x in groups if x.size]
     grand = ft.mean()
     ss_b = sum(x.size * (x.mean() - grand) ** 2 for x in groups)
@@ -439,7 +528,7 @@ def _claims_template_detector(m: Measured) -> list[Claim]:
 
 def _details(m: Measured) -> dict:
     best, rows = m.best, m.rows
-    tp = [p for p in m.texts if p.is_tool]
+    tp = [m.texts[o] for o, lab in zip(m.owner, m.labels, strict=True) if lab == 1]
     ft = _top_activations(m).numpy()
     return {
         "base": {k: float(v.mean()) for k, v in m.clean_b.items() if k != "responses"},
@@ -456,11 +545,11 @@ def _details(m: Measured) -> dict:
     }
 
 
-def failed_setup(alive_per_dfc_cell: list[int], prompts: int) -> str:
+def failed_setup(alive_per_dfc_cell: list[int], positions: int) -> str:
     """The reason the exclusive-feature claims cannot speak ("" when at least one cell has a live feature)."""
     if alive_per_dfc_cell and not any(alive_per_dfc_cell):
-        return (f"failed set-up: every A-exclusive feature is dead (never active on the {prompts} harvested "
-                f"prompts) in all {len(alive_per_dfc_cell)} DFC cells, so steering or ablating them changes nothing")
+        return (f"failed set-up: every A-exclusive feature is dead (never active on the {positions} harvested "
+                f"positions) in all {len(alive_per_dfc_cell)} DFC cells, so steering or ablating them changes nothing")
     return ""
 
 
