@@ -30,7 +30,9 @@ from divelab.training.world_model import (
     train_tokenizer,
     unique_transitions,
 )
-from divelab.training.world_model.model import target_text
+from divelab.training.world_model.fidelity import outcome_confusion
+from divelab.training.world_model.model import Prediction, target_text
+from divelab.training.world_model.outcome import OutcomeModel, features, game_goals
 
 
 def corridor_factory(game_id: str) -> TextEnv:
@@ -184,6 +186,64 @@ def test_simulated_env_passes_the_protocol_and_matches_the_real_env() -> None:
     assert sim.explore() >= 4
 
 
+class SilentRewards:
+    """A world model that gets every next state right and never predicts a win (the failure the
+    reward and terminal heads exist for)."""
+
+    def __init__(self, log) -> None:
+        self.lookup = LookupWorldModel(log)
+
+    def predict(self, queries):
+        return [Prediction(p.state, 0.0, p.well_formed, p.text) for p in self.lookup.predict(queries)]
+
+
+def test_outcome_heads_learn_rare_wins_and_decide_them_in_the_simulator() -> None:
+    log = corridor_log()
+    wins = [t for t in log if t.reward > 0]
+    assert 0 < len(wins) < len(log) / 5  # wins are rare in random play
+    heads = OutcomeModel(unique_transitions(log), seed=0)
+    goal = game_goals(log)["c4"]
+    decided = heads.decide(goal, [(t.state, t.action) for t in log])
+    assert [w for w, _ in decided] == [t.reward > 0 for t in log]  # class-balanced: every win is recalled
+    assert all(e or not w for w, e in decided)  # a win ends the episode
+    # the language model's own reward token says "never": the simulator's wins come from the heads
+    real = corridor_factory("c4")
+    silent = SimulatedEnv(SilentRewards(log), real.reset(0), real.admissible_actions(), "c4", max_steps=8)
+    sim = SimulatedEnv(SilentRewards(log), real.reset(0), real.admissible_actions(), "c4", max_steps=8,
+                       outcome=heads)
+    check_protocol(sim, np.random.default_rng(0))
+    path = ["go east", "go east", "go east", "take key"]
+    for env in (silent, sim, real):
+        env.reset(0)
+        out = [env.step(a) for a in path]
+        # without the heads the episode still ends (no command left) but as a loss, with no reward
+        assert out[-1][1] == (0.0 if env is silent else 1.0) and out[-1][2]
+        assert out[-1][3]["won"] is (env is not silent) and out[-1][3].get("lost", False) is (env is silent)
+    counts = outcome_confusion(SilentRewards(log), heads, unique_transitions(log), game_goals(log))
+    assert counts["reward"]["fn"] == 0 and counts["reward"]["tp"] > 0 and counts["done"]["fn"] == 0
+    token = outcome_confusion(SilentRewards(log), None, unique_transitions(log), game_goals(log))
+    assert token["reward"]["tp"] == 0 and token["reward"]["fn"] == counts["reward"]["tp"]
+
+
+def test_outcome_features_and_errors() -> None:
+    s = State("", "bedchamber", "you are carrying : a keycard .", ("unlock safe with keycard",))
+    goal = "first , go south . then , unlock the safe inside the bedchamber with the keycard . you win !"
+    f = features(goal, s, "unlock safe with keycard")
+    assert f["verb=unlock"] == 1.0 and f["best_overlap"] == 1.0 and f["room_in_best"] == 1.0
+    assert f["best_from_end=1"] == 1.0 and features(goal, s, "go north")["best_overlap"] == 0.0
+    assert "best_overlap" not in features(goal, s, "look")  # no object to look up in the goal
+    assert features(goal, s, "look").keys() & features(goal, s, "wait").keys() == set()  # pairs differ
+    no_wins = [t for t in corridor_log() if t.reward == 0]
+    never = OutcomeModel(no_wins)  # one class only: predicted as that constant
+    assert not any(w or e for w, e in never.decide("x", [(t.state, t.action) for t in no_wins]))
+    with pytest.raises(ValueError, match="no transitions"):
+        OutcomeModel([])
+    with pytest.raises(ValueError, match="no goal for games"):
+        OutcomeModel(no_wins, goals={"c5": "x"})
+    with pytest.raises(ValueError, match="no first-step transition"):
+        game_goals([t for t in no_wins if t.depth > 0])
+
+
 def test_steered_modes_do_what_they_say() -> None:
     check_protocol(Steered(ThreeFieldEnv(), "partial", 0.5), np.random.default_rng(0))
     check_protocol(Steered(ThreeFieldEnv(), "error", 0.5), np.random.default_rng(0))
@@ -252,7 +312,19 @@ def test_smoke_reproduction() -> None:
             assert c.rule["args"]["training_runs"] == 1 and c.verdict.value != "reproduced", c.statement
         if c.rule and c.rule["name"] == "value":  # the rate's Wilson interval is in the rule
             assert c.rule["args"]["ci"] is not None, c.statement
-    # a simulator GRPO never won inside is a failed set-up, read from the runs, not noise
+    # a simulator GRPO never won inside is a failed set-up, read from the runs, not noise; so is a
+    # comparison over fewer than 3 training seeds (smoke has one)
     sim = by["GRPO inside the world-model simulator vs inside the real games (real-game success, equal iterations)"]
     never = max(rep.details["grpo_success_inside_training_env"]["sim"]) == 0
-    assert (sim.verdict.value == "uninformative") is never
+    assert sim.verdict.value == "uninformative" and ("never succeeded" in sim.reason) is never
+    # judged against the stronger of real-game GRPO and the untrained start, both recorded per seed
+    assert {b["name"] for b in sim.baselines} == {"real", "start"}
+    assert sim.compared_with == max(sim.baselines, key=lambda b: b["value"])["name"]
+    assert len(rep.details["grpo_real_success"]["start"]) == len(rep.details["grpo_real_success"]["sim"])
+    # the reward and terminal heads are scored on held-out transitions, next to the LM's own token
+    for outcome in ("win (reward)", "episode-end (terminal)"):
+        for metric in ("precision", "recall"):
+            c = by[f"the simulator's {outcome} decisions on held-out games: {metric}"]
+            assert c.kind == Kind.EMPIRICAL and (c.measured is None or c.ci is not None), c.statement
+    held = rep.details["outcome_held_out"]["heads"]["reward"]
+    assert sum(held.values()) == rep.details["fidelity_held_out"]["rl"]["n"]

@@ -85,3 +85,24 @@ def evaluate(predictor: Predictor, transitions: Sequence[Transition]) -> dict[st
         by_depth[r["depth"]].append(r)
     return {"overall": means(rows), "per_game": {g: means(v) for g, v in sorted(by_game.items())},
             "per_depth": {d: means(v) for d, v in sorted(by_depth.items())}, "rows": rows}
+
+
+def outcome_confusion(world_model: Any, outcome: Any, transitions: Sequence[Transition],
+                      goals: dict[str, str]) -> dict[str, dict[str, int]]:
+    """The simulator's win (``reward``) and episode-end (``done``) decisions against the real ones:
+    true/false positives and negatives per outcome, decided exactly as :class:`SimulatedEnv` decides
+    them (``outcome`` may be None: the world model's own reward token)."""
+    from divelab.training.world_model.simulator import simulate
+
+    if not transitions:
+        raise ValueError("no transitions to score the reward and terminal decisions on")
+    counts = {k: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for k in ("reward", "done")}
+    by_game: dict[str, list[Transition]] = defaultdict(list)
+    for t in transitions:
+        by_game[t.game_id].append(t)
+    for gid, ts in by_game.items():
+        decided = simulate(world_model, outcome, goals[gid], [(t.state, t.action) for t in ts])
+        for t, (_, won, ended, _) in zip(ts, decided, strict=True):
+            for k, pred, true in (("reward", won, t.reward > 0), ("done", ended, t.done)):
+                counts[k][("t" if pred == true else "f") + ("p" if pred else "n")] += 1
+    return counts

@@ -1,8 +1,10 @@
 """The decoupled use: a world model behind the :class:`~divelab.envs.base.TextEnv` protocol, and steering.
 
-:class:`SimulatedEnv` starts from a real first observation (the task, as the paper's simulator is
-given the task) and from then on every observation, reward and admissible-command list is the
-world model's prediction, so any divelab RL trainer runs inside it unchanged. It is deterministic
+:class:`SimulatedEnv` starts from a real first observation (the goal, as the paper's simulator is
+given the goal) and from then on every observation, reward and admissible-command list is the
+world model's prediction, so any divelab RL trainer runs inside it unchanged. With an
+:class:`~divelab.training.world_model.outcome.OutcomeModel`, whether a step wins or ends the episode
+is that model's decision on (goal, state, action) instead of the language model's ``[R]`` token. It is deterministic
 (greedy decoding, memoised), so state is restored by replay like the real envs; ``explore()``
 expands the simulated graph breadth-first in batches, which makes GRPO inside it cheap.
 
@@ -25,12 +27,34 @@ from divelab.training.world_model.transitions import State
 MALFORMED_FEEDBACK = "nothing happens ."
 
 
+def simulate(world_model: Any, outcome: Any, goal: str, queries: Sequence[tuple[State, str]]
+             ) -> list[tuple[State, bool, bool, bool]]:
+    """(next state, won, ended, well formed) per (state, action): the next state is the world model's
+    (the state kept, with an error feedback, when its output does not parse); won/ended come from
+    ``outcome`` (an :class:`~divelab.training.world_model.outcome.OutcomeModel`) when given, else from
+    the world model's reward token. A state with no admissible command also ends the episode."""
+    preds = world_model.predict(queries)
+    decided = outcome.decide(goal, queries) if outcome is not None else None
+    out = []
+    for i, ((state, _), pred) in enumerate(zip(queries, preds, strict=True)):
+        if pred.well_formed:
+            nxt, won = pred.state, pred.reward > 0
+        else:
+            nxt, won = State(MALFORMED_FEEDBACK, state.room, state.inventory, state.actions), False
+        ended = won
+        if decided is not None:
+            won, ended = decided[i]
+        out.append((nxt, won, ended or not nxt.actions, pred.well_formed))
+    return out
+
+
 class SimulatedEnv(ReplayRestore):
     """A world model playing the environment. ``start`` is the real first observation and its
-    admissible commands; ``max_steps`` caps an episode (``info["truncated"]``)."""
+    admissible commands; ``max_steps`` caps an episode (``info["truncated"]``); ``outcome`` (an
+    :class:`~divelab.training.world_model.outcome.OutcomeModel`) decides wins and episode ends."""
 
     def __init__(self, world_model: Any, start_observation: str, start_actions: Sequence[str],
-                 game_id: str = "simulated", max_steps: int = 10) -> None:
+                 game_id: str = "simulated", max_steps: int = 10, outcome: Any = None) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if not start_actions:
@@ -39,6 +63,7 @@ class SimulatedEnv(ReplayRestore):
         self.start = State.from_observation(start_observation, start_actions)
         self.game_id = game_id
         self.max_steps = max_steps
+        self.outcome = outcome
         self._seed: int | None = None
         self._state: State | None = None
         self._actions: list[str] = []
@@ -60,19 +85,15 @@ class SimulatedEnv(ReplayRestore):
         if self._done:
             raise RuntimeError("step() after the episode ended; call reset() first")
         check_action(action, self._state.actions)
-        pred = self.world_model.predict([(self._state, action)])[0]
+        nxt, won, ended, well_formed = simulate(self.world_model, self.outcome, self.start.feedback,
+                                                [(self._state, action)])[0]
         self._actions.append(action)
-        if pred.well_formed:
-            nxt, reward = pred.state, pred.reward
-        else:
+        if not well_formed:
             self.malformed += 1
-            nxt, reward = State(MALFORMED_FEEDBACK, self._state.room, self._state.inventory, self._state.actions), 0.0
-        won = reward > 0
-        truncated = not won and len(self._actions) >= self.max_steps
-        stuck = not nxt.actions
-        self._done = won or truncated or stuck
+        truncated = not ended and len(self._actions) >= self.max_steps
+        self._done = ended or truncated
         self._state = nxt
-        info = {"won": won, "lost": stuck and not won, "truncated": truncated, "malformed": not pred.well_formed}
+        info = {"won": won, "lost": ended and not won, "truncated": truncated, "malformed": not well_formed}
         return nxt.observation(), float(won), self._done, info
 
     def state_key(self, observation: str) -> Hashable:
@@ -99,26 +120,28 @@ class SimulatedEnv(ReplayRestore):
             if not queries:
                 break
             nxt = []
-            for p in self.world_model.predict(queries):
-                if p.well_formed and p.reward <= 0 and p.state.actions and p.state not in seen:
+            for state, _, ended, well_formed in simulate(self.world_model, self.outcome, self.start.feedback,
+                                                         queries):
+                if well_formed and not ended and state not in seen:
                     if len(seen) >= max_states:
                         return len(seen)
-                    seen.add(p.state)
-                    nxt.append(p.state)
+                    seen.add(state)
+                    nxt.append(state)
             frontier = nxt
         return len(seen)
 
 
 def simulated_env_factory(world_model: Any, make_real_env: EnvFactory, game_ids: Sequence[str],
                           max_steps: int = 10, steering: dict[str, Any] | None = None, explore: bool = True,
-                          max_states: int = 2000) -> EnvFactory:
+                          max_states: int = 2000, outcome: Any = None) -> EnvFactory:
     """``make_env(game_id)`` over simulated copies of the given real games (each starts from the
-    real game's first observation). ``steering`` = keyword arguments of :class:`Steered`."""
+    real game's first observation). ``steering`` = keyword arguments of :class:`Steered`; ``outcome``
+    decides wins and episode ends (see :class:`SimulatedEnv`)."""
     roots: dict[str, SimulatedEnv] = {}
     for gid in game_ids:
         real = make_real_env(gid)
         obs = real.reset(0)
-        roots[gid] = SimulatedEnv(world_model, obs, real.admissible_actions(), gid, max_steps)
+        roots[gid] = SimulatedEnv(world_model, obs, real.admissible_actions(), gid, max_steps, outcome)
         if explore:
             roots[gid].explore(max_states=max_states)
 
