@@ -21,7 +21,10 @@ The rules, and when to use which:
 What every rule enforces, so that a verdict means the same thing in every row:
 
 - **The interval decides, not the point.** A threshold or a chance level is passed only when the far
-  end of the interval is past it (:func:`bound` and :func:`value` with ``chance``).
+  end of the interval is past it (:func:`bound` and :func:`value` with ``chance``). When a value is judged
+  by its size alone (:func:`value` without ``chance``), an interval that reaches both inside and outside the
+  paper's band is *not separated*: reproduced needs the whole interval inside the band, not reproduced the
+  whole interval outside it.
 - **A zero-width interval is not noise.** An interval of exactly one point from a resampling method
   means every unit gave the same value or the same difference (an exact tie, a floor, a ceiling):
   :func:`direction` and :func:`value` then rule *uninformative*, with that reason, unless the effect
@@ -242,6 +245,14 @@ def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: st
     if d == "n/a":
         if size.startswith("not comparable"):
             raise ValueError("value() with neither a paper number nor chance has nothing to judge")
+        band = _band(paper, tol, tol_kind)
+        if c is not None and band is not None and not (band[0] <= c[0] and c[1] <= band[1]) \
+                and c[1] >= band[0] and c[0] <= band[1]:
+            # the size is the whole claim, so the interval decides it: one reaching both inside and outside
+            # the paper's band cannot tell agreement from disagreement, whichever side the point is on
+            return Ruling(Verdict.NOT_SEPARATED, d, "straddles the band", rule,
+                          f"the interval [{_fmt(c[0])}, {_fmt(c[1])}] reaches both inside and outside the paper's "
+                          f"band [{_fmt(band[0])}, {_fmt(band[1])}]")
         verdict = Verdict.REPRODUCED if size == "agrees" else Verdict.NOT_REPRODUCED
     else:
         verdict = _combine(d, size)

@@ -26,3 +26,19 @@ def test_every_verdict_follows_from_its_rule(system):
             continue
         again = verdicts.reapply(c.rule)
         assert (again.verdict, again.direction, again.size) == (c.verdict, c.direction, c.size), c.statement
+
+
+def test_a_value_judged_by_size_alone_needs_its_whole_interval_on_one_side_of_the_band():
+    from divelab import verdicts
+    from divelab.verdicts import Verdict
+
+    inside = verdicts.value(0.9, paper=0.9, tol=0.05, tol_kind="abs", ci=(0.87, 0.93))
+    assert inside.verdict is Verdict.REPRODUCED
+    straddle = verdicts.value(0.9, paper=0.9, tol=0.05, tol_kind="abs", ci=(0.6, 0.99))
+    assert straddle.verdict is Verdict.NOT_SEPARATED and "reaches both inside and outside" in straddle.reason
+    outside_point = verdicts.value(0.7, paper=0.9, tol=0.05, tol_kind="abs", ci=(0.6, 0.88))
+    assert outside_point.verdict is Verdict.NOT_SEPARATED
+    outside = verdicts.value(0.7, paper=0.9, tol=0.05, tol_kind="abs", ci=(0.6, 0.8))
+    assert outside.verdict is Verdict.NOT_REPRODUCED
+    assert verdicts.value(0.9, paper=0.9, tol=0.05, tol_kind="abs").verdict is Verdict.REPRODUCED  # no interval
+    assert verdicts.reapply(straddle.rule).verdict is Verdict.NOT_SEPARATED
