@@ -42,7 +42,8 @@ class Plan:
     K_eval: dict[int, tuple[int, ...]]
     """maze depths each policy is evaluated at, per L: the growth laws are fitted over these."""
     seeds: int
-    """independent training runs of all four policies per L (claims use a t-interval across them from 2)."""
+    """independent training runs of all four policies per L: the units of every method comparison, which is
+    judged by a t-interval across them (one seed leaves such a comparison not separated)."""
     base: SFTConfig
     """training of the base model that imitates the scripted explorer (steps, batch, walk length cap)."""
     sft: SFTConfig
@@ -57,23 +58,27 @@ class Plan:
     """step cap of an evaluation walk, per L (a capped walk counts as the cap)."""
 
 
+# A method comparison (SFT vs RL, distilled vs SFT and the base) replicates the whole training run: every
+# scale trains three or more seeds and judges across them. quick fits its CPU budget by evaluating fewer walks
+# per hitting time and stopping at the deepest trained K: the longest walk of a batch sets its cost, and the
+# walks of SFT and the base beyond K=4 cost more than a seed's training.
 PLANS = {
-    "smoke": Plan(L=(2,), W=2, K_train=(1, 2, 3), K_eval={2: (1, 2, 3)}, seeds=1,
+    "smoke": Plan(L=(2,), W=2, K_train=(1, 2, 3), K_eval={2: (1, 2, 3)}, seeds=3,
                   base=SFTConfig(steps=15, batch=8, walk_cap=24), sft=SFTConfig(steps=15, batch=8),
                   rl=RLConfig(updates=6, mazes=4, group=4, cap=30, grad_every=2),
                   distill=DistillConfig(walks=32, sft=SFTConfig(steps=15, batch=8)),
                   eval_walks=8, eval_cap={2: 120}),
-    "quick": Plan(L=(2,), W=2, K_train=(1, 2, 3, 4), K_eval={2: (1, 2, 3, 4, 5, 6)}, seeds=1,
+    "quick": Plan(L=(2,), W=2, K_train=(1, 2, 3, 4), K_eval={2: (1, 2, 3, 4)}, seeds=3,
                   base=SFTConfig(steps=100, batch=16, walk_cap=32), sft=SFTConfig(steps=100, batch=16),
                   rl=RLConfig(updates=100, mazes=6, group=8, cap=48),
                   distill=DistillConfig(walks=128, sft=SFTConfig(steps=100, batch=16)),
-                  eval_walks=32, eval_cap={2: 1200}),
+                  eval_walks=16, eval_cap={2: 1200}),
     "full": Plan(L=(2, 3), W=2, K_train=(1, 2, 3, 4), K_eval={2: (1, 2, 3, 4, 5, 6, 7), 3: (1, 2, 3, 4, 5)},
-                 seeds=3,
+                 seeds=5,
                  base=SFTConfig(steps=200, batch=32, walk_cap=40), sft=SFTConfig(steps=200, batch=32),
                  rl=RLConfig(updates=300, mazes=8, group=8, cap=64),
                  distill=DistillConfig(walks=512, sft=SFTConfig(steps=200, batch=32)),
-                 eval_walks=64, eval_cap={2: 4000, 3: 6000}),
+                 eval_walks=32, eval_cap={2: 4000, 3: 6000}),
 }
 
 
@@ -141,6 +146,16 @@ def _units(runs: list[dict], name: str, K: int) -> np.ndarray:
     return np.asarray(runs[0]["times"][name][K].steps, dtype=float)
 
 
+def _power_note(per_seed: np.ndarray, unit: str) -> str:
+    """What a null across seeds can rule out: the smallest effect this many seeds detect with 80% power,
+    from the spread of the per-seed effects measured here (divelab.stats.mde_two_sample)."""
+    if per_seed.size < 2:
+        return ""
+    mde = stats.mde_two_sample(float(np.std(per_seed, ddof=1)), int(per_seed.size), paired=True)
+    return (f"Per-seed effects {', '.join(f'{x:+.2f}' for x in per_seed)}; {per_seed.size} seeds detect an "
+            f"effect of {mde:.2f} {unit} with 80% power. ")
+
+
 def _ci_note(runs: list[dict]) -> str:
     return ("95% t-interval across seeds." if len(runs) >= 2 else
             "95% percentile bootstrap over walks (one seed; models paired by maze).")
@@ -195,6 +210,7 @@ def _details(runs: dict[int, list[dict]], curves: dict, fits: dict[int, dict[str
             "optimal_backtracking": [MazeSpec(K, L, plan.W).optimal_backtracking_steps() for K in Ks],
             "restart_policy": [MazeSpec(K, L, plan.W).restart_steps() for K in Ks],
             **{name: {"mean": curves[L][name][0].tolist(),
+                      "per_seed": [[r["times"][name][K].mean for K in Ks] for r in rs],
                       "success": [float(np.mean([r["times"][name][K].success for r in rs])) for K in Ks],
                       "fit": {"slope": fits[L][name].slope, "ratio": fits[L][name].ratio,
                               "preferred": fits[L][name].preferred}} for name in MODELS},
@@ -301,7 +317,9 @@ def _claims_distillation(rs0: list[dict], fits: dict[int, dict[str, GrowthFit]],
     # the distilled model must beat the other child of the base measured here (SFT) and the base
     # itself; the verdict is taken against the stronger, and needs replicated training runs
     cmp_d = against_strongest(_units(rs0, "distilled", Kmax),
-                              {m: _units(rs0, m, Kmax) for m in ("SFT", "base")}, better="lower", seed=seed)
+                              {m: _units(rs0, m, Kmax) for m in ("SFT", "base")}, better="lower",
+                              interval="t" if len(rs0) >= 2 else "bootstrap", seed=seed)
+    per_seed = (_units(rs0, "distilled", Kmax) - _units(rs0, cmp_d.strongest, Kmax)) if len(rs0) >= 2 else np.array([])
     return [Claim(
         statement=f"Distilling RL traces into the base recovers RL-like hitting times (K={Kmax})",
         paper_value="distilled ≈ RL (backtracking transfers)", measured=round(rd, 2), unit="× RL's steps",
@@ -317,7 +335,7 @@ def _claims_distillation(rs0: list[dict], fits: dict[int, dict[str, GrowthFit]],
               f"{len(rs0)} training run(s) per model (fewer than 2: not separated, since the interval is over "
               f"walks of one run). Distilled/RL = {rd:.2f} [{ci_rd[0]:.2f}, {ci_rd[1]:.2f}] (paper ≈ 1); "
               f"SFT/RL {sft_over_rl:.2f} [{ci_sr[0]:.2f}, {ci_sr[1]:.2f}]. Distilled growth fit prefers "
-              f"{fits[L0]['distilled'].preferred}. {_ci_note(rs0)}"))]
+              f"{fits[L0]['distilled'].preferred}. {_power_note(per_seed, 'steps')}{_ci_note(rs0)}"))]
 
 
 def _claims_rl_optimal(rs0: list[dict], plan: Plan, seed: int) -> list[Claim]:
@@ -370,6 +388,7 @@ def _claims_gap_grows(rs0: list[dict], plan: Plan, seed: int) -> list[Claim]:
                      - np.log(_mean_at(r, "SFT", Kmin, i) / _mean_at(r, "RL", Kmin, i)))
 
     gap, ci_gap = _estimate(rs0, growth_of_gap, seed)
+    per_seed = np.array([growth_of_gap(r, None) for r in rs0])
     sft_over_rl = float(np.mean([_mean_at(r, "SFT", Kmax, None) / _mean_at(r, "RL", Kmax, None) for r in rs0]))
     sr_min = float(np.mean([r["times"]["SFT"][Kmin].mean / r["times"]["RL"][Kmin].mean for r in rs0]))
     return [Claim(
@@ -385,7 +404,7 @@ def _claims_gap_grows(rs0: list[dict], plan: Plan, seed: int) -> list[Claim]:
               "to contain zero recoveries, so its zero signal is by construction; what is not is (a) how the LM "
               "behaves at states it never trained on, (b) that RL finds backtracking from outcome reward alone, "
               f"and (c) distillation. A method comparison: with fewer than 2 training runs per model it is "
-              f"not separated whatever the walks say. {_ci_note(rs0)}"))]
+              f"not separated whatever the walks say. {_power_note(per_seed, 'in log units')}{_ci_note(rs0)}"))]
 
 
 def _setup(plan: Plan) -> str:
