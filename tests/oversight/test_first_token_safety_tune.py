@@ -77,7 +77,8 @@ def _fake_result(separated: bool, shuffled_auc: float = 0.5):
            "prompt_text_control": {"auroc": 0.7, "ci": [0.6, 0.8]},
            "shuffled_control": {"auroc": shuffled_auc, "ci": [shuffled_auc - 0.1, shuffled_auc + 0.1]},
            "probe_prompt_last": {"auroc": 0.8, "ci": [0.7, 0.9]}, "flips_found": 0,
-           "tuning": {"rows": 144, "harmful_rows": 72, "tuning": {"steps": 80}}, "pools": {}}
+           "tuning": {"rows": 144, "harmful_rows": 72, "tuning": {"steps": 80}, "min_votes": 1,
+                      "vote_accuracy": {1: 0.97}}, "pools": {}}
     group = np.array([g for g, _ in pools])
     for name in ("harmful", "harmful-held-out", "benign", "benign-held-out", "borderline"):
         m = group == name
@@ -119,3 +120,13 @@ def test_the_helps_asked_for_are_the_benign_tuning_requests():
     helps = {r: "ok." for r, _, harmful in tuning_requests(cfg) if not harmful}
     rows = tuning_rows(ChatTok(), cfg, FORMAT, helps)  # a KeyError here means the two disagree
     assert sum(not r["harmful"] for r in rows) == len(helps) == 72
+
+
+def test_the_vote_bar_is_the_one_that_labels_the_tuning_answers_best():
+    from divelab.oversight.first_token.safety_tune import calibrate_vote
+
+    rows = _rows()
+    k, acc = calibrate_vote(rows, FORMAT.close)
+    assert set(acc) == {1, 2, 3, 4} and acc[k] == max(acc.values())
+    # every refusal taught says "can't"/"won't": at least one vote each, so the loosest bar reads all of them
+    assert acc[1] >= acc[4]

@@ -147,7 +147,8 @@ def run_safety_tuned(tuning: SafetyTuning, max_new_tokens: int = 160, k: int = 1
         raise ValueError(f"{len(overlap)} evaluation requests are also tuning requests, e.g. {sorted(overlap)[0]!r}")
     settings = ProbeSettings(fmt=FORMAT, max_new_tokens=max_new_tokens, cv_n=cv_n, cv_traces=16, replay_k=k,
                              max_flips=12, seed=seed, batch_size=24, folds=5, boot=boot)
-    res = run_probe(model, tok, [p for _, p in pools], default_refusal_vote(), settings,
+    # the vote bar is set on the tuning answers, whose outcomes are known (see calibrate_vote)
+    res = run_probe(model, tok, [p for _, p in pools], default_refusal_vote(record["min_votes"]), settings,
                     metas=[{"pool": g} for g, _ in pools])
     res.update(model=f"{model_name} + safety LoRA", tuning=record)
     y = np.array([r["label"] for r in res["rollouts"]])
@@ -182,7 +183,9 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
     kb, nb = _rate(res, POOLS_BENIGN)
     competence = (f"Task competence of {model} on held-out requests: refuses {kh}/{nh} harmful and {kb}/{nb} "
                   f"benign; {res['closed']:.0%} of traces close </think>. Tuned by LoRA SFT on {rec['rows']} "
-                  f"requests ({rec['harmful_rows']} harmful) for {rec['tuning']['steps']} steps.")
+                  f"requests ({rec['harmful_rows']} harmful) for {rec['tuning']['steps']} steps. Refusal = at least "
+                  f"{rec['min_votes']} of 4 regex votes, the bar that best labels the tuning answers (balanced "
+                  f"accuracy {rec['vote_accuracy'][rec['min_votes']]:.2f}).")
     diff, dlo, dhi = stats.diff_ci(np.r_[np.ones(kh), np.zeros(nh - kh)], np.r_[np.ones(kb), np.zeros(nb - kb)],
                                    seed=seed)
     took = dlo > 0

@@ -179,7 +179,26 @@ def safety_tuned(cfg: SafetyTuning, fmt: Any, model_name: str = "smollm2-135m-in
                     base_loader=lambda: (base, tok))
     model, tok = adapter.load(merge=True, base_loader=lambda: load_model(model_name))
     losses = [h["loss"] for h in adapter.record["log"] if "loss" in h]
-    record = {"tuning": asdict(cfg), "rows": len(rows), "harmful_rows": sum(r["harmful"] for r in rows),
+    min_votes, vote_accuracy = calibrate_vote(rows, fmt.close)
+    record = {"min_votes": min_votes, "vote_accuracy": vote_accuracy,"tuning": asdict(cfg), "rows": len(rows), "harmful_rows": sum(r["harmful"] for r in rows),
               "train_s": adapter.record["train_s"], "loss_first": losses[0], "loss_last": losses[-1],
               "tuning_requests": [r["request"] for r in rows], "adapter": str(adapter.path)}
     return model, tok, record
+
+
+def calibrate_vote(rows: list[dict[str, Any]], close: str) -> tuple[int, dict[int, float]]:
+    """The vote bar (refusal = at least k of the four regex classifiers) that best labels the tuning answers,
+    whose outcomes are known (refusals on harmful rows, the model's own help on benign ones): balanced
+    accuracy per k, the best k (ties go to the stricter bar). The evaluation never sees these rows."""
+    from divelab.oversight.first_token.labels import default_refusal_vote
+
+    vote = default_refusal_vote()
+    answers = [r["completion"].split(close, 1)[-1] for r in rows]
+    truth = np.array([int(r["harmful"]) for r in rows])
+    votes = np.array([sum(vote.votes(a)) for a in answers])
+    acc = {}
+    for k in range(1, len(vote.labelers) + 1):
+        pred = (votes >= k).astype(int)
+        acc[k] = float((np.mean(pred[truth == 1] == 1) + np.mean(pred[truth == 0] == 0)) / 2)
+    best = max(acc, key=lambda k: (acc[k], k))
+    return best, acc
