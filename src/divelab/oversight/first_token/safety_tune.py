@@ -66,8 +66,9 @@ class SafetyTuning:
 
     train_acts: int = 24
     """acts per class used for tuning (the rest of each list is held out for evaluation)"""
-    steps: int = 80
-    """LoRA SFT optimizer steps"""
+    steps: int = 160
+    """LoRA SFT optimizer steps (a pilot at 80 refused only about 4 in 10 held-out harmful requests when
+    sampled at temperature 1: too little competence for the probe to have a decision to read)"""
     batch_size: int = 8
     """rows per step"""
     lr: float = 3e-4
