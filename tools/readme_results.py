@@ -27,23 +27,28 @@ RESULTS = ROOT / "docs" / "results"
 BLOCK = re.compile(r"(<!-- results:(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=key) -->)", re.S)
 
 
+FULL = RESULTS / "full"
+
+
 def save(run_dir: str) -> list[Path]:
-    """Copy each reproduction of a run into docs/results/KEY.json, without figures (kept small)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    """Copy each reproduction of a run into docs/results/KEY.json (docs/results/full/KEY.json for a full-scale
+    run), without figures (kept small)."""
     out = []
     for rep in load_results(run_dir):
         d = rep.to_dict()
         d["figures"] = []
-        path = RESULTS / f"{rep.system}.json"
+        where = FULL if rep.scale == "full" else RESULTS
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{rep.system}.json"
         path.write_text(json.dumps({"divelab_results_version": RESULTS_VERSION, "reproductions": [d]},
                                    indent=1, default=str) + "\n")
         out.append(path)
     return out
 
 
-def _reps() -> dict[str, object]:
+def _reps(where: Path = RESULTS) -> dict[str, object]:
     reps = {}
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(where.glob("*.json")):
         for rep in load_results(path):
             reps[rep.system] = rep
     return reps
@@ -148,6 +153,39 @@ def headline(reps: list) -> str:
             f"Listed apart, never counted: {others}.\n")
 
 
+def full_tally(full: dict) -> str:
+    """The tally of the saved full-scale runs (the canonical record), or what is missing."""
+    if not full:
+        return ("No full-scale run is saved yet: the tables above come from the quick runs, a demo. "
+                "`divelab reproduce SYSTEM --scale full` runs one system at full scale.\n")
+    return render_block("tally", full)
+
+
+def real_llm(full: dict) -> str:
+    """Every saved full-scale claim measured on the real LLM: paper, ours, verdict and the command."""
+    rows = [(key, c) for key, rep in sorted(full.items()) for c in rep.claims if "SmolLM2" in c.statement]
+    if not rows:
+        return ("No full-scale run with SmolLM2 is saved yet; each system's SmolLM2 part runs with "
+                "`divelab reproduce SYSTEM --scale full` and its claims appear here.\n")
+    lines = ["| System | Claim | Paper | Ours (SmolLM2) | Verdict | Command |", "|---|---|---|---|---|---|"]
+    for key, c in rows:
+        lines.append(f"| {key} | {_cell(c.statement)} | {_cell(c.paper_value)} | {_cell(c.measured_text())} | "
+                     f"**{c.verdict.value}** | `divelab reproduce {key} --scale full` |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def full_block(key: str, full: dict) -> str:
+    """A system's full-scale table beside its quick one, with the run's time."""
+    if key not in full:
+        return (f"Not run at full scale yet. `divelab reproduce {key} --scale full` runs it; the saved result will "
+                f"appear here beside the quick one.\n")
+    return render_block(key, full)
+
+
 def render_block(key: str, reps: dict) -> str:
     if key == "tally":
         tally = tallies_by_kind(list(reps.values()))
@@ -156,7 +194,8 @@ def render_block(key: str, reps: dict) -> str:
         for kind, counts in tally.items():
             lines.append(f"| {kind} | " + " | ".join(str(n) for n in counts.values()) + " |")
         systems = ", ".join(sorted(reps))
-        return "\n".join(lines) + f"\n\nFrom the saved quick runs of: {systems}.\n"
+        scales = "/".join(sorted({r.scale for r in reps.values()}))
+        return "\n".join(lines) + f"\n\nFrom the saved {scales} runs of: {systems}.\n"
     if key == "serving-before-after":
         return serving_before_after(json.loads((ROOT / "benchmarks" / "serving_before_after.json").read_text()))
     if key == "dspark-speed":
@@ -168,6 +207,12 @@ def render_block(key: str, reps: dict) -> str:
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "headline":
         return headline(list(reps.values()))
+    if key == "full-tally":
+        return full_tally(_reps(FULL))
+    if key == "real-llm":
+        return real_llm(_reps(FULL))
+    if key.startswith("full-"):
+        return full_block(key.removeprefix("full-"), _reps(FULL))
     if key == "runtime":
         total = sum(r.runtime_s for r in reps.values())
         slow = sorted(reps.values(), key=lambda r: -r.runtime_s)[:3]

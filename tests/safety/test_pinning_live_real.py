@@ -36,7 +36,9 @@ def test_rule_following_agent_is_protected_by_pinning():
     by = {c.statement.split(": ", 1)[1][:30]: c for c in claims}
     assert all(c.statement.startswith("SmolLM2-135M-Instruct: ") for c in claims)
     full = next(c for k, c in by.items() if k.startswith("violation rate with the policy"))
-    assert full.verdict.value == "reproduced" and full.kind.value == "empirical"
+    # no violation in the few smoke episodes, but their interval still reaches past the paper's band
+    assert full.measured == 0.0 and full.kind.value == "empirical"
+    assert full.verdict.value == "not separated from noise" and "reaches both inside and outside" in full.reason
     pin = next(c for c in claims if "Pinning" in c.statement)
     # a scripted agent obeys on every episode: a floor against a ceiling, which the evidence rules
     # call uninformative rather than a reproduction

@@ -221,6 +221,7 @@ def claims_table_md(claims: list[Claim], system: str = "") -> list[str]:
         paper = c.paper_value + (f" ({source})" if source else "")
         ours = c.measured_text() + (f"; strongest baseline: {plain(c.baseline)}" if c.baseline else "")
         ours += f"; {c.baselines_text()}" if c.baselines else ""
+        ours += f"; {c.power_text()}" if c.power_text() else ""
         rule = c.rule_text()
         verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
         lines.append(
