@@ -94,7 +94,7 @@ class Claim:
         if self.ci is not None:
             self.ci = (float(self.ci[0]), float(self.ci[1]))
             if (self.mde is None and self.kind is Kind.EMPIRICAL and all(math.isfinite(x) for x in self.ci)
-                    and self.ci[1] >= self.ci[0]):
+                    and self.ci[1] > self.ci[0]):
                 from divelab.stats import mde_from_ci
 
                 self.mde = mde_from_ci(*self.ci)
@@ -104,7 +104,7 @@ class Claim:
 
     def power_text(self) -> str:
         """The smallest effect this run could detect, in words (empty when unknown)."""
-        if self.mde is None:
+        if self.mde is None or self.mde == 0:  # no spread at all (an exact tie, a floor): nothing to say
             return ""
         if not math.isfinite(self.mde):
             return "too few units to detect any effect"

@@ -122,3 +122,17 @@ def test_an_empirical_claim_with_an_interval_reads_its_detectable_effect_off_the
     assert check.mde is None and check.power_text() == ""
     with pytest.raises(ValueError, match="finite interval"):
         stats.mde_from_ci(1.0, 0.0)
+
+
+def test_no_spread_states_no_detectable_effect():
+    from divelab.claims import Claim, Kind
+    from divelab.verdicts import uninformative
+
+    tie = Claim(statement="s", paper_value="p", measured=0.0, ci=(0.0, 0.0), kind=Kind.EMPIRICAL,
+                ruling=uninformative("exact tie"))
+    assert tie.mde is None and tie.power_text() == ""
+    zero = against_strongest([1.0, 1.0, 1.0], {"b": [1.0, 1.0, 1.0]})
+    assert zero.mde == 0.0
+    c = Claim(statement="s", paper_value="p", measured=0.0, ci=(0.0, 0.0), kind=Kind.EMPIRICAL,
+              ruling=uninformative("exact tie"), **zero.claim_fields())
+    assert c.power_text() == ""
