@@ -38,3 +38,17 @@ class KnownModel(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
         return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, past_key_values=None)
+
+
+def tiny_chain_checkpoint(path):
+    """A tiny Llama with the chain task's character tokenizer, saved at ``path`` as a Hugging Face checkpoint
+    directory (what a user passes as a model path)."""
+    from divelab.interp.cliff_tokens.task import chain_tokenizer
+    from divelab.lm.models import build_model
+
+    tok = chain_tokenizer()
+    model = build_model("tiny-100k", vocab_size=len(tok), seed=0, max_position_embeddings=64)
+    model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

@@ -192,15 +192,9 @@ def test_train_dpo_raises_the_chosen_token_at_its_context() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
-    from divelab.lm.models import build_model
+    from doubles import tiny_chain_checkpoint
 
-    tok = chain_tokenizer()
-    model = build_model("tiny-100k", vocab_size=len(tok), seed=0, max_position_embeddings=64)
-    model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
-    path = tmp_path_factory.mktemp("ckpt")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return tiny_chain_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def _task(tmp_path, rows, name: str = "task") -> str:

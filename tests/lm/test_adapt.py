@@ -11,16 +11,9 @@ import torch
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     """A tiny Llama checkpoint with a character tokenizer, saved as an HF directory (what a user passes)."""
-    from divelab.interp.cliff_tokens.task import chain_tokenizer
-    from divelab.lm.models import build_model
+    from doubles import tiny_chain_checkpoint
 
-    tok = chain_tokenizer()
-    model = build_model("tiny-100k", vocab_size=len(tok), seed=0, max_position_embeddings=64)
-    model.config.eos_token_id, model.config.pad_token_id = tok.eos_token_id, tok.pad_token_id
-    path = tmp_path_factory.mktemp("adapt-ckpt")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return str(tiny_chain_checkpoint(tmp_path_factory.mktemp("adapt-ckpt")))
 
 
 ROWS = [{"prompt": f"{a}+{b}=", "completion": f"{(a + b) % 10}<eos>"} for a in range(10) for b in range(4)]
