@@ -163,7 +163,7 @@ def full_tally(full: dict) -> str:
 
 def real_llm(full: dict) -> str:
     """Every saved full-scale claim measured on the real LLM: paper, ours, verdict and the command."""
-    rows = [(key, c) for key, rep in sorted(full.items()) for c in rep.claims if "SmolLM2" in c.statement]
+    rows = [(key, c) for key, rep in sorted(full.items()) for c in rep.claims if "smollm2" in c.statement.lower()]
     if not rows:
         return ("No full-scale run with SmolLM2 is saved yet; each system's SmolLM2 part runs with "
                 "`divelab reproduce SYSTEM --scale full` and its claims appear here.\n")
