@@ -38,9 +38,12 @@ class Comparison:
         """The sign the effect has when the method wins: pass to ``verdicts.direction``."""
         return 1 if self.better == "higher" else -1
 
-    def claim_fields(self) -> dict[str, Any]:
-        """``baselines``, ``better``, ``compared_with`` and ``mde`` for a Claim(...)."""
-        return {"baselines": self.baselines, "better": self.better, "compared_with": self.strongest, "mde": self.mde}
+    def claim_fields(self, *, measures_effect: bool = True) -> dict[str, Any]:
+        """``baselines``, ``better``, ``compared_with`` and ``mde`` for a Claim(...). ``mde`` is in the unit of
+        ``effect``: pass ``measures_effect=False`` when the claim's ``measured`` is something else (a ratio, a
+        share derived from it), and the claim reads its detectable effect off its own interval instead."""
+        fields = {"baselines": self.baselines, "better": self.better, "compared_with": self.strongest}
+        return {**fields, "mde": self.mde} if measures_effect else fields
 
 
 def baseline_records(baselines: Mapping[str, Sequence[float] | float], *, seed: int = 0,

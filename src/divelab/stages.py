@@ -70,7 +70,9 @@ def package_source_hash(package: str) -> str:
 def run_context(system: str, package: str, scale: str, plan: dict[str, Any], seed: int,
                 total_weight: float | None = None) -> Iterator[list[dict[str, Any]]]:
     """Make :func:`stage` calls inside the block belong to one run; yields the list of stage records."""
-    key = stable_hash({"system": system, "plan": plan, "seed": seed, "code": package_source_hash(package)})
+    # the key names cached stages, so only a resumable scale pays for hashing the package's source
+    key = (stable_hash({"system": system, "plan": plan, "seed": seed, "code": package_source_hash(package)})
+           if scale in RESUMABLE_SCALES else "")
     run = _Run(system, package, scale, key, total_weight)
     token = _RUN.set(run)
     try:

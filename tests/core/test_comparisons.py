@@ -136,3 +136,15 @@ def test_no_spread_states_no_detectable_effect():
     c = Claim(statement="s", paper_value="p", measured=0.0, ci=(0.0, 0.0), kind=Kind.EMPIRICAL,
               ruling=uninformative("exact tie"), **zero.claim_fields())
     assert c.power_text() == ""
+
+
+def test_a_claim_that_measures_something_else_reads_its_detectable_effect_off_its_own_interval():
+    from divelab.claims import Claim, Kind
+    from divelab.verdicts import direction
+
+    cmp = against_strongest([10.0, 12.0, 11.0, 13.0], {"b": [20.0, 25.0, 21.0, 24.0]}, better="lower")
+    assert "mde" not in cmp.claim_fields(measures_effect=False)
+    ratio = Claim(statement="s", paper_value="p", measured=0.5, ci=(0.4, 0.6), unit="x baseline", kind=Kind.EMPIRICAL,
+                  ruling=direction(cmp.effect, cmp.ci, expected_sign=-1, why="test"),
+                  **cmp.claim_fields(measures_effect=False))
+    assert ratio.mde == pytest.approx(stats.mde_from_ci(0.4, 0.6)) and ratio.mde != cmp.mde

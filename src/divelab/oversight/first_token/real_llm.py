@@ -220,7 +220,7 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
     y = np.array([r["label"] for r in res["rollouts"]])
     controls = {"first thinking token's text (TF-IDF)": res["oof_scores_text"],
                 "request text (TF-IDF of the request)": res["oof_scores_prompt_text"]}
-    aucs = {name: stats.auroc(y, sc) for name, sc in controls.items()}
+    aucs = {"first thinking token's text (TF-IDF)": t["auroc"], "request text (TF-IDF of the request)": pt["auroc"]}
     best = max(aucs, key=aucs.get)
     d, dlo, dhi = stats.auroc_diff_ci(y, res["oof_scores"], y, controls[best], seed=seed,
                                       n_resamples=kw.get("boot", 2000))

@@ -181,7 +181,8 @@ def safety_tuned(cfg: SafetyTuning, fmt: Any, model_name: str = "smollm2-135m-in
     model, tok = adapter.load(merge=True, base_loader=lambda: load_model(model_name))
     losses = [h["loss"] for h in adapter.record["log"] if "loss" in h]
     min_votes, vote_accuracy = calibrate_vote(rows, fmt.close)
-    record = {"min_votes": min_votes, "vote_accuracy": vote_accuracy,"tuning": asdict(cfg), "rows": len(rows), "harmful_rows": sum(r["harmful"] for r in rows),
+    record = {"min_votes": min_votes, "vote_accuracy": vote_accuracy, "tuning": asdict(cfg), "rows": len(rows),
+              "harmful_rows": sum(r["harmful"] for r in rows),
               "train_s": adapter.record["train_s"], "loss_first": losses[0], "loss_last": losses[-1],
               "tuning_requests": [r["request"] for r in rows], "adapter": str(adapter.path)}
     return model, tok, record

@@ -329,7 +329,7 @@ def _claims_distillation(rs0: list[dict], fits: dict[int, dict[str, GrowthFit]],
                                   training_runs=len(rs0),
                                   why="the paper says distilled ≈ RL (a level: see the measured ratio), "
                                       "not a gap over SFT or the base"),
-        **cmp_d.claim_fields(),
+        **cmp_d.claim_fields(measures_effect=False),  # measured is distilled/RL, the effect is in steps
         note=(f"Rule: direction = distilled's steps at K={Kmax} below the stronger of SFT and the base "
               f"({cmp_d.strongest}): {cmp_d.effect:+.1f} steps [{cmp_d.ci[0]:+.1f}, {cmp_d.ci[1]:+.1f}], with "
               f"{len(rs0)} training run(s) per model (fewer than 2: not separated, since the interval is over "
