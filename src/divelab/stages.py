@@ -11,6 +11,10 @@ goes on from the first unfinished one. At other scales (and outside the runner) 
 a cold, self-contained demo. Either way each stage prints one line when it starts and when it ends, with the
 time it took and, from the stages' ``weight``\\s, an estimate of the time left — on a terminal or in a log.
 
+A stage loaded from the cache also restores the global random states (``random``, NumPy, torch) that the stage
+left behind when it ran, so whatever runs after it draws the same numbers as in an uninterrupted run: the same
+seed gives the same results whether or not the run was killed on the way.
+
 The run's record keeps every stage's name, seconds and whether it came from the cache (``details["stages"]``),
 so a resumed run's total compute is the sum of its stages, not the wall time of its last process.
 """
@@ -86,6 +90,31 @@ def _say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def _rng_states() -> dict[str, Any]:
+    import random
+
+    import numpy as np
+
+    states: dict[str, Any] = {"random": random.getstate(), "numpy": np.random.get_state()}
+    torch = sys.modules.get("torch")  # only a run that imported torch has torch state worth keeping
+    if torch is not None:
+        states["torch"] = torch.get_rng_state()
+    return states
+
+
+def _restore_rng_states(states: dict[str, Any]) -> None:
+    import random
+
+    import numpy as np
+
+    random.setstate(states["random"])
+    np.random.set_state(states["numpy"])
+    if "torch" in states:
+        import torch
+
+        torch.set_rng_state(states["torch"])
+
+
 def _stage_path(run: _Run, name: str) -> Path:
     return entry_path("stages", f"{run.system}-{run.key}-{stable_hash(name, 12)}.pkl")
 
@@ -102,6 +131,7 @@ def stage(name: str, fn: Callable[[], T], *, weight: float = 1.0) -> T:
     path = _stage_path(run, name)
     if resumable and path.exists():
         record = pickle.loads(path.read_bytes())
+        _restore_rng_states(record["rng"])
         run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
         run.done_weight += weight
         run.cached_weight += weight
@@ -112,7 +142,7 @@ def stage(name: str, fn: Callable[[], T], *, weight: float = 1.0) -> T:
     value = fn()
     seconds = time.perf_counter() - t0
     if resumable:
-        atomic_write_bytes(path, pickle.dumps({"value": value, "seconds": seconds}))
+        atomic_write_bytes(path, pickle.dumps({"value": value, "seconds": seconds, "rng": _rng_states()}))
     run.stages.append({"name": name, "seconds": seconds, "cached": False})
     run.done_weight += weight
     _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")

@@ -114,3 +114,31 @@ def test_the_runner_records_the_stages_and_resumes_a_full_run(tmp_path, monkeypa
     import stagepkg.staged.reproduce as mod
 
     assert mod.CALLS == [1, 2]
+
+
+def test_a_resumed_run_draws_the_same_random_numbers_as_an_uninterrupted_one():
+    import random
+
+    import numpy as np
+
+    def run(fail: bool) -> list[float]:
+        random.seed(3)
+        np.random.seed(3)
+        with run_context("demo", "divelab.training.backtrack", "full", {"rng": 1}, 9):
+            stage("draws", lambda: [random.random(), float(np.random.rand())])
+            if fail:
+                raise Boom
+            return stage("after", lambda: [random.random(), float(np.random.rand())])
+
+    with pytest.raises(Boom):
+        run(fail=True)
+    random.seed(99)  # whatever the interpreter did in between
+    np.random.seed(99)
+    resumed = run(fail=False)  # "draws" comes from the cache, "after" runs
+    assert resumed == run(fail=False)  # both from the cache now
+    with run_context("demo", "divelab.training.backtrack", "quick", {"rng": 1}, 9):
+        random.seed(3)
+        np.random.seed(3)
+        stage("draws", lambda: [random.random(), float(np.random.rand())])
+        fresh = stage("after", lambda: [random.random(), float(np.random.rand())])
+    assert resumed == fresh
