@@ -158,3 +158,23 @@ def test_the_command_trains_then_loads_and_reports_bad_files(ckpt, tmp_path):
     assert res.exit_code == 2 and "--reward 'nonexistent_module_x:f'" in res.output
     res = CliRunner().invoke(app, ["adapt", str(data), "--lora-r", "0"], env=wide)
     assert res.exit_code == 2 and "--lora-r" in res.output and "allowed:" in res.output
+
+
+def test_a_stop_rule_ends_training_at_its_target_and_enters_the_key(ckpt):
+    from divelab.lm.adapt import StopRule, adapt, adapter_key
+
+    calls: list[bool] = []
+
+    def score(model) -> float:
+        assert not model.training  # checked in eval mode
+        calls.append(True)
+        return float(len(calls))
+
+    rule = StopRule(score=score, target=2, every=3, version="count-v1")
+    adapter = adapt(ckpt, ROWS, _config(steps=30), stop=rule)
+    assert adapter.record["stop_checks"] == [[3, 1.0], [6, 2.0]]
+    assert adapter.record["steps_trained"] == 6
+    assert adapter.key != adapter_key(ckpt, ROWS, _config(steps=30))
+    assert adapter.key != adapter_key(ckpt, ROWS, _config(steps=30), stop=StopRule(score, 2, 3, "count-v2"))
+    with pytest.raises(ValueError, match="every must be >= 1"):
+        StopRule(score, 1.0, every=0)

@@ -100,6 +100,29 @@ class AdaptConfig:
 
 
 @dataclass(frozen=True)
+class StopRule:
+    """Stop training once the model reaches a target on a check of the caller's (say, held-out accuracy).
+
+    Fine-tuning a subject for an experiment often needs it *competent but not saturated*: an intervention
+    that should raise a behaviour has no headroom once the behaviour is at 100 %. The check runs every
+    ``every`` optimizer steps on the model in eval mode without gradients."""
+
+    score: Callable[[Any], float]
+    """the model being trained -> a number (higher is further along)"""
+    target: float
+    """training stops at the first check whose score is >= this"""
+    every: int = 10
+    """optimizer steps between checks"""
+    version: str = ""
+    """enters the cache key with ``score``'s qualified name: put everything that decides the check here (its
+    data, its seed) and change it when the check's code changes"""
+
+    def __post_init__(self) -> None:
+        if self.every < 1:
+            raise ValueError(f"every must be >= 1, got {self.every}")
+
+
+@dataclass(frozen=True)
 class Adapter:
     """A trained adapter in the cache: ``path/adapter`` holds peft's files, ``record`` how it was made."""
 
@@ -154,14 +177,17 @@ def _function_name(fn: Callable[..., Any]) -> str:
 
 
 def adapter_key(base: str, rows: list[dict[str, Any]], config: AdaptConfig,
-                reward_funcs: Sequence[Callable[..., Any]] = (), reward_version: str = "") -> str:
-    """Everything that decides the adapter: base, rows, configuration, rewards and library versions."""
+                reward_funcs: Sequence[Callable[..., Any]] = (), reward_version: str = "",
+                stop: StopRule | None = None) -> str:
+    """Everything that decides the adapter: base, rows, configuration, rewards, stop rule and library versions."""
     import peft
     import transformers
     import trl
 
     return stable_hash({"v": _VERSION, "base": str(base), "rows": stable_hash(rows, 32), "config": asdict(config),
                         "rewards": [_function_name(f) for f in reward_funcs], "reward_version": reward_version,
+                        **({} if stop is None else {"stop": [_function_name(stop.score), stop.target, stop.every,
+                                                             stop.version]}),
                         "peft": peft.__version__, "trl": trl.__version__, "transformers": transformers.__version__})
 
 
@@ -176,20 +202,22 @@ def find(key: str) -> Adapter | None:
 
 def adapt(base: str, rows: Sequence[Mapping[str, Any]], config: AdaptConfig, *,
           reward_funcs: Sequence[Callable[..., Any]] = (), reward_version: str = "", name: str = "adapt",
-          base_loader: Callable[[], tuple[Any, Any]] | None = None, force: bool = False) -> Adapter:
+          base_loader: Callable[[], tuple[Any, Any]] | None = None, force: bool = False,
+          stop: StopRule | None = None) -> Adapter:
     """Fit (or load from the cache) a LoRA adapter on ``base`` with the method's TRL trainer.
 
     ``base`` is anything :func:`divelab.lm.load_model` takes (a zoo name, ``smollm2-135m-instruct`` or a
     checkpoint directory) and names the base in the cache key; ``base_loader`` overrides how it is loaded.
     ``reward_funcs`` (grpo only) enter the key by qualified name: change ``reward_version`` when a reward's
     code changes. ``name`` labels the progress bar. A run that is killed restarts from its last checkpoint
-    (every ``config.save_every`` steps)."""
+    (every ``config.save_every`` steps). ``stop`` ends training early once its check reaches its target; the
+    record keeps every check (``stop_checks``) and the step it stopped at."""
     rows = check_rows(rows, config.method)
     if config.method == "grpo" and not reward_funcs:
         raise ValueError("grpo needs at least one reward function (reward_funcs)")
     if config.method != "grpo" and reward_funcs:
         raise ValueError(f"reward_funcs only apply to grpo, not {config.method}")
-    key = adapter_key(base, rows, config, reward_funcs, reward_version)
+    key = adapter_key(base, rows, config, reward_funcs, reward_version, stop)
     path = entry_path(CACHE_KIND, key)
     with lock(path):
         if force and path.exists():
@@ -202,10 +230,12 @@ def adapt(base: str, rows: Sequence[Mapping[str, Any]], config: AdaptConfig, *,
         model, tok = (base_loader or _default_loader(base))()
         t0 = time.perf_counter()
         with atomic_dir(path) as tmp:
-            log, resumed = _train(model, tok, rows, config, list(reward_funcs), work, tmp / "adapter", name)
+            log, resumed, checks = _train(model, tok, rows, config, list(reward_funcs), work, tmp / "adapter",
+                                          name, stop)
             record = {"base": str(base), "key": key, "config": asdict(config), "n_rows": len(rows),
                       "rewards": [_function_name(f) for f in reward_funcs], "reward_version": reward_version,
-                      "train_s": round(time.perf_counter() - t0, 1), "resumed_from_step": resumed, "log": log}
+                      "train_s": round(time.perf_counter() - t0, 1), "resumed_from_step": resumed, "log": log,
+                      **({} if stop is None else {"stop_checks": checks, "steps_trained": _steps_trained(log)})}
             atomic_write_text(tmp / "record.json", json.dumps(record, indent=1, default=float))
         shutil.rmtree(work, ignore_errors=True)
     return Adapter(base=str(base), path=path, record=record)
@@ -269,9 +299,33 @@ def _last_checkpoint(work: Path) -> Path | None:
     return Path(last) if last else None
 
 
+def _steps_trained(log: list[dict[str, Any]]) -> int:
+    return max((int(h.get("step", 0)) for h in log), default=0)
+
+
+def _stop_callback(stop: StopRule, trainer: Any, checks: list[list[float]]) -> Any:
+    import torch
+    from transformers import TrainerCallback
+
+    class _Stop(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step % stop.every:
+                return
+            model = trainer.model
+            model.eval()
+            with torch.no_grad():
+                score = float(stop.score(model))
+            model.train()
+            checks.append([state.global_step, score])
+            if score >= stop.target:
+                control.should_training_stop = True
+
+    return _Stop()
+
+
 def _train(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig,
-           reward_funcs: list[Callable[..., Any]], work: Path, out: Path, name: str
-           ) -> tuple[list[dict[str, Any]], int]:
+           reward_funcs: list[Callable[..., Any]], work: Path, out: Path, name: str, stop: StopRule | None = None
+           ) -> tuple[list[dict[str, Any]], int, list[list[float]]]:
     from transformers import PrinterCallback, TrainerCallback
 
     from divelab.progress import make_progress
@@ -291,9 +345,12 @@ def _train(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig
                            info=" ".join(f"{k.split('/')[-1]} {v:.3f}" for k, v in shown.items()))
 
         trainer.add_callback(_Bar())
+        checks: list[list[float]] = []
+        if stop is not None:
+            trainer.add_callback(_stop_callback(stop, trainer, checks))
         trainer.train(resume_from_checkpoint=str(last) if last else None)
     trainer.model.save_pretrained(out)
-    return [dict(h) for h in trainer.state.log_history], resumed
+    return [dict(h) for h in trainer.state.log_history], resumed, checks
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
