@@ -70,3 +70,18 @@ def test_smoke_reproduction() -> None:
     t = rep.details["table"]
     assert {"recurring/none", "recurring/metis", "novel/code", "novel/text"} <= set(t)
     assert t["recurring/metis"]["context_words"] > 0 and rep.figures
+
+
+def test_a_full_run_records_its_stages_and_a_second_one_loads_them(tmp_path, monkeypatch) -> None:
+    """Each study seed is a stage (divelab.stages): a killed full run resumes from the cache with the same numbers."""
+    from divelab.scaleout import run_reproduction
+
+    monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
+    tiny = {"seeds": "1", "n_experience": "4", "n_test": "2", "k_sweep": "2", "novel_worlds": "w1",
+            "live_llm": "false"}
+    first = run_reproduction("divelab.selfimprove.metis", "full", 0, tiny)
+    assert [(s["name"], s["cached"]) for s in first.details["stages"]] == [("study seed 1/1", False)]
+    again = run_reproduction("divelab.selfimprove.metis", "full", 0, tiny)
+    assert all(s["cached"] for s in again.details["stages"])
+    assert [(c.statement, c.measured, c.ci) for c in again.claims] == [
+        (c.statement, c.measured, c.ci) for c in first.claims]

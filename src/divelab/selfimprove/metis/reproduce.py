@@ -15,6 +15,7 @@ from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
 from divelab.selfimprove.metis.study import NOVEL_WORLDS, SeedResult, Study, StudyConfig
+from divelab.stages import stage
 
 SOURCE = "arXiv 2606.24151; week-in-review E168"
 
@@ -49,6 +50,12 @@ PLANS = {
     "full": Plan(seeds=10, n_experience=24, n_test=20, k=3, k_sweep=(2, 4, 5, 8), novel_worlds=NOVEL_WORLDS,
                  live_llm=True),
 }
+
+# Stage weights (divelab.stages), in units of one full-scale study seed (about 6 s of CPU); the live SmolLM2 run
+# (model load, distilling, codifying and two chat agents) is a few minutes.
+SEED_WEIGHT = 1.0
+LIVE_WEIGHT = 30.0
+STAGE_WEIGHT = PLANS["full"].seeds * SEED_WEIGHT + LIVE_WEIGHT * PLANS["full"].live_llm
 
 
 def _arr(results: list[SeedResult], wl: str, arm: str, field: str) -> np.ndarray:
@@ -290,7 +297,9 @@ def _k_rows(results: list[SeedResult], table: dict[str, Any], cfg: StudyConfig) 
 def run(plan: Plan, seed: int) -> Reproduction:
     cfg = plan.study()
     study = Study(cfg)
-    results = [study.run_seed(seed * 1000 + s) for s in range(cfg.seeds)]
+    # one stage per seed: a seed's result depends only on its own seed, not on the seeds played before it
+    results = [stage(f"study seed {s + 1}/{cfg.seeds}", lambda s=s: study.run_seed(seed * 1000 + s),
+                     weight=SEED_WEIGHT) for s in range(cfg.seeds)]
     table = _table(results)
     rep = Reproduction(
         system="metis", title="Metis: text-first, code-when-earned memory", scale="", seed=seed,
@@ -325,5 +334,5 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if plan.live_llm:
         from divelab.selfimprove.metis import real_llm  # SmolLM2 as distiller, codifier and agent
 
-        real_llm.add_to(rep, "full", seed)  # sized by real_llm.config_for("full")
+        real_llm.add_to(rep, "full", seed, weight=LIVE_WEIGHT)  # sized by real_llm.config_for("full")
     return rep
