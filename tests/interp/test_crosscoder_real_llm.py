@@ -57,20 +57,23 @@ def test_measure_pair_end_to_end_on_a_tiny_model(tiny):
                              alphas=(4.0,))
     with torch.no_grad():
         claims, details = real_llm.measure_pair(model, tok, plan, base_name="tiny-test", label="tiny")
-    assert claims[0].kind is Kind.BY_CONSTRUCTION and len(claims) == 3
+    assert claims[0].kind is Kind.BY_CONSTRUCTION and len(claims) == 4
+    assert claims[1].kind is Kind.CHECK and "alive on held-out" in claims[1].statement
     # the best cell is judged against the strongest alternative, and one crosscoder run cannot separate it
-    assert claims[1].compared_with and claims[1].rule["args"]["training_runs"] == 1
+    steer = claims[2]
+    assert steer.compared_with
+    assert steer.rule["args"].get("training_runs") == 1 or steer.verdict.value == "uninformative"
     assert details["sibling_training"]["steps"] == 3 and len(details["sibling_training"]["history"]) == 3
     assert details["cells"][0]["forbidden_max"] == 0.0
     # the base is untouched and the merged sibling differs from it (LoRA merged in), and is cached
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in base_state.items())
-    root = real_llm.sibling_path(plan, "tiny-test")
-    assert (root / "meta.json").exists() and (root / "model" / "config.json").exists()
-    from divelab.lm import load_model
+    from divelab.lm import adapt
 
-    sib, _ = load_model(root / "model")
+    cached = adapt.find(details["sibling_training"]["adapter"])
+    assert cached is not None and cached.record["n_rows"] == 3 * 4
+    sib, _ = cached.load(merge=True, base_loader=lambda: (__import__("copy").deepcopy(model), tok))
     assert any(not torch.equal(v, sib.state_dict()[k]) for k, v in base_state.items() if k in sib.state_dict())
-    # a second call reuses the cached sibling: same numbers
+    # a second call reuses the cached sibling (no training): same numbers
     with torch.no_grad():
         _, again = real_llm.measure_pair(model, tok, plan, base_name="tiny-test", label="tiny")
     assert again["sibling_correct"] == details["sibling_correct"]

@@ -18,7 +18,6 @@ Runs only at ``full`` scale (``add_to``), through :func:`divelab.lm.real.add_cla
 from __future__ import annotations
 
 import copy
-import json
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from divelab import stats, verdicts
-from divelab.cache import atomic_dir, entry_path, stable_hash
+from divelab.cache import stable_hash
 from divelab.claims import Claim, Kind
 from divelab.comparisons import against_strongest
 from divelab.interp.crosscoder import task
@@ -35,7 +34,8 @@ from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_generation_pairs, layer_hook
 from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
 from divelab.interp.crosscoder.ranking import rank_features
-from divelab.lm.fitting import fit
+from divelab.interp.crosscoder.reproduce import exclusive_liveness
+from divelab.stages import stage
 
 SYSTEM = "Reply with only <call NAME>, NAME = the right tool."
 SOURCE = "arXiv 2606.26474; week-in-review E175 (on a real LLM)"
@@ -46,6 +46,7 @@ CACHE_VERSION = 1
 class RealPlan:
     layer: int = 15  # of SmolLM2's 30 decoder layers (the middle)
     harvest: int = 160  # prompts (50/50 tool / generic) for the crosscoder's activations
+    heldout: int = 60  # other prompts (50/50): are the A-exclusive latents alive on activations not trained on?
     select: int = 16  # tool prompts to pick α (disjoint from eval)
     eval: int = 40  # tool prompts for every reported correctness
     lora_r: int = 8
@@ -137,66 +138,49 @@ def strict_correct(model, batch: Batch, *, layer: int | None = None, edit: PairE
     return np.array(out)
 
 
-# --- the sibling: LoRA fine-tune, merged ----------------------------------------------------------------------------
-def train_sibling(base, tok, plan: RealPlan) -> tuple[torch.nn.Module, dict]:
-    """A LoRA (peft) copy of ``base`` fine-tuned on ``<call RIGHT>`` replies until held-out strict correctness
-    reaches ``plan.target`` (or ``plan.sft_steps``), merged into a plain model."""
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(plan.seed)
-    names = {n.rsplit(".", 1)[-1] for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)}
-    targets = sorted(names & {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
-    model = get_peft_model(copy.deepcopy(base), LoraConfig(r=plan.lora_r, lora_alpha=plan.lora_alpha,
-                                                           lora_dropout=0.0, target_modules=targets))
+# --- the sibling: LoRA fine-tune (divelab.lm.adapt), merged ---------------------------------------------------------
+def sibling_rows(tok, plan: RealPlan) -> list[dict[str, str]]:
+    """The SFT rows: ``sft_steps`` x ``sft_batch`` fresh tool prompts (the chat-templated prompt as text), each
+    completed by the one reply with strict reward 1 and the end-of-turn token."""
     rng = random.Random(plan.seed + 11)
+    return [{"prompt": chat_text(tok, p), "completion": f"<call {p.tool}>{tok.eos_token}"}
+            for p in (task.tool_prompt(rng) for _ in range(plan.sft_steps * plan.sft_batch))]
+
+
+def _lora_targets(model) -> tuple[str, ...]:
+    names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    return tuple(sorted(names & {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}))
+
+
+def train_sibling(base, tok, plan: RealPlan, base_name: str) -> tuple[torch.nn.Module, dict]:
+    """A LoRA copy of ``base`` fine-tuned with TRL's SFT (:func:`divelab.lm.adapt.adapt`, cached by content) on
+    ``<call RIGHT>`` replies until held-out strict correctness reaches ``plan.target`` (a sibling at 100 % would
+    leave steering no headroom) or ``plan.sft_steps``, merged into a plain model."""
+    from divelab.lm.adapt import AdaptConfig, LoraSpec, StopRule, adapt
+
     check = make_batch(tok, _tool_prompts(plan.check, 9100 + plan.seed))
-    history: list[tuple[int, float, float]] = []
 
-    def loss_of_step(step: int) -> torch.Tensor:
-        b = make_batch(tok, [task.tool_prompt(rng) for _ in range(plan.sft_batch)])
-        model.train()
-        logits = forward(model, b.ids, b.mask)[:, :-1].float()
-        n = b.ids.shape[1]
-        lm = torch.arange(1, n)[None] >= (n - b.tlen)[:, None]
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), b.ids[:, 1:], reduction="none")
-        return (nll * lm).sum() / lm.sum()
+    def held_out_correctness(model) -> float:
+        return float(strict_correct(model, check).mean())
 
-    def after_step(step: int, loss: float | None) -> bool:
-        if step % plan.check_every:
-            return False
-        model.eval()
-        acc = float(strict_correct(model, check).mean())
-        history.append((step, loss, acc))
-        return acc >= plan.target
+    targets = _lora_targets(base)
+    config = AdaptConfig(method="sft", steps=plan.sft_steps, lr=plan.lr, batch_size=plan.sft_batch,
+                         max_length=256, seed=plan.seed, save_every=max(1, plan.sft_steps // 4),
+                         lora=LoraSpec(r=plan.lora_r, alpha=plan.lora_alpha, target_modules=targets))
+    rule = StopRule(held_out_correctness, target=plan.target, every=plan.check_every,
+                    version=stable_hash({"v": CACHE_VERSION, "check": plan.check, "seed": plan.seed,
+                                         "system": SYSTEM}))
 
-    # AdamW's default weight decay (0.01) on the LoRA matrices, as before the shared loop
-    step = fit(model, loss_of_step, plan.sft_steps, lr=plan.lr, optimizer="adamw", weight_decay=0.01,
-               description="crosscoder: LoRA sibling", after_step=after_step).steps
-    merged = model.merge_and_unload()
-    merged.eval()
-    return merged, {"steps": step, "history": history, "lora_targets": targets}
+    def fresh_base():  # peft wraps the model it is given in place: train on a copy, keep the base clean
+        return copy.deepcopy(base), tok
 
-
-def sibling_path(plan: RealPlan, base_name: str):
-    key = stable_hash({"v": CACHE_VERSION, "base": base_name, "r": plan.lora_r, "a": plan.lora_alpha,
-                       "lr": plan.lr, "steps": plan.sft_steps, "batch": plan.sft_batch, "target": plan.target,
-                       "check": plan.check, "every": plan.check_every, "seed": plan.seed, "system": SYSTEM})
-    return entry_path("crosscoder", f"sibling-{base_name}-{key}")
-
-
-def load_or_train_sibling(base, tok, plan: RealPlan, base_name: str) -> tuple[torch.nn.Module, dict]:
-    from divelab.lm import load_model
-
-    root = sibling_path(plan, base_name)
-    if (root / "meta.json").exists():
-        sib, _ = load_model(root / "model")
-        return sib, json.loads((root / "meta.json").read_text())
-    sib, meta = train_sibling(base, tok, plan)
-    with atomic_dir(root) as tmp:
-        sib.save_pretrained(tmp / "model")
-        tok.save_pretrained(tmp / "model")
-        (tmp / "meta.json").write_text(json.dumps(meta))
-    return sib, meta
+    with torch.enable_grad():  # callers measure under no_grad; training needs gradients
+        adapter = adapt(base_name, sibling_rows(tok, plan), config, name="crosscoder: LoRA tool sibling",
+                        base_loader=fresh_base, stop=rule)
+    merged, _ = adapter.load(merge=True, base_loader=fresh_base)
+    rec = adapter.record
+    return merged, {"steps": rec["steps_trained"], "history": rec["stop_checks"], "lora_targets": list(targets),
+                    "adapter": adapter.key, "rows": rec["n_rows"], "adapter_train_s": rec["train_s"]}
 
 
 def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
@@ -211,7 +195,7 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
     ``plan.layer``, single-feature steering and the reconstruction patch on the sibling. ``(claims, details)``."""
     t0 = time.perf_counter()
     seed = plan.seed
-    sib, meta = load_or_train_sibling(base, tok, plan, base_name)
+    sib, meta = train_sibling(base, tok, plan, base_name)
     t_train = time.perf_counter() - t0
     layer = plan.layer
     ev = make_batch(tok, _tool_prompts(plan.eval, 9300 + seed))
@@ -224,8 +208,8 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
         ruling=verdicts.direction(d, (lo, hi), why="a precondition; SFT fallback, not RL"),
         note=f"sibling {ca.mean():.2f}, base {cb.mean():.2f} on {plan.eval} held-out tool prompts (greedy, "
              f"teacher-forced check); LoRA r={plan.lora_r} SFT on the reward-1 reply for {meta['steps']} steps x "
-             f"{plan.sft_batch} prompts, stopped at held-out correctness >= {plan.target} — RL (GRPO) had no reward "
-             "signal within the CPU budget")]
+             f"{plan.sft_batch} prompts (TRL SFT through divelab.lm.adapt, adapter {meta['adapter'][:12]}), stopped "
+             f"at held-out correctness >= {plan.target} — RL (GRPO) had no reward signal within the CPU budget")]
 
     # harvest where the edits act: the last prompt token and every token of the scored reply `<call RIGHT>` on
     # tool prompts (the teacher-forced positions), the last prompt token alone on generic prompts
@@ -234,6 +218,11 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
         sib, base, tok, [chat_text(tok, p) for p in prompts],
         [f"<call {p.tool}>" if p.is_tool else "" for p in prompts], layer, shard_size=32, progress=True)
     labels = np.array([prompts[o].is_tool for o in owner.tolist()], dtype=int)
+    held = task.prompts(plan.heldout, seed=9500 + seed)
+    ho_a, ho_b, ho_owner = harvest_generation_pairs(
+        sib, base, tok, [chat_text(tok, p) for p in held],
+        [f"<call {p.tool}>" if p.is_tool else "" for p in held], layer, shard_size=32, progress=False)
+    ho_labels = np.array([held[o].is_tool for o in ho_owner.tolist()], dtype=int)
     tool = torch.tensor(labels == 1)
     dom = acts_a[tool].mean(0) - acts_b[tool].mean(0)
     other_ev, other_sel = capture_acts(base, ev.ids, ev.mask, layer), capture_acts(base, sel.ids, sel.mask, layer)
@@ -253,6 +242,7 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
         alpha = max(gains, key=gains.get)
         steer = strict_correct(sib, ev, layer=layer, edit=steer_features(cc, A, [top], alpha), other_acts=other_ev)
         rows.append({"cell": cfg.label() + f" lsh{cfg.lambda_shared:g}", "arch": cfg.arch,
+                     "heldout": exclusive_liveness(cc, ho_a, ho_b, ho_labels) if cc.n_a else None,
                      "forbidden_max": cc.forbidden_max(), "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]),
                      "top": top, "top_d": ranked[0].cohens_d, "top_auroc": ranked[0].auroc, "alpha": alpha,
                      "sel_gain": gains[alpha], "recon": recon, "steer": steer})
@@ -264,13 +254,26 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
     if ccs:
         alts["plain-crosscoder top feature"] = max(ccs, key=lambda r: r["sel_gain"])["steer"]
     cmp = against_strongest(best["steer"], alts, seed=seed)
+    worst = min(r["heldout"]["alive"] for r in dfc)
+    claims.append(Claim(
+        statement=f"{label}: the A-exclusive latents are alive on held-out activations (smallest share alive over "
+                  "DFC cells)",
+        paper_value="few dead latents with the AuxK loss (Gao et al. 2024); the DFC paper assumes a live exclusive "
+                    "block", measured=worst, kind=Kind.CHECK, source=SOURCE,
+        ruling=verdicts.outcome(worst >= 0.5, test="in every DFC cell at least half of the A-exclusive latents fire "
+                                                   "on at least one held-out position"),
+        note=f"{plan.heldout} held-out prompts; per cell share alive, share of tool / generic positions where any "
+             "fires: " + "; ".join(f"{r['cell']}: {r['heldout']['alive']:.2f}, {r['heldout']['fire_tool']:.2f} / "
+                                   f"{r['heldout']['fire_generic']:.2f}" for r in dfc)))
+    cannot = _cannot_speak(dfc, float(ca.mean()))
     claims.append(Claim(
         statement=f"{label}: steering one A-exclusive feature raises the LoRA sibling's tool correctness (best cell), "
                   "over the strongest alternative",
         paper_value="+65 pp over no steering (one best cell, 40 prompts)", measured=cmp.effect, ci=cmp.ci,
         unit="share", kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
         # one crosscoder training run stands behind the best cell: the interval is over prompts
-        ruling=verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs", training_runs=1),
+        ruling=(verdicts.uninformative(cannot) if cannot else
+                verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs", training_runs=1)),
         note=f"layer {layer}; cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
              f"{best['top_auroc']:.2f}), α = {best['alpha']:g} picked on {plan.select} other prompts; "
              f"{len(dfc)} DFC cells"))
@@ -282,7 +285,8 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
         statement=f"{label}: the reconstruction patch alone raises the LoRA sibling's tool correctness (mean over "
                   "cells)", paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=m, ci=(lo, hi),
         kind=Kind.EMPIRICAL, source=SOURCE,
-        ruling=verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
+        ruling=(verdicts.uninformative(cannot) if cannot else
+                verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs")),
         note=f"{int((rg > 0).sum())}/{rg.size} cells positive; per cell " + ", ".join(
             f"{r['cell']} {x:+.2f}" for r, x in zip(rows, rg, strict=True)) + "; t interval over cells"))
     details = {"model": label, "plan": {k: v for k, v in asdict(plan).items() if k != "cells"},
@@ -294,14 +298,23 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
     return claims, details
 
 
+def _cannot_speak(dfc: list[dict], sibling_correct: float) -> str:
+    """Why the steering and patch claims cannot speak ("" when they can): no live exclusive latent to steer, or
+    a sibling already at the ceiling, which no edit can raise."""
+    if not any(r["heldout"]["alive"] > 0 for r in dfc):
+        return "failed set-up: no A-exclusive latent fires on any held-out position in any DFC cell"
+    if sibling_correct >= 0.95:
+        return f"ceiling: the sibling is already correct on {sibling_correct:.0%} of the prompts, no headroom"
+    return ""
+
+
 def measure(seed: int = 0, plan: RealPlan | None = None) -> tuple[list[Claim], dict]:
     """The SmolLM2-135M-Instruct measurement (minutes of CPU; the sibling is cached)."""
     from divelab.lm import load_model
-    from divelab.threads import torch_threads
 
     plan = replace(plan or RealPlan(), seed=seed)
     base, tok = load_model("smollm2-135m-instruct")
-    with torch_threads(2), torch.no_grad():
+    with torch.no_grad():  # threads as the runner pinned them
         return measure_pair(base, tok, plan)
 
 
@@ -309,6 +322,6 @@ def add_to(rep, scale: str, seed: int = 0) -> None:
     """Add the real-LLM claims at ``full`` scale only (a "not checkable" claim when the model is missing)."""
     from divelab.lm.real import add_claims_at_full
 
-    add_claims_at_full(rep, scale, lambda: measure(seed), statement="single-feature steering and recon patch on "
+    add_claims_at_full(rep, scale, lambda: stage("SmolLM2 pair", lambda: measure(seed), weight=2), statement="single-feature steering and recon patch on "
                        "SmolLM2-135M-Instruct vs a LoRA tool sibling", paper_value="(not in the paper: the tiny models' measurement on a real LLM)",
                        source=SOURCE)

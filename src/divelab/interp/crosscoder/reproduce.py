@@ -3,6 +3,7 @@ tiny base LM and its RL-trained tool-calling sibling."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -26,6 +27,7 @@ from divelab.interp.crosscoder.interventions import (
 )
 from divelab.interp.crosscoder.models import PairSpec, load_pair, tool_correctness
 from divelab.interp.crosscoder.ranking import latent_scaling, rank_features, relative_decoder_norm
+from divelab.stages import stage
 
 # the notes give no paper section per number, so every claim cites the paper and the episode
 SOURCE = "arXiv 2606.26474; week-in-review E175"
@@ -142,11 +144,15 @@ class Measured:
         return verdicts.uninformative(self.dead) if self.dead else ruling
 
 
+STAGE_WEIGHT = 3
+"""At full: the tiny pair with its crosscoder cells (1), then the SmolLM2 pair (2); other scales end after the first."""
+
 def run(plan: Plan, seed: int) -> Reproduction:
     rep = Reproduction(system="crosscoder", title="A dedicated-feature crosscoder localises RL-induced tool use",
                        scale="", seed=seed)
     with torch.no_grad():
-        m = _measure(replace(plan, pair=replace(plan.pair, seed=seed)), seed)
+        m = stage("tiny pair and crosscoder cells",
+                  lambda: _measure(replace(plan, pair=replace(plan.pair, seed=seed)), seed), weight=1)
         rep.setup = _setup(m, plan)
         rep.claims += _claims_precondition(m, plan, seed)
         rep.claims += _claims_checks(m)
@@ -159,7 +165,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
         rep.claims += _claims_cc_vs_dfc(m, seed)
         rep.claims += _claims_template_detector(m)
         rep.details = _details(m)
-    if plan.real_llm:  # SmolLM2-135M-Instruct vs a LoRA tool sibling (pins its own threads)
+    if plan.real_llm:  # SmolLM2-135M-Instruct vs a LoRA tool sibling
         from divelab.interp.crosscoder import real_llm
 
         real_llm.add_to(rep, "full", seed)
@@ -198,6 +204,11 @@ def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
     return out[:n]
 
 
+def _score_on(tok, ev: list[task.Prompt], model, prompts: list[task.Prompt] | None = None, **kw) -> dict:
+    """Per-prompt tool correctness, format and selection of ``model`` on ``prompts`` (default: ``ev``)."""
+    return tool_correctness(model, tok, ev if prompts is None else prompts, **kw)
+
+
 def _measure(plan: Plan, seed: int) -> Measured:
     """Train the pair and every crosscoder cell; score the sibling and the base clean, through each
     cell's reconstruction, steered and ablated, and along the difference-of-means baselines."""
@@ -207,8 +218,7 @@ def _measure(plan: Plan, seed: int) -> Measured:
     sel = _tool_prompts(plan.select, 7000 + seed)
     ev = _tool_prompts(plan.eval, 8000 + seed)
 
-    def score(model, prompts=ev, **kw):
-        return tool_correctness(model, tok, prompts, **kw)
+    score = functools.partial(_score_on, tok, ev)  # a partial, not a closure: a full run's stage pickles it
 
     clean_a, clean_b = score(sib), score(base)
     clean_a_sel = score(sib, sel)
