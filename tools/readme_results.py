@@ -139,18 +139,30 @@ def dspark_headline(b: dict, served: dict) -> str:
             f"speculation (closed-loop users, one run each): {users} users.\n")
 
 
-def headline(reps: list) -> str:
-    """The first-screen sentence: what the empirical claims came to, the other kinds apart."""
+def _verdict_sentence(reps: list, what: str) -> str:
     tally = tallies_by_kind(reps)
     e = tally["empirical"]
     others = ", ".join(f"{sum(tally[k].values())} {k}" for k in tally if k != "empirical")
-    scales = sorted({r.scale for r in reps})
-    return (f"Of **{sum(e.values())} empirical claims** in the saved {'/'.join(scales)} runs: "
+    return (f"Of **{sum(e.values())} empirical claims** {what}: "
             f"**{e['reproduced']} reproduced** (direction and size), {e['direction holds']} in direction "
             f"where the paper gives no size, {e['direction only']} in direction with a different size, "
             f"{e['not separated from noise']} not separated from noise, {e['not reproduced']} not reproduced, "
             f"{e['uninformative']} uninformative, {e['not checkable here']} not checkable here. "
-            f"Listed apart, never counted: {others}.\n")
+            f"Listed apart, never counted: {others}.")
+
+
+def headline(quick: list, full: list | None = None) -> str:
+    """The first-screen sentences: what the empirical claims came to at full scale (the canonical record),
+    then in the quick demo runs; the other kinds apart."""
+    demo = _verdict_sentence(quick, f"in the quick demo runs of {len(quick)} systems")
+    if not full:
+        return f"No full-scale run is saved yet. {demo}\n"
+    names = ", ".join(sorted(r.system for r in full))
+    missing = len(quick) - len(full)
+    scope = (f"in the saved full-scale runs of all {len(full)} systems" if missing <= 0 else
+             f"in the saved full-scale runs of {len(full)} of {len(quick)} systems ({names}; the others are not "
+             "run at full scale yet)")
+    return f"{_verdict_sentence(full, scope)}\n\n{demo}\n"
 
 
 def full_tally(full: dict) -> str:
@@ -206,7 +218,7 @@ def render_block(key: str, reps: dict) -> str:
     if key == "dspark-served":
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "headline":
-        return headline(list(reps.values()))
+        return headline(list(reps.values()), list(_reps(FULL).values()))
     if key == "full-tally":
         return full_tally(_reps(FULL))
     if key == "real-llm":
