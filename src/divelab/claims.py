@@ -108,7 +108,29 @@ class Claim:
             return ""
         if not math.isfinite(self.mde):
             return "too few units to detect any effect"
-        return f"detects ≥ {format_number(self.mde)}{' ' + self.unit if self.unit else ''} at 80 % power"
+        unit = " " + self.unit if self.unit else ""
+        text = f"detects ≥ {format_number(self.mde)}{unit} at 80 % power"
+        paper = self.paper_effect()
+        if paper is None:
+            return text
+        if paper < self.mde:
+            return f"{text}; the paper's effect ({format_number(paper)}{unit}) is smaller: under-powered here"
+        return f"{text}, enough for the paper's effect ({format_number(paper)}{unit})"
+
+    def paper_effect(self) -> float | None:
+        """The paper's effect size for a claim whose sign is the claim (a ``direction`` rule), as a magnitude:
+        the end of its band nearer zero, which is what the design must resolve. None when the paper gives no
+        size or its band straddles zero."""
+        rule = self.rule or {}
+        if rule.get("name") != "direction":
+            return None
+        paper = (rule.get("args") or {}).get("paper")
+        values = paper if isinstance(paper, list | tuple) else [paper]
+        if not values or not all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+            return None
+        if min(values) < 0 < max(values):
+            return None
+        return float(min(abs(v) for v in values))
 
     def _check_baselines(self) -> None:
         """A comparative claim is judged against the strongest baseline it measured."""

@@ -148,3 +148,21 @@ def test_a_claim_that_measures_something_else_reads_its_detectable_effect_off_it
                   ruling=direction(cmp.effect, cmp.ci, expected_sign=-1, why="test"),
                   **cmp.claim_fields(measures_effect=False))
     assert ratio.mde == pytest.approx(stats.mde_from_ci(0.4, 0.6)) and ratio.mde != cmp.mde
+
+
+def test_the_detectable_effect_is_set_beside_the_paper_effect():
+    from divelab.claims import Claim, Kind
+    from divelab.verdicts import direction, value
+
+    def claim(paper, ci=(0.0, 0.4), ruling=None):
+        return Claim(statement="s", paper_value="p", measured=0.2, ci=ci, kind=Kind.EMPIRICAL, unit="pts",
+                     ruling=ruling or direction(0.2, ci, paper=paper, why="test"))
+
+    small = claim(0.05)  # the interval's width detects about 0.29: the paper's 0.05 is out of reach
+    assert small.paper_effect() == 0.05 and "(0.05 pts) is smaller: under-powered here" in small.power_text()
+    assert "enough for the paper's effect (0.5 pts)" in claim(0.5).power_text()
+    assert claim((-0.8, -0.3)).paper_effect() == 0.3  # a band: its end nearer zero
+    assert claim((-0.1, 0.3)).paper_effect() is None  # a band across zero states no size
+    assert claim(None).paper_effect() is None and claim(None).power_text().endswith("at 80 % power")
+    valued = claim(0.5, ruling=value(0.2, paper=0.5, ci=(0.0, 0.4)))
+    assert valued.paper_effect() is None  # a value claim's paper number is a level, not an effect
