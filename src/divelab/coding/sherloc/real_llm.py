@@ -35,6 +35,7 @@ from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
+from divelab.stages import stage
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "arXiv 2606.24820; week-in-review E169"
@@ -176,8 +177,9 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
 
 
 def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, Repo],
-           preds: dict[str, list[list[Location]]], cfg: RealConfig | None = None) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`).
+           preds: dict[str, list[list[Location]]], cfg: RealConfig | None = None, weight: float = 1.0) -> None:
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), as one stage
+    of the run (:mod:`divelab.stages`) of the given weight.
 
     ``preds`` are the reproduction's own localizers' predictions over ``tasks`` (the slice reuses them).
     """
@@ -193,6 +195,7 @@ def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, 
         with torch_threads(1):
             return measure(load_chat(c), [tasks[i] for i in idx], repos, c, seed, others)
 
-    real.add_claims_at_full(rep, scale, run, statement=f"{MODEL_LABEL} driving the SHERLOC loop on a slice",
+    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} on a slice", run, weight=weight),
+                            statement=f"{MODEL_LABEL} driving the SHERLOC loop on a slice",
                             paper_value="thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
                             source=SRC)

@@ -36,6 +36,7 @@ from divelab.coding.sherloc.spectrum_policy import SpectrumDiagnostician
 from divelab.coding.sherloc.tools import RepoTools
 from divelab.comparisons import against_strongest
 from divelab.progress import track
+from divelab.stages import stage
 from divelab.threads import torch_threads
 
 SOURCE = "arXiv 2606.24820; week-in-review E169"
@@ -74,6 +75,13 @@ def _wrong_case(task: Task, files: dict[str, str], rng: random.Random) -> CaseFi
         location_description=f"{fn.qualname} in {f}", root_cause_hypothesis="the comparison has the wrong operator",
         solution_idea="flip the comparison operator", dependencies=[], testing_impact="rerun the failing test",
         confidence=0.9)])
+
+
+# Stage weights (divelab.stages): each stage's rough share of a full run's time. Planting runs each package's
+# tests per candidate bug; repair runs them per validated patch, six conditions per task; SmolLM2 at a few tokens
+# a second drives the loop on ten tasks.
+BUILD_WEIGHT, LOCALIZE_WEIGHT, REPAIR_WEIGHT, LIVE_WEIGHT = 10.0, 4.0, 20.0, 10.0
+STAGE_WEIGHT = BUILD_WEIGHT + LOCALIZE_WEIGHT + REPAIR_WEIGHT + LIVE_WEIGHT * PLANS["full"].live_llm
 
 
 LOCALIZERS = ("sherloc", "bm25", "ochiai", "surprisal")
@@ -344,14 +352,17 @@ def _setup(plan: Plan, n: int) -> str:
 
 
 def run(plan: Plan, seed: int) -> Reproduction:
-    tasks = build_benchmark(list(plan.repos), plan.n_per_repo, seed=seed)
+    tasks = stage("plant bugs", lambda: build_benchmark(list(plan.repos), plan.n_per_repo, seed=seed),
+                  weight=BUILD_WEIGHT)
     if not tasks:
         raise RuntimeError("no planted bug was detected by the test suites; nothing to measure")
     repos = {name: open_repo(name) for name in plan.repos}
     n = len(tasks)
-    preds, cases, recov = _localize(tasks, repos, plan, seed)
+    preds, cases, recov = stage("train the surprisal LM and localize", lambda: _localize(tasks, repos, plan, seed),
+                                weight=LOCALIZE_WEIGHT)
     table, hits1 = _hits(preds, tasks)
-    resolved, chars, gated_on = _repair(tasks, repos, preds, cases, plan, seed)
+    resolved, chars, gated_on = stage("repair under 6 report conditions",
+                                      lambda: _repair(tasks, repos, preds, cases, plan, seed), weight=REPAIR_WEIGHT)
 
     rep = Reproduction("sherloc", "SHERLOC: diagnostic case files for bug localization (E169)", "", seed,
                        setup=_setup(plan, n), planted=PLANTED)
@@ -369,7 +380,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if plan.live_llm:
         from divelab.coding.sherloc import real_llm  # SmolLM2 driving the loop on a slice
 
-        real_llm.add_to(rep, "full", seed, tasks, repos, preds)
+        real_llm.add_to(rep, "full", seed, tasks, repos, preds, weight=LIVE_WEIGHT)
     else:
         rep.add(not_checkable("SHERLOC driven by SmolLM2-135M-Instruct on a slice",
                               "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
