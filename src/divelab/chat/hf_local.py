@@ -178,19 +178,41 @@ class HFChatModel:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> ChatResponse:
-        import torch
-
         if not messages:
             raise ValueError("complete() needs at least one message")
-        ids = self.prompt_ids(messages, tools)
+        return self.complete_many([messages], tools, temperature=temperature, max_tokens=max_tokens)[0]
+
+    def complete_many(
+        self,
+        conversations: list[list[Message]],
+        tools: list[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> list[ChatResponse]:
+        """One reply per conversation from one left-padded ``generate`` call (the same chat protocol as
+        :meth:`complete`; greedy replies equal the unbatched ones). Sampling seeds the batch once, so a
+        sampled batch is reproducible but not the same draws as one-at-a-time calls."""
+        import torch
+
+        if not conversations or any(not m for m in conversations):
+            raise ValueError("complete_many() needs at least one conversation, each with at least one message")
         new = max_tokens or self.max_new_tokens
         limit = self.max_context - new
-        if len(ids) > limit:  # keep the head (system prompt) and the most recent tokens
-            head = min(64, limit // 4)
-            ids = ids[:head] + ids[len(ids) - (limit - head):]
-            self.stats["truncated"] += 1
+        prompts = []
+        for messages in conversations:
+            ids = self.prompt_ids(messages, tools)
+            if len(ids) > limit:  # keep the head (system prompt) and the most recent tokens
+                head = min(64, limit // 4)
+                ids = ids[:head] + ids[len(ids) - (limit - head):]
+                self.stats["truncated"] += 1
+            prompts.append(ids)
         temp = self.temperature if temperature is None else temperature
-        x = torch.tensor([ids])
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        width = max(len(p) for p in prompts)
+        # left padding: every prompt ends at the same column, so generation appends in step for all rows
+        x = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         kw: dict[str, Any] = {"max_new_tokens": new, "pad_token_id": self.tokenizer.pad_token_id}
         if temp and temp > 0:
             torch.manual_seed(self.seed + self.stats["requests"])
@@ -198,8 +220,10 @@ class HFChatModel:
         else:
             kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
-            out = self.model.generate(x, attention_mask=torch.ones_like(x), **kw)
-        gen = out[0, x.shape[1]:].tolist()
+            out = self.model.generate(x, attention_mask=mask, **kw)
+        return [self._response(ids, out[i, width:].tolist(), tools) for i, ids in enumerate(prompts)]
+
+    def _response(self, ids: list[int], gen: list[int], tools: list[ToolSpec] | None) -> ChatResponse:
         eos = self.tokenizer.eos_token_id
         finish = "stop" if eos in gen else "length"
         if eos in gen:

@@ -206,3 +206,60 @@ def rewind(t: Transcript, agent: Any, turn: int, edit: dict[str, Any] | None = N
         _, a = _step(env, agent, msgs, v, k, temperature)
         actions.append(a)
     return Transcript(t.env, v, msgs, actions, sample, rewound_from=turn)
+
+
+# ---------------------------------------------------------------------------------------------- batched rollouts
+
+def _advance(env: ForensicEnv, agent: Any, convs: list[list[Message]], variables: list[dict[str, Any]],
+             turn: int, temperature: float | None) -> list[str]:
+    """One turn for many transcripts at once through the agent's ``complete_many`` (one batched call)."""
+    for msgs, v in zip(convs, variables, strict=True):
+        msgs.append(user(env.observation(v, turn)))
+    replies = agent.complete_many([list(m) for m in convs], temperature=temperature)
+    actions = []
+    for msgs, resp in zip(convs, replies, strict=True):
+        if resp.message.role != "assistant":
+            raise ValueError(f"agent returned a {resp.message.role!r} message; expected 'assistant'")
+        msgs.append(assistant(resp.message.text()))
+        actions.append(parse_action(msgs[-1].text(), env.actions[turn]))
+    return actions
+
+
+def rollouts(env: ForensicEnv, agent: Any, variables: dict[str, Any] | None, n: int, *,
+             temperature: float | None = None, batch_size: int = 32) -> list[Transcript]:
+    """``n`` rollouts (samples ``0..n-1``). An agent with ``complete_many`` (a local LLM) is stepped turn by
+    turn in batches, which is what makes hundreds of LLM rollouts affordable on a CPU; any other agent is
+    rolled out one transcript after another, exactly as :func:`rollout` does."""
+    if not hasattr(agent, "complete_many"):
+        return [rollout(env, agent, variables, sample=i, temperature=temperature) for i in range(n)]
+    v = env.check(variables or {})
+    out: list[Transcript] = []
+    for start in range(0, n, batch_size):
+        idx = range(start, min(n, start + batch_size))
+        convs: list[list[Message]] = [[system(SYSTEM_PROMPT)] for _ in idx]
+        acts: list[list[str]] = [[] for _ in idx]
+        for turn in range(env.turns):
+            for a, got in zip(acts, _advance(env, agent, convs, [v] * len(convs), turn, temperature), strict=True):
+                a.append(got)
+        out += [Transcript(env.name, dict(v), m, a, i) for i, m, a in zip(idx, convs, acts, strict=True)]
+    return out
+
+
+def rewinds(ts: list[Transcript], agent: Any, turn: int, edit: dict[str, Any] | None = None, *,
+            temperature: float | None = None, batch_size: int = 32) -> list[Transcript]:
+    """:func:`rewind` for many transcripts; batched through ``complete_many`` when the agent has it."""
+    if not hasattr(agent, "complete_many"):
+        return [rewind(t, agent, turn, edit, sample=t.sample, temperature=temperature) for t in ts]
+    out: list[Transcript] = []
+    for start in range(0, len(ts), batch_size):
+        chunk = ts[start:start + batch_size]
+        env = get_env(chunk[0].env)
+        vs = [env.check({**t.variables, **(edit or {})}) for t in chunk]
+        convs = [prefix(t, turn) for t in chunk]
+        acts = [list(t.actions[:turn]) for t in chunk]
+        for k in range(turn, env.turns):
+            for a, got in zip(acts, _advance(env, agent, convs, vs, k, temperature), strict=True):
+                a.append(got)
+        out += [Transcript(t.env, v, m, a, t.sample, rewound_from=turn)
+                for t, v, m, a in zip(chunk, vs, convs, acts, strict=True)]
+    return out

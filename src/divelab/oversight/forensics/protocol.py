@@ -19,7 +19,7 @@ from typing import Any
 
 from divelab import stats
 from divelab.oversight.forensics.agents import MISALIGNED, MOTIVES, PlantedAgent
-from divelab.oversight.forensics.envs import ForensicEnv, Transcript, get_env, rewind, rollout
+from divelab.oversight.forensics.envs import ForensicEnv, Transcript, get_env, rewinds, rollout, rollouts
 from divelab.oversight.forensics.hypotheses import Hypothesis, mine
 from divelab.oversight.forensics.statistics import Rate, TwoArm, two_arm
 
@@ -136,8 +136,7 @@ def run_test(env: ForensicEnv, agent: Any, base: list[Transcript], iv: Intervent
     if not base:
         raise ValueError("run_test needs at least one base transcript")
     turn = rewind_turn(env, base[0].variables, {iv.variable: iv.value})
-    edited = [rewind(t, agent, turn, {iv.variable: iv.value}, sample=t.sample, temperature=temperature)
-              for t in base]
+    edited = rewinds(base, agent, turn, {iv.variable: iv.value}, temperature=temperature)
     k0 = sum(t.concerning for t in base)
     k1 = sum(t.concerning for t in edited)
     return two_arm(k0, len(base), k1, len(edited)), turn
@@ -172,7 +171,7 @@ def investigate(env_name: str, agent: Any, *, n: int = 30, variables: dict[str, 
     env = get_env(env_name)
     ivs = interventions or interventions_for(env_name)
     v = env.check(variables if variables is not None else OBSERVED.get(env_name, {}))
-    base = [rollout(env, agent, v, sample=i, temperature=temperature) for i in range(n)]
+    base = rollouts(env, agent, v, n, temperature=temperature)
     rate = Rate(sum(t.concerning for t in base), n)
     mined = mine(base, min_mentions=min_mentions)
     names = hypotheses if hypotheses is not None else [h.motive for h in mined]

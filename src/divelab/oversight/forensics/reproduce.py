@@ -49,6 +49,9 @@ class Plan:
     """SmolLM2-135M-Instruct rollouts per arm in its loyalty test (0 skips the real model)."""
     power_sims: int
     """simulated studies behind the Fisher-power estimate."""
+    learned_motive: bool = False
+    """fine-tune SmolLM2-135M-Instruct into a motive adapter and a format-only control adapter and run
+    rewind-and-intervene on them and the untuned model (sized by ``motive_llm.MotiveConfig``; full only)."""
 
 
 PLANS = {
@@ -57,7 +60,7 @@ PLANS = {
     "quick": Plan(agents=16, n=24, fs=(0.0, 0.25, 0.5, 1.0), dose_n=40, loyalty_n=50, learn_steps=3000, real_n=12,
                   power_sims=400),
     "full": Plan(agents=200, n=50, fs=(0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0), dose_n=200, loyalty_n=100,
-                 learn_steps=6000, real_n=40, power_sims=1000),
+                 learn_steps=6000, real_n=0, power_sims=1000, learned_motive=True),
 }
 
 
@@ -90,6 +93,10 @@ def run(plan: Plan, seed: int) -> Reproduction:
                        seed=seed)
     real = (f"SmolLM2-135M-Instruct on eval_tampering, {plan.real_n} rollouts per arm" if plan.real_n
             else "no real model in this run")
+    if plan.learned_motive:
+        from divelab.oversight.forensics import motive_llm
+
+        real = motive_llm.setup_text(motive_llm.MotiveConfig())
     rep.setup = (f"Planted-motive agents behind the chat protocol in text mirrors of precommit_hook / eval_tampering; "
                  f"{plan.agents} random agents per CoT faithfulness f in {plan.fs}, {plan.n} rollouts per arm, "
                  "hypotheses mined from CoT, one-variable rewinds, Fisher + Holm, positive controls. A linear "
@@ -101,12 +108,20 @@ def run(plan: Plan, seed: int) -> Reproduction:
                    "relaxing the check) put the point where relaxing pays at 75 errors, so its dose-response "
                    "crossing follows from our reward. Only the SmolLM2 loyalty test is about a model we did not "
                    "write.")
+    if plan.learned_motive:
+        rep.planted += (" The motive adapter's training labels write in that SmolLM2 has a motive (hide tampering "
+                        "by an earlier copy of itself); they do not write in whether the motive carries over to the "
+                        "held-out wording, nor whether rewind-and-intervene finds it or finds one in the control "
+                        "adapter or the untuned model.")
     rep.claims += _claims_loyalty(rep.details, plan, seed)
     rep.claims += _claims_recovery(rep.details, plan, seed)
     rep.claims += _claims_dose(rep.details, plan, seed)
     rep.figures.append(_figure(rep.details))
     rep.claims += _claims_null(rep.details, plan, seed)
-    rep.claims += _claims_real(rep.details, plan, seed)
+    if plan.learned_motive:  # the learned motive replaces the prompted one: its positive control is learned
+        motive_llm.add_to(rep, "full", seed)  # sized by motive_llm.MotiveConfig()
+    else:
+        rep.claims += _claims_real(rep.details, plan, seed)
     return rep
 
 
