@@ -9,6 +9,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction
 from divelab.comparisons import against_strongest
+from divelab.stages import stage
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, evaluate, fit_growth, probe_states
 from divelab.training.backtrack.maze import Maze, MazeSpec
 from divelab.training.backtrack.policy import Explorer, rollout, sample_mazes
@@ -80,6 +81,16 @@ PLANS = {
                  distill=DistillConfig(walks=512, sft=SFTConfig(steps=200, batch=32)),
                  eval_walks=32, eval_cap={2: 4000, 3: 6000}),
 }
+
+
+# Stage weights (divelab.stages): one (L, seed) run of training and evaluation; at L=3 the base's and SFT's
+# evaluation walks (growing about ×L per level) cost more.
+RUN_WEIGHT = {2: 1.0, 3: 1.5}
+STAGE_WEIGHT = PLANS["full"].seeds * sum(RUN_WEIGHT[L] for L in PLANS["full"].L)
+
+
+def _ks(Ks: tuple[int, ...]) -> str:
+    return f"{Ks[0]}..{Ks[-1]}" if list(Ks) == list(range(Ks[0], Ks[-1] + 1)) else ",".join(map(str, Ks))
 
 
 def _run_one(plan: Plan, L: int, seed: int) -> dict:
@@ -178,7 +189,9 @@ def run(plan: Plan, seed: int) -> Reproduction:
     """Train base → {SFT, RL, distilled} on the layered dead-end maze and measure the paper's claims."""
     rep = Reproduction(system="backtrack", title="RLVR vs SFT: learning to backtrack (E163, arXiv 2606.22938)",
                        scale="", seed=seed)
-    runs = {L: [_run_one(plan, L, seed + 100 * s) for s in range(plan.seeds)] for L in plan.L}
+    runs = {L: [stage(f"L={L} seed {s + 1}/{plan.seeds}: train 4 policies, evaluate K={_ks(plan.K_eval[L])}",
+                      lambda L=L, s=s: _run_one(plan, L, seed + 100 * s), weight=RUN_WEIGHT.get(L, 1.0))
+                for s in range(plan.seeds)] for L in plan.L}
     curves = {L: {name: _mean_curve(rs, name, plan.K_eval[L]) for name in MODELS} for L, rs in runs.items()}
     fits = {L: {name: fit_growth(plan.K_eval[L], curves[L][name][0]) for name in MODELS} for L in plan.L}
     rs0 = runs[plan.L[0]]
