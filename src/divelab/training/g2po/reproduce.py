@@ -23,6 +23,7 @@ from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.stages import stage
 from divelab.training.g2po.setup import (
     CONDITIONS,
     ESTIMATORS,
@@ -142,6 +143,12 @@ def _plan(train: dict[str, Any], primary: bool) -> list[tuple[int, str, str]]:
     return out
 
 
+# Stage weights (divelab.stages): every training run of the full plan is one stage of weight 1 (the runs are
+# alike in length); building each set-up's warm start before them is left out of the estimate.
+STAGE_WEIGHT = sum(len(_plan(train_settings(PLANS["full"].training, 0), primary=k == 0))
+                   for k in range(PLANS["full"].game_sets * PLANS["full"].warm_starts))
+
+
 def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
     """Every run of every set-up: per-iteration success, advantage statistics and timings."""
     train = train_settings(plan.training, seed)
@@ -159,34 +166,43 @@ def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
                                for g, sp in zip(tb.game_ids, cfg.specs(), strict=True)}}
         todo += [(sup, tb, s, c, m) for s, c, m in _plan(train, primary=k == 0)]
     for sup, tb, s, cond, method in track(todo, "G2PO reproduction"):
-        policy = tb.new_policy()
-        make_env = tb.make_env if cond == "repeat" else tb.make_control_env
-        cfg = GRPOConfig(iterations=iterations, group_size=group_size, max_steps=sup.testbed.max_steps,
-                         estimator=ESTIMATORS[method][0], estimator_options=ESTIMATORS[method][1],
-                         lr=train["lr"], kl_coef=train["kl_coef"], ppo_epochs=train["ppo_epochs"],
-                         seed=s, description=f"{sup.name}/{method}/{cond}/s{s}")
-        trainer = GRPOTrainer(policy, make_env, tb.game_ids, cfg)
-        shares: dict[str, list[float]] = defaultdict(list)
-        score_credit = cond == "repeat" and method == "grpo"  # every estimator scored on grpo's batches
-        for _ in range(iterations):
-            trainer.iteration()
-            if score_credit:
-                for name, v in _credit_shares(trainer.last_groups).items():
-                    shares[name].append(v)
-        logs = trainer.logs
-        total = [lg.time_rollout + lg.time_bookkeeping + lg.time_update for lg in logs]
-        out["runs"].append({
-            "setup": sup.name, "seed": s, "condition": cond, "method": method,
-            "success": [lg.success for lg in logs],
-            "adv_var": [lg.adv_std ** 2 for lg in logs],
-            "zero_adv_frac": [lg.zero_adv_frac for lg in logs],
-            "within_decision_share": dict(shares),
-            "mixed_group_frac": [lg.mixed_group_frac for lg in logs],
-            "bookkeeping_share": float(sum(lg.time_bookkeeping for lg in logs) / sum(total)),
-            "distinct_states": [lg.distinct_states for lg in logs], "n_steps": [lg.n_steps for lg in logs],
-            "kl": [lg.kl for lg in logs],
-        })
+        # one stage per training run (divelab.stages): a killed full run resumes at the first unfinished one
+        out["runs"].append(stage(f"train {sup.name} {method} ({cond}) seed {s}",
+                                 lambda sup=sup, tb=tb, s=s, cond=cond, method=method:
+                                 _train_run(sup, tb, s, cond, method, train), weight=1.0))
     return out
+
+
+def _train_run(sup: Setup, tb: Any, s: int, cond: str, method: str, train: dict[str, Any]) -> dict[str, Any]:
+    """One GRPO run of ``method`` on a set-up's games (states repeat, or the control): its logs, per iteration."""
+    iterations, group_size = train["iterations"], train["group_size"]
+    policy = tb.new_policy()
+    make_env = tb.make_env if cond == "repeat" else tb.make_control_env
+    cfg = GRPOConfig(iterations=iterations, group_size=group_size, max_steps=sup.testbed.max_steps,
+                     estimator=ESTIMATORS[method][0], estimator_options=ESTIMATORS[method][1],
+                     lr=train["lr"], kl_coef=train["kl_coef"], ppo_epochs=train["ppo_epochs"],
+                     seed=s, description=f"{sup.name}/{method}/{cond}/s{s}")
+    trainer = GRPOTrainer(policy, make_env, tb.game_ids, cfg)
+    shares: dict[str, list[float]] = defaultdict(list)
+    score_credit = cond == "repeat" and method == "grpo"  # every estimator scored on grpo's batches
+    for _ in range(iterations):
+        trainer.iteration()
+        if score_credit:
+            for name, v in _credit_shares(trainer.last_groups).items():
+                shares[name].append(v)
+    logs = trainer.logs
+    total = [lg.time_rollout + lg.time_bookkeeping + lg.time_update for lg in logs]
+    return {
+        "setup": sup.name, "seed": s, "condition": cond, "method": method,
+        "success": [lg.success for lg in logs],
+        "adv_var": [lg.adv_std ** 2 for lg in logs],
+        "zero_adv_frac": [lg.zero_adv_frac for lg in logs],
+        "within_decision_share": dict(shares),
+        "mixed_group_frac": [lg.mixed_group_frac for lg in logs],
+        "bookkeeping_share": float(sum(lg.time_bookkeeping for lg in logs) / sum(total)),
+        "distinct_states": [lg.distinct_states for lg in logs], "n_steps": [lg.n_steps for lg in logs],
+        "kl": [lg.kl for lg in logs],
+    }
 
 
 def _final(run: dict[str, Any]) -> float:
