@@ -13,6 +13,7 @@ from divelab.claims import Claim, Figure, Kind, Reproduction
 from divelab.comparisons import against_strongest
 from divelab.progress import track
 from divelab.rl.testbed import TestbedConfig
+from divelab.stages import stage
 from divelab.training.backtrack.maze import MazeSpec
 from divelab.training.g2po.setup import KL_COEF, LR, PPO_EPOCHS, TESTBEDS, TRAINING
 from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample
@@ -129,6 +130,16 @@ PLANS = {
 }
 
 
+# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from smoke's
+# stage times by the plan's sizes). The collapse law, greedy on small trees and the figures are cheap and left
+# out (they draw from one shared generator, so they stay unstaged).
+W_MIXED_G8 = 1.4  # one seed of the samplers' mixed ratio at G=8 (cost grows with G)
+W_DEEP_GREEDY, W_PROXY, W_CHAIN_RUN, W_OVERHEAD = 1.0, 2.0, 1.5, 4.0
+W_ARENA = {"TextWorld": 60.0, "TextWorld, gigpo for both arms": 60.0, "E163 mazes": 30.0}
+STAGE_WEIGHT = (PLANS["full"].seeds * sum(W_MIXED_G8 * G / 8 for G in PLANS["full"].Gs) + W_DEEP_GREEDY + W_PROXY
+                + len(SAMPLER_ARMS) * PLANS["full"].train_seeds * W_CHAIN_RUN + sum(W_ARENA.values()) + W_OVERHEAD)
+
+
 def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[float, float]]:
     """Mean of a - b over paired units with its 95% interval: a t-interval for a handful of seeds,
     a bootstrap for many units (prompts)."""
@@ -169,9 +180,13 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
     families = _arena_families(plan, seed)
     fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6))
     for ax, (fam, new_policy, make_env, game_ids, cfg) in zip(axes, families, strict=True):
-        rnd = random_success(make_env, game_ids, 64, cfg.max_steps, seed)
-        mix0 = start_mixed_ratio(new_policy, make_env, game_ids, cfg, plan.start_batches, seed)
-        runs = run_arena(new_policy, make_env, game_ids, cfg, seeds, progress=track)
+        rnd, mix0, runs = stage(
+            f"arena {fam}: {len(cfg.samplers)} samplers x {len(seeds)} seeds",
+            lambda new_policy=new_policy, make_env=make_env, game_ids=game_ids, cfg=cfg: (
+                random_success(make_env, game_ids, 64, cfg.max_steps, seed),
+                start_mixed_ratio(new_policy, make_env, game_ids, cfg, plan.start_batches, seed),
+                run_arena(new_policy, make_env, game_ids, cfg, seeds, progress=track)),
+            weight=W_ARENA.get(fam, 1.0))
         by = {(r.sampler, r.seed): r for r in runs}
         final = {k: np.array([by[(k, s)].final_success for s in seeds]) for k in cfg.samplers}
         used = {k: float(np.mean([by[(k, s)].env_steps[-1] for s in seeds])) for k in cfg.samplers}
@@ -313,7 +328,9 @@ def _claims_mixed_ratio(plan: Plan, policy: TabularPolicy, seed: int, rep: Repro
         per_G[G] = {k: [] for k in SAMPLER_ARMS}
         for s in track(range(plan.seeds), f"infotree: mixed ratio G={G}"):
             ds = np.random.default_rng(seed * 1000 + s).integers(1, DMAX + 1, size=plan.prompts)
-            res = _mixed_at_budget(policy, ds, G, seed * 1000 + s)
+            res = stage(f"mixed ratio G={G} seed {s + 1}/{plan.seeds}",
+                        lambda G=G, s=s, ds=ds: _mixed_at_budget(policy, ds, G, seed * 1000 + s),
+                        weight=W_MIXED_G8 * G / 8)
             for k, (m, b) in res.items():
                 per_G[G][k].append(float(m.mean()))
                 if G == 8:
@@ -412,18 +429,10 @@ def _claims_greedy(plan: Plan, rng: np.random.Generator, seed: int, rep: Reprodu
              f"greedy optimal in {np.mean(ratios_a > 1 - 1e-9):.1%} of instances. A check: the bound is a "
              "theorem for monotone submodular functions, so it fails only if the objective or greedy is wrong."))
 
-    # the review's seam: deep, long-horizon trees (chain-like: each node mostly extends the last one)
-    deep_rng = np.random.default_rng(seed + 31)
-    deep_ratios, depths = [], []
-    for _ in track(range(plan.deep_inst), "infotree: greedy vs optimum, deep trees"):
-        inst = random_tree_instance(deep_rng, n_nodes=int(deep_rng.integers(16, 29)), chain=0.9,
-                                    root_weight=float(deep_rng.choice([1.0, 4.0])))
-        k = int(deep_rng.integers(2, 5))
-        g = inst.value(greedy(inst, k))
-        _, opt = brute_force(inst, k)
-        base = inst.value(np.zeros(inst.n_candidates))
-        deep_ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
-        depths.append(instance_depth(inst))
+    # the review's seam: deep, long-horizon trees (chain-like: each node mostly extends the last one); a stage
+    # of its own (brute force over deep trees is the costly part), drawing from its own generator only
+    deep_ratios, depths = stage(f"greedy vs optimum on {plan.deep_inst} deep trees",
+                                lambda: _deep_greedy_ratios(plan, seed), weight=W_DEEP_GREEDY)
     deep_a = np.array(deep_ratios)
     claims.append(Claim(
         statement="Greedy reaches at least (1-1/e) of the optimum on deep trees (depth 10-28)",
@@ -452,15 +461,32 @@ def _claims_greedy(plan: Plan, rng: np.random.Generator, seed: int, rep: Reprodu
     return claims
 
 
+def _deep_greedy_ratios(plan: Plan, seed: int) -> tuple[list[float], list[int]]:
+    """(greedy / optimal gain, depth) of each deep, chain-like random tree instance."""
+    deep_rng = np.random.default_rng(seed + 31)
+    deep_ratios, depths = [], []
+    for _ in track(range(plan.deep_inst), "infotree: greedy vs optimum, deep trees"):
+        inst = random_tree_instance(deep_rng, n_nodes=int(deep_rng.integers(16, 29)), chain=0.9,
+                                    root_weight=float(deep_rng.choice([1.0, 4.0])))
+        k = int(deep_rng.integers(2, 5))
+        g = inst.value(greedy(inst, k))
+        _, opt = brute_force(inst, k)
+        base = inst.value(np.zeros(inst.n_candidates))
+        deep_ratios.append(1.0 if opt - base <= 1e-12 else (g - base) / (opt - base))
+        depths.append(instance_depth(inst))
+    return deep_ratios, depths
+
+
 def _claims_proxy(plan: Plan, policy: TabularPolicy, rng: np.random.Generator, seed: int,
                   rep: Reproduction) -> list[Claim]:
     """How well the proxy score greedy maximises (UUCB) tracks the true marginal gain."""
     claims: list[Claim] = []
     ds = rng.integers(1, DMAX + 1, size=plan.proxy_prompts)
-    pr = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7))
-    pr_val = proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7),
-                                    cfg=SamplerConfig(uucb=UUCBConfig(selector="value")))
-    pr_rev = proxy_true_correlation(policy, ds, 8, A, 1.0, np.random.default_rng(seed + 7))
+    pr, pr_val, pr_rev = stage(f"proxy vs true gain on {plan.proxy_prompts} prompts", lambda: (
+        proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7)),
+        proxy_true_correlation(policy, ds, 8, A, P_REVEAL, np.random.default_rng(seed + 7),
+                               cfg=SamplerConfig(uucb=UUCBConfig(selector="value"))),
+        proxy_true_correlation(policy, ds, 8, A, 1.0, np.random.default_rng(seed + 7))), weight=W_PROXY)
     ci_pr = stats.bootstrap_ci(np.arange(pr.n_points), lambda i: float(np.corrcoef(pr.proxy[i.astype(int)],
                                                                                     pr.true[i.astype(int)])[0, 1]),
                                n_resamples=1000, seed=seed, method="percentile")
@@ -488,10 +514,11 @@ def _claims_training(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
     for s in track(range(plan.train_seeds), "infotree: training"):
         for name in curves:
             tree_cfg = SamplerConfig(uucb=UUCBConfig(lam_entropy=0.0)) if name == NO_ENTROPY else SamplerConfig()
-            r = train_chain(ChainTrainConfig(sampler="tree" if name == NO_ENTROPY else name,
-                                             iterations=plan.train_iters, lr=8.0, tree=tree_cfg,
-                                             prompts_per_iter=plan.train_prompts, d_range=(1, 8),
-                                             seed=seed * 100 + s))
+            chain_cfg = ChainTrainConfig(sampler="tree" if name == NO_ENTROPY else name,
+                                         iterations=plan.train_iters, lr=8.0, tree=tree_cfg,
+                                         prompts_per_iter=plan.train_prompts, d_range=(1, 8), seed=seed * 100 + s)
+            r = stage(f"train on the decision chain: {name}, seed {s + 1}/{plan.train_seeds}",
+                      lambda chain_cfg=chain_cfg: train_chain(chain_cfg), weight=W_CHAIN_RUN)
             curves[name].append((np.array(r.env_steps, dtype=float), np.array(r.success)))
     common = min(c[0][-1] for v in curves.values() for c in v)
     at = {k: np.array([np.interp(common, x, y) for x, y in v]) for k, v in curves.items()}
@@ -540,8 +567,9 @@ def _claims_overhead(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
     claims: list[Claim] = []
     # a timing gets a verdict only from repeated, interleaved measurements: both settings are timed
     # OVERHEAD_REPEATS times in alternating order, and the change is read per repeat (paired)
-    oh = measure_overhead(batches=(1, 4), n_prompts=plan.oh_prompts, d=plan.oh_d, seed=seed,
-                          repeats=OVERHEAD_REPEATS)
+    oh = stage("time the tree bookkeeping", lambda: measure_overhead(
+        batches=(1, 4), n_prompts=plan.oh_prompts, d=plan.oh_d, seed=seed, repeats=OVERHEAD_REPEATS),
+        weight=W_OVERHEAD)
     by_rep = {(o.repeat, o.batch): o.overhead for o in oh}
     sync_r = np.array([by_rep[(r, 1)] for r in range(OVERHEAD_REPEATS)])
     spec_r = np.array([by_rep[(r, 4)] for r in range(OVERHEAD_REPEATS)])
