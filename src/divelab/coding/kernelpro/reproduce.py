@@ -28,6 +28,7 @@ from divelab.coding.kernelpro.roofline import Roofline, measure_roofline
 from divelab.coding.kernelpro.search import MCTS, Greedy, RandomSearch
 from divelab.comparisons import against_strongest
 from divelab.progress import track
+from divelab.stages import stage
 
 SOURCE = "arXiv 2606.26453; week-in-review E177"
 # what only the review's discussion of the paper reports (not a number from the paper's tables)
@@ -72,6 +73,12 @@ PLANS = {
     "quick": Plan(TEST_PROBLEMS, budget=8, seeds=2),
     "full": Plan(TEST_PROBLEMS, budget=30, seeds=5),
 }
+
+# Stage weights (divelab.stages), rough shares of a full run's time: one (problem, seed) search of every method
+# (each distinct kernel compiled, checked, disassembled and run under callgrind: the bulk), the wall-clock timing
+# of one problem's arms, the roofline (scaled from smoke's stage times by the budget).
+W_SEARCH_JOB, W_TIMING, W_ROOFLINE = 1.0, 0.05, 0.02
+STAGE_WEIGHT = (len(PLANS["full"].problems) * (PLANS["full"].seeds * W_SEARCH_JOB + W_TIMING) + W_ROOFLINE)
 
 
 @dataclass
@@ -124,7 +131,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if not backend.have_valgrind():
         raise RuntimeError("the KernelPro reproduction needs valgrind (callgrind) for deterministic costs; "
                            "install it with `apt-get install -y valgrind`")
-    roof = measure_roofline()
+    # a stage of its own, so a resumed run's evaluators classify kernels against the same measured roofline
+    roof = stage("measure the roofline", measure_roofline, weight=W_ROOFLINE)
     rep.details["roofline"] = {"peak_GFLOPs": roof.peak_flops / 1e9, "bandwidth_GBs": roof.bandwidth / 1e9,
                                "ridge_flop_per_byte": roof.ridge}
     searches = _search(plan, seed, roof)
@@ -132,7 +140,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
                                                     "evaluations": r.evaluations}
                                    for (p, s), r in searches.results[m].items()} for m in METHODS}
     rep.details["distinct_kernels_evaluated"] = {p: e.evaluations for p, e in searches.evaluators.items()}
-    walls, logs = _wall_clock(plan, searches)
+    walls, logs = stage(f"time every arm on {len(plan.problems)} problems ({ROUNDS} rounds)",
+                        lambda: _wall_clock(plan, searches), weight=W_TIMING * len(plan.problems))
     rep.details["wall_clock"] = walls
     rep.details["problem_split"] = {"development": list(DEV_PROBLEMS), "test": list(TEST_PROBLEMS),
                                     "measured": list(plan.problems)}
@@ -174,9 +183,20 @@ def _search(plan: Plan, seed: int, roof: Roofline) -> Searches:
     jobs = [(p, s) for p in plan.problems for s in seeds]
     for p, s in track(jobs, "KernelPro: searching"):
         ev = evaluators.setdefault(p, Evaluator(PROBLEMS[p], roofline=roof))
+        # one stage per (problem, seed); the problem's evaluator memo (shared by later seeds) travels with it, so
+        # a resumed run's later searches see the same memo (the evaluator itself holds callables: no pickle)
+        found, ev.memo, ev.order = stage(
+            f"search {p} seed {s}: {len(METHODS)} methods x {plan.budget} kernels",
+            lambda ev=ev, s=s: _search_job(methods, ev, s, plan.budget), weight=W_SEARCH_JOB)
         for m in METHODS:
-            results[m][(p, s)] = methods[m](s).search(ev, plan.budget)
+            results[m][(p, s)] = found[m]
     return Searches(results, evaluators, jobs, seeds)
+
+
+def _search_job(methods: dict, ev: Evaluator, s: int, budget: int) -> tuple[dict, dict, list]:
+    """Every method's search of one (problem, seed): (results per method, the evaluator's memo and order after)."""
+    found = {m: methods[m](s).search(ev, budget) for m in METHODS}
+    return found, ev.memo, ev.order
 
 
 def _wall_clock(plan: Plan, searches: Searches) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
