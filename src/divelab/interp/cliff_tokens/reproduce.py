@@ -13,12 +13,13 @@ from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
 from divelab.interp.cliff_tokens import dpo
+from divelab.interp.cliff_tokens.adapted import AdaptedConfig
 from divelab.interp.cliff_tokens.cliff_test import DELTA0, cliff_matrix, is_cliff, required_drop
 from divelab.interp.cliff_tokens.detector import Detection, detect
 from divelab.interp.cliff_tokens.interventions import Intervention, cliff_del_keep
 from divelab.interp.cliff_tokens.model import ChainModelSpec, load_chain_model, sampled_accuracy
 from divelab.interp.cliff_tokens.potential import RolloutConfig, Rollouts, sample_traces
-from divelab.interp.cliff_tokens.real_llm import RealConfig, summarise
+from divelab.interp.cliff_tokens.real_llm import summarise
 from divelab.interp.cliff_tokens.task import chain_problems
 from divelab.interp.cliff_tokens.taxonomy import TYPES
 
@@ -59,8 +60,9 @@ class Plan:
     of every DPO comparison's interval."""
     batch_rows: int = 512
     """continuations generated per batch while estimating potentials (memory, not results)."""
-    real_llm: RealConfig | None = None
-    """the SmolLM2-135M-Instruct run beside the tiny model, or None to skip it (minutes of CPU)."""
+    real_llm: AdaptedConfig | None = None
+    """the adapted SmolLM2-135M-Instruct study beside the tiny model (SFT, cliffs, Cliff-DPO vs full-sequence DPO),
+    or None to skip it (tens of minutes of CPU)."""
 
 
 TINY_DPO = dpo.DPOConfig(beta=0.1, lr=1e-3, epochs=3, batch_size=8, lora_r=8, lora_alpha=16)
@@ -81,7 +83,7 @@ PLANS = {
                                                                            ("intermediate_size", 96))),
                  n=64, problems=60, per_problem=2, lengths=(4, 5, 6), beyond=30, beyond_lengths=(9, 10),
                  seq_samples=8, eval_problems=500, eval_samples=2, dpo=TINY_DPO, dpo_runs=60, batch_rows=1024,
-                 real_llm=RealConfig()),
+                 real_llm=AdaptedConfig()),
 }
 
 
@@ -128,9 +130,9 @@ def run(plan: Plan, seed: int) -> Reproduction:
                    "cost": vars(det.rollouts.cost), "summary": summarise(det, iv)}
     rep.figures.append(_figure(det))
     if plan.real_llm is not None:  # SmolLM2-135M-Instruct beside the tiny model
-        from divelab.interp.cliff_tokens import real_llm
+        from divelab.interp.cliff_tokens import adapted
 
-        real_llm.add_to(rep, "full", seed, tiny=rep.details.get("summary"), cfg=plan.real_llm)
+        adapted.add_to(rep, "full", seed, tiny=rep.details.get("summary"), cfg=plan.real_llm)
     return rep
 
 
