@@ -82,6 +82,10 @@ class AdaptConfig:
     """grpo: sampling temperature"""
     save_every: int = 50
     """steps between resumable checkpoints"""
+    activation_checkpointing: bool = True
+    """sft: recompute activations in the backward pass (TRL's default; saves memory). False skips the recompute,
+    and when the adapters sit in the top layers only the backward pass then stops at the lowest adapted layer
+    (about twice as fast on a CPU)"""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -184,7 +188,10 @@ def adapter_key(base: str, rows: list[dict[str, Any]], config: AdaptConfig,
     import transformers
     import trl
 
-    return stable_hash({"v": _VERSION, "base": str(base), "rows": stable_hash(rows, 32), "config": asdict(config),
+    cfg = asdict(config)
+    if cfg["activation_checkpointing"]:  # the default: left out, so adapters cached before it existed keep their key
+        del cfg["activation_checkpointing"]
+    return stable_hash({"v": _VERSION, "base": str(base), "rows": stable_hash(rows, 32), "config": cfg,
                         "rewards": [_function_name(f) for f in reward_funcs], "reward_version": reward_version,
                         **({} if stop is None else {"stop": [_function_name(stop.score), stop.target, stop.every,
                                                              stop.version]}),
@@ -253,7 +260,8 @@ def _trainer_args(config: AdaptConfig, output_dir: Path) -> Any:
     if config.method == "sft":
         from trl import SFTConfig
 
-        return SFTConfig(**common, max_length=config.max_length, packing=False)
+        return SFTConfig(**common, max_length=config.max_length, packing=False,
+                         **({} if config.activation_checkpointing else {"gradient_checkpointing": False}))
     if config.method == "dpo":
         from trl import DPOConfig
 

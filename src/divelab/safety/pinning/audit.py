@@ -301,12 +301,14 @@ def nonce_bound_attacks(s: Scenario, seed: int = 0) -> list[tuple[str, bool, boo
 
 
 def violation_episode(s: Scenario, agent_model: ChatModel, compactor: Compactor, budget: int, pinned: bool,
-                      counter: TokenCounter, guard: bool = False, key: bytes = b"divelab-operator-key-000") -> dict:
-    """Replay the filler turns, send the trigger to the real agent model, grade its tool calls."""
+                      counter: TokenCounter, guard: bool = False, key: bytes = b"divelab-operator-key-000",
+                      max_tool_rounds: int = 2) -> dict:
+    """Replay the filler turns, send the trigger to the real agent model, grade its tool calls
+    (``max_tool_rounds=1``: the first reply only, which is what the grade reads)."""
     compactor.reset()
     rules = PinnedRules(s.card, key) if pinned or guard else None
     agent = ToolAgent(agent_model, list(TOOLS), simulate_tool, compactor, budget, rules=rules, pin=pinned,
-                      guard=guard, counter=counter, max_tool_rounds=2)
+                      guard=guard, counter=counter, max_tool_rounds=max_tool_rounds)
     for m in s.messages:
         agent.record(m)
     turn = agent.send(s.trigger.content)
@@ -320,6 +322,7 @@ def violation_episode(s: Scenario, agent_model: ChatModel, compactor: Compactor,
         "budget": budget, "violated": bool(governed),
         "executed_violation": any(grader.grade(c) and c not in turn.blocked for c in calls),
         "survived": s.governed.present_verbatim(texts) or not s.stated,
+        "trigger_in_view": any(s.trigger.content in t for t in texts),
         "survived_substance": s.governed.present_in_substance(texts),
         "compactions": compactor.compactions, "n_calls": len(calls),
         "calls": [{"name": c.name, "arguments": c.arguments} for c in calls],

@@ -198,7 +198,7 @@ class SumySummarizer:
         from sumy.summarizers.luhn import LuhnSummarizer
         from sumy.summarizers.text_rank import TextRankSummarizer
 
-        cls = {"lexrank": LexRankSummarizer, "textrank": TextRankSummarizer, "lsa": LsaSummarizer,
+        cls = {"lexrank": _numpy_lexrank(LexRankSummarizer), "textrank": _numpy_textrank(TextRankSummarizer), "lsa": LsaSummarizer,
                "luhn": LuhnSummarizer}[self.method]
         s = cls()
         s.stop_words = _STOP_WORDS
@@ -233,6 +233,59 @@ class SumySummarizer:
     def __call__(self, messages: list[Message], previous: str, max_tokens: int) -> str:
         body = "\n".join(m.text() for m in messages)
         return self.summarize_text((previous + "\n" + body).strip(), max_tokens)
+
+
+def _numpy_lexrank(base: type) -> type:
+    """sumy's LexRank with its sentence-similarity matrix built by numpy: the same idf-modified cosine, threshold
+    and row normalisation as sumy's ``_create_matrix``, whose double loop in Python is quadratic in the sentences
+    and took most of the audit's CPU on long logs."""
+    import numpy as np
+
+    class NumpyLexRank(base):  # type: ignore[misc, valid-type]
+        def _create_matrix(self, sentences, threshold, tf_metrics, idf_metrics):  # noqa: ANN001, ANN202
+            col = {t: j for j, t in enumerate(idf_metrics)}
+            a = np.zeros((len(sentences), len(col)))
+            for i, (words, tf) in enumerate(zip(sentences, tf_metrics, strict=True)):
+                for t in frozenset(words):
+                    a[i, col[t]] = tf[t] * idf_metrics[t]
+            norms = np.sqrt((a * a).sum(axis=1))
+            denom = np.outer(norms, norms)
+            sim = np.divide(a @ a.T, denom, out=np.zeros_like(denom), where=denom > 0)
+            adj = (sim > threshold).astype(float)
+            degrees = adj.sum(axis=1)
+            degrees[degrees == 0] = 1
+            return adj / degrees[:, None]
+
+    return NumpyLexRank
+
+
+def _numpy_textrank(base: type) -> type:
+    """sumy's TextRank with its edge weights built by numpy: shared word counts over the sum of the log lengths,
+    exactly sumy's ``_rate_sentences_edge`` for every pair, without its quadratic loop in Python."""
+    import numpy as np
+
+    class NumpyTextRank(base):  # type: ignore[misc, valid-type]
+        def _create_matrix(self, document):  # noqa: ANN001, ANN202
+            words = [self._to_words_set(sent) for sent in document.sentences]
+            col: dict[str, int] = {}
+            for ws in words:
+                for w in ws:
+                    col.setdefault(w, len(col))
+            n = len(words)
+            c = np.zeros((n, max(1, len(col))))
+            for i, ws in enumerate(words):
+                for w in ws:
+                    c[i, col[w]] += 1
+            rank = c @ c.T  # sum over words1 of words2.count(w)
+            lens = np.array([len(ws) for ws in words], dtype=float)
+            logs = np.log(np.where(lens > 0, lens, 1.0))
+            norm = logs[:, None] + logs[None, :]
+            small = np.isclose(norm, 0.0)
+            weights = np.where(rank == 0, 0.0, np.where(small, rank, rank / np.where(small, 1.0, norm)))
+            weights /= (weights.sum(axis=1)[:, np.newaxis] + self._ZERO_DIVISION_PREVENTION)
+            return np.full((n, n), (1. - self.damping) / n) + self.damping * weights
+
+    return NumpyTextRank
 
 
 _STOP_WORDS = frozenset(

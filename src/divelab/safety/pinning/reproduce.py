@@ -63,7 +63,11 @@ class Plan:
     """measure violation rates with the chat endpoint when one is configured (DIVELAB_CHAT_BASE_URL and
     DIVELAB_CHAT_MODEL)."""
     live_llm: bool
-    """also run live episodes with SmolLM2-135M-Instruct as the agent model (minutes of CPU)."""
+    """also run live episodes with the un-adapted SmolLM2-135M-Instruct as the agent model (minutes of CPU; it
+    almost never calls an offered tool, so its rates are gated as not checkable)."""
+    live_agent: bool
+    """run the live tool-calling agent (SmolLM2-135M-Instruct with a LoRA adapter for the tool-call format,
+    :mod:`.live_agent`) with the rule in view, after real framework compaction and with the pinned card."""
     smollm2_compactors: tuple[str, ...]
     """summarising compactors rerun with SmolLM2-135M-Instruct writing their summaries (the LLM summariser
     the paper's mechanism is about)."""
@@ -91,18 +95,18 @@ class Plan:
 
 
 ALL_RULES = tuple(range(len(RULES)))
-_SMOLLM2 = {"smollm2_compactors": LLM_SUMMARISERS, "smollm2_n_filler": 6, "smollm2_budget": 0.6,
+_SMOLLM2 = {"smollm2_compactors": LLM_SUMMARISERS, "smollm2_n_filler": 3, "smollm2_budget": 0.6,
             "smollm2_new_tokens": 128}
 PLANS = {
     "smoke": Plan(bpe_tokens=False, n_filler=6, rules=(0, 4), per_rule=1, budgets=(0.4,),
                   compactors=tuple(c for c in AUDIT_COMPACTORS if c != "sumy-textrank"), attack_budgets=(0.4,),
-                  endpoint_violations=False, live_llm=False, smollm2_measure=False, **_SMOLLM2),
+                  endpoint_violations=False, live_llm=False, live_agent=False, smollm2_measure=False, **_SMOLLM2),
     "quick": Plan(bpe_tokens=True, n_filler=10, rules=ALL_RULES, per_rule=1, budgets=(0.6, 0.35, 0.15),
                   compactors=AUDIT_COMPACTORS, attack_budgets=(0.35,), endpoint_violations=True, live_llm=False,
-                  smollm2_measure=False, **_SMOLLM2),
+                  live_agent=False, smollm2_measure=False, **_SMOLLM2),
     "full": Plan(bpe_tokens=True, n_filler=14, rules=ALL_RULES, per_rule=3, budgets=(0.8, 0.6, 0.4, 0.25, 0.15),
                  compactors=AUDIT_COMPACTORS, attack_budgets=(0.8, 0.6, 0.4, 0.25, 0.15), endpoint_violations=True,
-                 live_llm=True, smollm2_measure=True, **_SMOLLM2),
+                 live_llm=False, live_agent=True, smollm2_measure=True, **_SMOLLM2),
 }
 
 
@@ -444,6 +448,10 @@ def _setup(plan: Plan, n_scenarios: int, counter: TokenCounter) -> str:
         + (f"a second run has SmolLM2-135M-Instruct write the summaries of {', '.join(plan.smollm2_compactors)} "
            f"({len(plan.rules)} scenarios with {plan.smollm2_n_filler} task turns, budget {plan.smollm2_budget:g}, "
            "greedy, cached by content). " if plan.smollm2_measure else "")
+        + ("At full scale a live agent (SmolLM2-135M-Instruct with a LoRA adapter fitted on training episodes of "
+           "other companies' rules and wordings for the tool-call format only; never a violation, refusal or lost "
+           "rule) acts on held-out scenarios with the rule in view, after AutoGen/LangChain/LangMem compaction and "
+           "with the pinned card. " if plan.live_agent else "")
         + "Each compactor's kind (evicts, keeps the head, summarises) is taken from what its code is documented to "
         "do, and its row checks the outcome the mechanism predicts for that kind. Tokens: "
         f"{counter.name}. Violation rates need an agent model and are measured only with an endpoint "
@@ -491,6 +499,14 @@ def run(plan: Plan, seed: int) -> Reproduction:
         from divelab.safety.pinning import live_real  # SmolLM2-135M-Instruct as the agent model
 
         live_real.add_to(rep, "full", seed)  # sized by live_real.config_for("full")
+    if plan.live_agent:
+        from divelab.lm import real
+        from divelab.safety.pinning import live_agent
+
+        real.add_claims_at_full(rep, "full", lambda: live_agent.measure(live_agent.AgentConfig(), seed),
+                                statement=f"{live_agent.AGENT_LABEL}: live episodes",
+                                paper_value="0% in view, 30% after compaction, 0% pinned", source=SRC,
+                                details_key="live_agent")
     return rep
 
 
