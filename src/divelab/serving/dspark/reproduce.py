@@ -39,6 +39,7 @@ from divelab.serving.dspark.scheduler import (
 )
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
 from divelab.serving.dspark.training import DrafterTrainConfig, regenerate, train_drafters
+from divelab.stages import stage
 
 _VERSION = 2
 SOURCE = "arXiv 2607.05147"
@@ -106,6 +107,11 @@ PLANS = {
                  sps_batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128), sps_repeats=7, synthetic_flat_until=64,
                  loads=(1, 2, 4, 8, 16, 32), sweep_max_new=64, exact_problems=20, drafter_trainings=3),
 }
+
+# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from quick's
+# phase times by the plan's sizes); training the drafters three times is most of the run.
+W_TRAIN, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 300.0, 4.0, 6.0, 2.0, 30.0, 2.0
+STAGE_WEIGHT = W_TRAIN + PLANS["full"].drafter_trainings * W_TAU_ROUNDS + W_CALIB + W_SPS + W_SWEEP + W_EXACT
 
 # a drafter comparison replicates the drafter's training: at least this many trainings per kind
 MIN_TRAININGS = 3
@@ -332,15 +338,21 @@ def run(plan: Plan, seed: int) -> Reproduction:
 
     # --- E2: τ per drafter and γ; per-position acceptance; sequential-head overhead ----------------
     rnn_gammas = gammas if plan.rnn_every_gamma else [plan.g_main]
+    # a stage (each drafter group is also cached on disk); a loaded stage's drafters share one pickled copy of the
+    # target's frozen embedding and head instead of the target's own: the same numbers
     if plan.drafter_trainings >= MIN_TRAININGS:
-        trained = build_drafters(target, tkey, train_tok, seed, tcfg, dcfg, gammas, rnn_gammas, plan.regen_sequences,
-                                 trainings=plan.drafter_trainings)
+        trained = stage(f"train the drafters {plan.drafter_trainings} times", lambda: build_drafters(
+            target, tkey, train_tok, seed, tcfg, dcfg, gammas, rnn_gammas, plan.regen_sequences,
+            trainings=plan.drafter_trainings), weight=W_TRAIN)
     else:  # the comparisons are not checkable: only the drafter calibration, the head timing and the sweep use
-        trained = build_drafters(target, tkey, train_tok, seed, tcfg, dcfg, [plan.g_main], [], plan.regen_sequences,
-                                 trainings=plan.drafter_trainings, kinds=("markov",))
+        trained = stage("train the Markov drafter", lambda: build_drafters(
+            target, tkey, train_tok, seed, tcfg, dcfg, [plan.g_main], [], plan.regen_sequences,
+            trainings=plan.drafter_trainings, kinds=("markov",)), weight=W_TRAIN)
     phases = {"setup+train_s": time.perf_counter() - t0}
     # every training's drafters decode the same held-out prompts with the same sampling seed
-    per_training = [_tau_rounds(target, d, test_prompts, gammas, plan.max_new, seed) for d in trained]
+    per_training = [stage(f"τ rounds of drafter training {i + 1}/{len(trained)}",
+                          lambda d=d: _tau_rounds(target, d, test_prompts, gammas, plan.max_new, seed),
+                          weight=W_TAU_ROUNDS) for i, d in enumerate(trained)]
     phases["tau_rounds_s"] = time.perf_counter() - t0 - sum(phases.values())
     drafters, rounds = trained[0], per_training[0]  # training 0 serves calibration, the head timing and the sweep
     tu = TauUnits(per_training, plan.prompts)
@@ -360,7 +372,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
 
     # --- E3: calibration --------------------------------------------------------------------------
     dm = drafters[("markov", plan.g_main)]
-    calib_rounds = collect_rounds(target, dm, val_prompts, plan.max_new, 1.0, seed + 7)
+    calib_rounds = stage("calibration rounds", lambda: collect_rounds(target, dm, val_prompts, plan.max_new, 1.0,
+                                                                      seed + 7), weight=W_CALIB)
     test_r = rounds[("markov", plan.g_main)]
     cal = fit_sts(calib_rounds["conf_logits"], calib_rounds["labels"])
     raw = calibration_report(test_r["conf_logits"], test_r["labels"], None)
@@ -373,10 +386,12 @@ def run(plan: Plan, seed: int) -> Reproduction:
     phases["calibration_s"] = time.perf_counter() - t0 - sum(phases.values())
 
     # --- E4/E5: scheduling under load (measured CPU and SYNTHETIC accelerator) ------------------------
-    measured = measure_sps(target, batch_sizes=list(plan.sps_batch_sizes), repeats=plan.sps_repeats)
+    measured = stage("profile the SPS curve", lambda: measure_sps(target, batch_sizes=list(plan.sps_batch_sizes),
+                                                                  repeats=plan.sps_repeats), weight=W_SPS)
     synthetic = SPSCurve.synthetic_accelerator(step_s=0.02, flat_until=plan.synthetic_flat_until)
-    sweep = _sweep(target, dm, cal, test_prompts, loads, plan.sweep_max_new,
-                   {"measured": measured, "synthetic": synthetic}, plan.g_main, seed)
+    sweep = stage(f"load sweep at loads {loads}", lambda: _sweep(
+        target, dm, cal, test_prompts, loads, plan.sweep_max_new, {"measured": measured, "synthetic": synthetic},
+        plan.g_main, seed), weight=W_SWEEP)
     rep.details["sps"] = {"measured": {"B": measured.batch_sizes.tolist(), "sps": measured.steps_per_s.tolist(),
                                        "label": measured.label}, "synthetic_label": synthetic.label}
     rep.details["sweep"] = sweep
@@ -384,7 +399,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
     phases["sweep_s"] = time.perf_counter() - t0 - sum(phases.values())
 
     # --- E1: losslessness ------------------------------------------------------------------------
-    ex = _exact_checks(seed, plan.exact_problems)
+    ex = stage("exact losslessness checks", lambda: _exact_checks(seed, plan.exact_problems), weight=W_EXACT)
     rep.details["exact"] = ex
     rep.claims += _claims_losslessness(ex)
     rep.claims += _claims_out_of_reach()
