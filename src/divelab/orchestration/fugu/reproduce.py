@@ -23,18 +23,10 @@ from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
 from divelab.orchestration.fugu.conductor import Conductor, parallel_then_select
 from divelab.orchestration.fugu.features import HashingFeatures
+from divelab.orchestration.fugu.matched import Split, train_and_score
 from divelab.orchestration.fugu.orchestrator import FuguRouter
 from divelab.orchestration.fugu.replay import record
-from divelab.orchestration.fugu.router import (
-    KNNRouter,
-    LinearRouter,
-    MFRouter,
-    best_single,
-    calibrate_lambda,
-    cascade,
-    entropy,
-    tune_cascade,
-)
+from divelab.orchestration.fugu.router import LinearRouter, entropy
 from divelab.orchestration.fugu.tasks import make_tasks
 from divelab.orchestration.fugu.workers import default_pool
 
@@ -75,6 +67,9 @@ class Plan:
     """held-out queries of the first run re-run live through FuguRouter to check they match the replay."""
     live_llm: bool = False
     """also add SmolLM2-135M-Instruct as a priced sixth worker (minutes of CPU)."""
+    real_workers: bool = False
+    """also route over real workers (SmolLM2-135M-Instruct LoRA specialists, the untuned model, a tiny LM;
+    real_workers.PoolConfig): their outcomes recorded once, cached, and resampled by train_runs splits."""
 
 
 # quick: as many training runs as 150 s of CPU allow, which is already several times the paired queries the
@@ -85,7 +80,7 @@ PLANS = {
     "smoke": Plan(n_tasks=240, train_runs=3, replicates=3, cma_iters=8, popsize=12, live=20),
     "quick": Plan(n_tasks=2400, train_runs=20),
     "full": Plan(n_tasks=4000, train_runs=20, replicates=8, n_features=256, cma_iters=120, live=400,
-                 live_llm=True),
+                 live_llm=True, real_workers=True),
 }
 
 
@@ -130,108 +125,35 @@ def _power_note(diff: np.ndarray, per_run: np.ndarray, paper_effect: float | Non
 
 @dataclass
 class _Routed:
-    """Every router and baseline trained and scored on the same held-out queries, in one training run."""
+    """Every router and baseline trained and scored on the same held-out queries, in one training run
+    (:class:`divelab.orchestration.fugu.matched.Split`), with the run's queries, pool and features."""
 
     seed: int
     tasks: list
     pool: list
-    names: list[str]
     price: np.ndarray
-    te: np.ndarray
-    xtr: np.ndarray
-    xte: np.ndarray
-    ytr: np.ndarray
     feats: HashingFeatures
-    sft: LinearRouter
-    fugu: LinearRouter
-    nodiv: LinearRouter
-    arms: dict[str, tuple[np.ndarray, np.ndarray]]  # arm -> (success, cost) per test query
-    train_cost: dict[str, float]  # matched arm -> its mean cost on the training queries
-    picks: dict[str, str]  # which worker or configuration a baseline chose on train (it varies by run)
-    budget: float
-    lam: dict[str, float]
-    table: dict[str, Any]
+    split: Split
+
+    def __getattr__(self, name: str) -> Any:  # names, te, xtr, arms, budget, ... come from the split
+        if name == "split":
+            raise AttributeError(name)
+        return getattr(self.split, name)
 
 
 def _route(plan: Plan, seed: int) -> _Routed:
     tasks = make_tasks(plan.n_tasks, seed=seed)
     pool = default_pool(seed)
     out = record(tasks, pool, plan.replicates, cache_key=["fugu-e166", seed])
-    names, n_workers = out.workers, len(out.workers)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(plan.n_tasks)
     tr, te = np.sort(perm[: plan.n_tasks // 2]), np.sort(perm[plan.n_tasks // 2:])
     feats = HashingFeatures(plan.n_features)
     x = feats([[user(t.prompt)] for t in tasks])  # what the live router sees
-    rbar = out.reward[:, :, 1:].mean(axis=2)                   # training signal: replicates 1..R-1
-    y, c, ans = out.reward[:, :, 0], out.cost[:, :, 0], out.answers[:, :, 0]   # evaluation: replicate 0
     price = np.array([w.price_in for w in pool], dtype=float)
-    cnorm = price / price.max()
-    cost_row = c[te].mean(axis=0)
-    xtr, xte, ytr, yte = x[tr], x[te], rbar[tr], y[te]
-
-    def on_test(choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.arange(len(te))
-        return yte[idx, choice], c[te][idx, choice]
-
-    def train_cost(choice: np.ndarray) -> float:
-        return float(c[tr][np.arange(len(tr)), choice].mean())
-
-    sft = LinearRouter(names, x.shape[1]).fit_sft(xtr, ytr, tau=plan.tau)
-    fugu = LinearRouter(names, x.shape[1], w=sft.w.copy()).fit_cma(
-        xtr, ytr, w_div=plan.w_div, iters=plan.cma_iters, popsize=plan.popsize, seed=seed)
-    nodiv = LinearRouter(names, x.shape[1], w=sft.w.copy()).fit_cma(
-        xtr, ytr, w_div=0.0, iters=plan.cma_iters, popsize=plan.popsize, seed=seed)
-    knn = KNNRouter(10).fit(xtr, ytr)
-    mf = MFRouter(8, seed=seed).fit(xtr, ytr)
-    b = best_single(ytr)
-    arms: dict[str, tuple[np.ndarray, np.ndarray]] = {
-        "fugu (SFT+CMA)": on_test(fugu.route(xte)),
-        "SFT only": on_test(sft.route(xte)),
-        "kNN router": on_test(knn.route(xte)),
-        "MF router (RouteLLM-style)": on_test(mf.route(xte)),
-        "best single": on_test(np.full(len(te), b)),
-        "random": on_test(rng.integers(0, n_workers, len(te))),
-        "oracle": (yte.max(axis=1), c[te][np.arange(len(te)), yte.argmax(axis=1)]),
-    }
-    cheap = tuple(int(i) for i in np.argsort(price)[:2])
-    arms["cascade (2 cheap agree, else best)"] = cascade(ans[te], yte, c[te], cheap, b)  # type: ignore[arg-type]
-    # matched cost: the budget is the router's own mean spend on the training queries; every baseline is
-    # held to it on the training queries (a cost penalty λ calibrated by bisection, the best worker that
-    # fits, the best cascade configuration that fits) and scored on the held-out queries
-    c_train = c[tr].mean(axis=0)
-    budget = train_cost(fugu.route(xtr))
-    lam = {"fugu": calibrate_lambda(lambda la: fugu.route(xtr, cnorm, la), c[tr], budget),
-           "kNN": calibrate_lambda(lambda la: knn.route(xtr, cnorm, la), c[tr], budget),
-           "MF": calibrate_lambda(lambda la: mf.route(xtr, cnorm, la), c[tr], budget)}
-    affordable = [i for i in range(n_workers) if c_train[i] <= budget * (1 + 1e-9)]
-    b_aff = max(affordable, key=lambda i: ytr[:, i].mean()) if affordable else int(np.argmin(c_train))
-    # the cascade is tuned on replicate 1 of the training queries (answers are needed, not mean rewards)
-    casc = tune_cascade(out.answers[tr][:, :, 1], out.reward[tr][:, :, 1], out.cost[tr][:, :, 1], budget)
-    (ca, cb), ct = casc if casc is not None else (cheap, int(np.argmin(price)))
-    picks = {"best single": names[b], "best affordable single": names[b_aff],
-             "cascade @ budget": f"{names[ca]} + {names[cb]} agree, else {names[ct]}"
-                                 + ("" if casc is not None else " (no configuration fits the budget)")}
-    arms["fugu @ budget"] = on_test(fugu.route(xte, cnorm, lam["fugu"]))
-    arms["kNN @ budget"] = on_test(knn.route(xte, cnorm, lam["kNN"]))
-    arms["MF @ budget"] = on_test(mf.route(xte, cnorm, lam["MF"]))
-    arms["best affordable single"] = on_test(np.full(len(te), b_aff))
-    arms["cascade @ budget"] = cascade(ans[te], yte, c[te], (ca, cb), ct)
-    casc_train = float(cascade(out.answers[tr][:, :, 1], out.reward[tr][:, :, 1], out.cost[tr][:, :, 1],
-                               (ca, cb), ct)[1].mean())
-    tcost = {"fugu @ budget": train_cost(fugu.route(xtr, cnorm, lam["fugu"])),
-             "kNN @ budget": train_cost(knn.route(xtr, cnorm, lam["kNN"])),
-             "MF @ budget": train_cost(mf.route(xtr, cnorm, lam["MF"])),
-             "best affordable single": float(c_train[b_aff]), "cascade @ budget": casc_train}
-    arms["no diversity bonus"] = on_test(nodiv.route(xte))
-
-    table = {k: {"success": float(r.mean()), "success_ci": list(stats.proportion_ci(int(r.sum()), r.size)),
-                 "cost": float(cc.mean())} for k, (r, cc) in arms.items() if k != "no diversity bonus"}
-    table["per-worker success (test, replicate 0)"] = dict(zip(names, yte.mean(axis=0).round(3).tolist(),
-                                                              strict=True))
-    table["per-worker cost"] = dict(zip(names, cost_row.round(4).tolist(), strict=True))
-    return _Routed(seed, tasks, pool, names, price, te, xtr, xte, ytr, feats, sft, fugu, nodiv, arms, tcost,
-                   picks, budget, lam, table)
+    split = train_and_score(out.workers, x, out.reward, out.cost, out.answers, tr, te, rng, seed, tau=plan.tau,
+                            cma_iters=plan.cma_iters, popsize=plan.popsize, w_div=plan.w_div, price=price)
+    return _Routed(seed, tasks, pool, price, feats, split)
 
 
 def _pool(runs: list[_Routed], arm: str, part: int = 0) -> np.ndarray:
@@ -480,7 +402,23 @@ def run(plan: Plan, seed: int) -> Reproduction:
             from divelab.orchestration.fugu import real_llm  # SmolLM2-135M-Instruct as a priced sixth worker
 
             real_llm.add_to(rep, "full", seed)  # sized by real_llm.config_for("full")
+        if plan.real_workers:
+            _add_real_workers(rep, plan, seed)
     return rep
+
+
+def _add_real_workers(rep: Reproduction, plan: Plan, seed: int) -> None:
+    """The router over real workers (SmolLM2-135M-Instruct adapters, the untuned model, a tiny LM)."""
+    from divelab.lm import real
+    from divelab.orchestration.fugu import real_pool
+    from divelab.orchestration.fugu.real_workers import MODEL_LABEL, PoolConfig
+
+    real.add_claims_at_full(
+        rep, "full", lambda: real_pool.measure(PoolConfig(seed=seed), seed, plan.train_runs,
+                                               n_features=plan.n_features, tau=plan.tau, cma_iters=plan.cma_iters,
+                                               popsize=plan.popsize, w_div=plan.w_div),
+        statement=f"router over {MODEL_LABEL} LoRA specialists, the untuned model and a tiny LM",
+        paper_value="(no paper number)", source=SOURCE, details_key="real_workers")
 
 
 def _figure(table: dict[str, Any], fugu: LinearRouter, nodiv: LinearRouter) -> Figure:

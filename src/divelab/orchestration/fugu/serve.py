@@ -116,3 +116,35 @@ def demo_router(seed: int = 0, n_tasks: int = 400) -> Any:
     rbar = out.reward.mean(axis=2)
     r = LinearRouter(out.workers, x.shape[1]).fit_sft(x, rbar).fit_cma(x, rbar, iters=10, popsize=12, seed=seed)
     return FuguRouter(pool, r, feats)
+
+
+def routed_pool(urls: dict[str, str], pool: Any, *, seed: int = 0, n_features: int = 256, cma_iters: int = 60,
+                popsize: int = 33, api_key: str | None = None) -> Any:
+    """A FuguRouter over workers served elsewhere (``{name: base_url}``, e.g. each behind ``divelab serve``),
+    its router trained (SFT + sep-CMA-ES) on a recorded pool whose workers have those names
+    (:class:`divelab.orchestration.fugu.real_workers.RealPool`) and priced with the pool's measured prices."""
+    from divelab.chat import OpenAIChatClient, user
+    from divelab.orchestration.fugu.features import HashingFeatures
+    from divelab.orchestration.fugu.orchestrator import FuguRouter
+    from divelab.orchestration.fugu.router import LinearRouter
+    from divelab.orchestration.fugu.workers import Worker
+
+    missing = sorted(set(pool.names) - set(urls))
+    if missing:
+        raise ValueError(f"no URL for worker(s) {', '.join(missing)}; the recorded pool has {', '.join(pool.names)}")
+    from divelab.orchestration.fugu.real_workers import SystemPrompted
+
+    # a worker's fixed system message (the untuned model's format instruction) is sent from here
+    systems = {s["name"]: s.get("system") for s in pool.info.get("config", {}).get("specs", [])}
+
+    def chat(n: str) -> Any:
+        client = OpenAIChatClient(base_url=urls[n], model=n, api_key=api_key or "none", max_retries=1)
+        return SystemPrompted(client, systems[n]) if systems.get(n) else client
+
+    workers = [Worker(n, chat(n), price_in=pool.prices[n]["price_in"], price_out=pool.prices[n]["price_out"])
+               for n in pool.names]
+    feats = HashingFeatures(n_features)
+    x = feats([[user(t.prompt)] for t in pool.tasks])
+    router = LinearRouter(pool.names, x.shape[1]).fit_sft(x, pool.reward).fit_cma(
+        x, pool.reward, iters=cma_iters, popsize=popsize, seed=seed)
+    return FuguRouter(workers, router, feats)
