@@ -31,6 +31,7 @@ from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_en
 from divelab.progress import track
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.stages import stage as run_stage  # `stage` names the world model's training stages here
 from divelab.training.g2po.setup import TESTBEDS
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import evaluate as fidelity
@@ -116,7 +117,10 @@ def run(plan: Plan, seed: int) -> Reproduction:
     clock = {"start": time.time()}
     w = _world(plan, seed)
     clock["data"] = time.time()
-    stages, wm = _train_world_model(w, plan, seed, rep.details)
+    # a stage: the trained model travels with its prediction memo, so what follows sees the same memo
+    stages, wm, wm_details = run_stage("train the world model (CPT, SFT, RL)",
+                                       lambda: _trained_world_model(w, plan, seed), weight=W_WORLD_MODEL)
+    rep.details.update(wm_details)
     outcome = OutcomeModel(w["train_u"], seed=seed)
     rep.claims += _claims_fidelity(stages, w, seed)
     rep.claims += _claims_outcome(wm, outcome, w, rep.details)
@@ -139,6 +143,12 @@ def run(plan: Plan, seed: int) -> Reproduction:
                  f"{plan.group_size} rollouts per game, seeds {_seeds(plan, seed)}. Source: {SOURCE}.")
     _ = compact_view  # the policies read simulated observations through the same compact view
     return rep
+
+
+# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from quick's
+# timings by the plan's sizes); GRPO's is for three environments (real, faithful and stingy simulator).
+W_WORLD_MODEL, W_GRPO, W_WARMUP = 20.0, 30.0, 12.0
+STAGE_WEIGHT = W_WORLD_MODEL + W_GRPO + W_WARMUP * PLANS["full"].warmup
 
 
 def _seeds(plan: Plan, seed: int) -> list[int]:
@@ -167,6 +177,13 @@ def _world(plan: Plan, seed: int) -> dict[str, Any]:
     return {"tb_cfg": tb_cfg, "tb": tb, "seen_specs": seen_specs, "held_ids": held_ids, "max_steps": max_steps,
             "make_real": make_real, "log": log, "train": train, "test": test,
             "train_u": unique_transitions(train), "test_u": unique_transitions(test)}
+
+
+def _trained_world_model(w: dict[str, Any], plan: Plan, seed: int) -> tuple[dict[str, dict], WorldModel, dict]:
+    """:func:`_train_world_model` with the details it records returned (a stage's value)."""
+    details: dict = {}
+    stages, wm = _train_world_model(w, plan, seed, details)
+    return stages, wm, details
 
 
 def _train_world_model(w: dict[str, Any], plan: Plan, seed: int, details: dict) -> tuple[dict[str, dict], WorldModel]:
@@ -353,23 +370,13 @@ def _claims_grpo_in_simulator(wm: WorldModel, outcome: OutcomeModel, w: dict[str
         envs["stingy-sim"] = simulated_env_factory(wm, make_real, tb.game_ids, max_steps, steering=STINGY,
                                                    outcome=outcome, explore=False)
     seeds = _seeds(plan, seed)
-    succ: dict[str, list[float]] = {k: [] for k in [*envs, "start"]}
-    train_succ: dict[str, list[float]] = {k: [] for k in envs}  # success inside the env trained in
-    for s in track(seeds, "world-model: GRPO real vs simulated"):
-        # the untrained start, scored on the same evaluation episodes as this seed's trained agents
-        succ["start"].append(evaluate(tb.new_policy(), tb.make_env, tb.game_ids, episodes=plan.eval_episodes,
-                                      max_steps=max_steps, seed=10_000 + s))
-        for name, mk in envs.items():
-            pol = tb.new_policy()
-            gcfg = GRPOConfig(iterations=plan.grpo_iterations, group_size=plan.group_size, max_steps=max_steps,
-                              lr=1e-2, seed=s, description=f"GRPO in {name}")
-            logs = GRPOTrainer(pol, mk, tb.game_ids, gcfg).train()
-            train_succ[name].append(round(float(np.mean([x.success for x in logs])), 3))
-            succ[name].append(evaluate(pol, tb.make_env, tb.game_ids, episodes=plan.eval_episodes,
-                                       max_steps=max_steps, seed=10_000 + s))
+    # one stage for every run: the simulators share the world model's prediction memo across seeds and arms
+    succ, train_succ, generated = run_stage(
+        f"GRPO in {len(envs)} environments x {len(seeds)} seeds",
+        lambda: _grpo_runs(wm, tb, envs, seeds, plan, max_steps), weight=W_GRPO * len(envs) / 3)
     details["grpo_real_success"] = {k: [round(x, 3) for x in v] for k, v in succ.items()}
     details["grpo_success_inside_training_env"] = train_succ
-    details["simulator_generated_predictions"] = wm.generated
+    details["simulator_generated_predictions"] = generated
     n_runs = len(seeds)
     # a failed set-up, detected from the runs: a simulator that never lets the agent win gives GRPO
     # no reward to learn from, so training inside it cannot speak to the claim
@@ -435,6 +442,27 @@ def _claims_grpo_in_simulator(wm: WorldModel, outcome: OutcomeModel, w: dict[str
     return claims
 
 
+def _grpo_runs(wm: WorldModel, tb: Any, envs: dict[str, Any], seeds: list[int], plan: Plan,
+               max_steps: int) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """GRPO in each environment per seed, scored in the real games: (real-game success per arm and of the
+    untrained start, success inside the training env, predictions the world model generated by then)."""
+    succ: dict[str, list[float]] = {k: [] for k in [*envs, "start"]}
+    train_succ: dict[str, list[float]] = {k: [] for k in envs}  # success inside the env trained in
+    for s in track(seeds, "world-model: GRPO real vs simulated"):
+        # the untrained start, scored on the same evaluation episodes as this seed's trained agents
+        succ["start"].append(evaluate(tb.new_policy(), tb.make_env, tb.game_ids, episodes=plan.eval_episodes,
+                                      max_steps=max_steps, seed=10_000 + s))
+        for name, mk in envs.items():
+            pol = tb.new_policy()
+            gcfg = GRPOConfig(iterations=plan.grpo_iterations, group_size=plan.group_size, max_steps=max_steps,
+                              lr=1e-2, seed=s, description=f"GRPO in {name}")
+            logs = GRPOTrainer(pol, mk, tb.game_ids, gcfg).train()
+            train_succ[name].append(round(float(np.mean([x.success for x in logs])), 3))
+            succ[name].append(evaluate(pol, tb.make_env, tb.game_ids, episodes=plan.eval_episodes,
+                                       max_steps=max_steps, seed=10_000 + s))
+    return succ, train_succ, wm.generated
+
+
 def _warmup_cfg(w: dict[str, Any], plan: Plan, seed: int) -> dict[str, Any]:
     """The settings :func:`warmup_runs` reads."""
     return {"testbed": w["tb_cfg"], "seeds": _seeds(plan, seed), "agent_pretrain_steps": plan.agent_pretrain_steps,
@@ -444,8 +472,9 @@ def _warmup_cfg(w: dict[str, Any], plan: Plan, seed: int) -> dict[str, Any]:
 def _claims_warmup(w: dict[str, Any], plan: Plan, seed: int, details: dict) -> list[Claim]:
     """World-modeling as warm-up: GRPO on unseen games from a next-state-prediction start vs other starts."""
     claims: list[Claim] = []
-    wu = warmup_runs(w["make_real"], [s.game_id for s in w["tb_cfg"].specs()], w["held_ids"], w["train"],
-                     _warmup_cfg(w, plan, seed), seed)
+    wu = run_stage("world modeling as warm-up", lambda: warmup_runs(
+        w["make_real"], [s.game_id for s in w["tb_cfg"].specs()], w["held_ids"], w["train"],
+        _warmup_cfg(w, plan, seed), seed), weight=W_WARMUP)
     details["warmup"] = wu["table"]
     # one claim against the strongest other start (random init, behaviour cloning), both recorded
     x = np.array(wu["auc"]["world-model"])
