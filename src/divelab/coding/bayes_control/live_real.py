@@ -221,9 +221,12 @@ def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -
     return claims, details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, scale: str, seed: int = 0, weight: float = 1.0) -> None:
+    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), as one stage
+    of the run (:mod:`divelab.stages`) of the given weight."""
     from divelab.lm import real
+    from divelab.stages import stage
 
-    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed), statement=f"{MODEL_LABEL}: live episodes",
+    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} live episodes", lambda: measure(scale, seed),
+                                                      weight=weight), statement=f"{MODEL_LABEL}: live episodes",
                             paper_value="see the paper's headline numbers", source=SOURCE)

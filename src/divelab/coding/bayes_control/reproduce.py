@@ -43,6 +43,7 @@ from divelab.coding.bayes_control.replay import (
     task_bootstrap_ci,
 )
 from divelab.comparisons import against_strongest
+from divelab.stages import stage
 
 SOURCE = "arXiv 2606.24453; week-in-review E170"
 REVIEW_SOURCE = "week-in-review E170 (its numbers are unverified)"
@@ -112,6 +113,12 @@ PLANS = {
                  cv_grid=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.55, 0.7, 0.9, 1.2, 1.6),
                  levels=(-1.0, 0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9), n_boot=2000, n_boot_curve=1000, live_llm=True),
 }
+# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from smoke's
+# stage times by the plan's sizes). Labelling the pools runs every candidate's tests in a sandbox (also cached per
+# task on disk); the regime map and the dev/test replay play every controller reps times per task; SmolLM2 writes
+# code live for minutes.
+W_POOLS, W_MODELS, W_REGIME_MAP, W_AUROC, W_SELECTION, W_LIVE = 25.0, 0.5, 60.0, 5.0, 10.0, 60.0
+STAGE_WEIGHT = (W_POOLS + W_MODELS + W_REGIME_MAP + W_AUROC + W_SELECTION + W_LIVE * PLANS["full"].live_llm)
 MAX_STEPS = 10  # refinements + verifications per task; critics do not count
 CV_CLAIM = 0.4  # "verification is costly": 40% of the reward for shipping correct code
 MID = 0.25  # the public-test share of the claims made at one critic level
@@ -477,12 +484,14 @@ def run(plan: Plan, seed: int) -> Reproduction:
     levels = list(plan.levels)
     gen = GeneratorModel()
     # The pools are data (seeded by 0 so every seed shares one cache); the seed picks the split and replay.
-    pools = build_pools(_tasks(plan), plan.pool, seed=0)
+    pools = stage("label the candidate pools", lambda: build_pools(_tasks(plan), plan.pool, seed=0), weight=W_POOLS)
     split = _split(pools, seed)
     train, test = split.train, split.test
-    models = {lv: estimate_model(train, lv, gen, seed) for lv in levels}
+    models = stage(f"fit the belief model at {len(levels)} critic levels",
+                   lambda: {lv: estimate_model(train, lv, gen, seed) for lv in levels}, weight=W_MODELS)
     public_k = {lv: int(round(np.mean([len(public_indices(p.task, lv)) for p in pools]))) for lv in levels}
-    m = _regime_map(test, models, public_k, gen, plan, seed)
+    m = stage(f"regime map: {len(levels)} levels x {len(plan.cv_grid)} verifier costs",
+              lambda: _regime_map(test, models, public_k, gen, plan, seed), weight=W_REGIME_MAP)
     non_monotone = _non_monotone(m.regimes, plan)
     # informativeness of each critic set: AUROC of the critics' belief on the training tasks
     youden = {}
@@ -497,9 +506,11 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _claim_regimes(m, non_monotone, youden, plan)
     threshold, threshold_rows = _claim_threshold(models, public_k, plan)
     rep.claims += threshold
-    auroc_claims, auc_rows = _claims_auroc(test, lv, models, public_k, plan, seed)
+    auroc_claims, auc_rows = stage("AUROC of the belief", lambda: _claims_auroc(test, lv, models, public_k, plan, seed),
+                                   weight=W_AUROC)
     rep.claims += auroc_claims
-    selection = _select_on_dev(split, lv, models[lv], public_k, gen, plan, seed)
+    selection = stage("pick controllers on dev, replay on test",
+                      lambda: _select_on_dev(split, lv, models[lv], public_k, gen, plan, seed), weight=W_SELECTION)
     rep.claims += _claim_replay_gain(selection, split, lv, seed)
     rep.claims += _claims_syntax_and_scope(models, lv)
 
@@ -523,7 +534,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if plan.live_llm:
         from divelab.coding.bayes_control import live_real  # SmolLM2 writes the code
 
-        live_real.add_to(rep, "full", seed)  # sized by live_real.config_for("full")
+        live_real.add_to(rep, "full", seed, weight=W_LIVE)  # sized by live_real.config_for("full")
     return rep
 
 
