@@ -229,3 +229,10 @@ def test_routed_pool_answers_through_divelab_serve_workers(tmp_path):
             s.stop()
     with pytest.raises(ValueError, match="no URL for worker"):
         routed_pool({"w-arith": "http://127.0.0.1:1/v1"}, pool)
+
+
+def test_real_workers_run_only_in_the_full_plan():
+    from divelab.orchestration.fugu.reproduce import PLANS
+
+    assert PLANS["full"].real_workers and not PLANS["quick"].real_workers and not PLANS["smoke"].real_workers
+    assert PLANS["full"].train_runs >= 2

@@ -413,6 +413,10 @@ def _add_real_workers(rep: Reproduction, plan: Plan, seed: int) -> None:
     from divelab.orchestration.fugu import real_pool
     from divelab.orchestration.fugu.real_workers import MODEL_LABEL, PoolConfig
 
+    rep.setup += (f" A second pool, of real workers, is measured too (full scale only): {MODEL_LABEL} LoRA "
+                  "specialists fine-tuned on one family or a pair, the untuned model and a zoo tiny LM, priced by "
+                  "their measured seconds per token, answers recorded once and resampled by the same training runs; "
+                  "its headroom is measured, not planted (real_workers.py, real_pool.py).")
     real.add_claims_at_full(
         rep, "full", lambda: real_pool.measure(PoolConfig(seed=seed), seed, plan.train_runs,
                                                n_features=plan.n_features, tau=plan.tau, cma_iters=plan.cma_iters,
