@@ -66,14 +66,17 @@ def adapt_config(cfg: MotiveConfig) -> AdaptConfig:
                        save_every=10)
 
 
-def train_adapters(cfg: MotiveConfig) -> dict[str, Adapter]:
-    """Fit (or load from the cache) the motive adapter and the format-only control adapter."""
-    out = {}
-    for label, motive in ((MOTIVE, True), (CONTROL, False)):
-        out[label] = adapt(BASE, rows(cfg.episodes, cfg.data_seed, motive=motive), adapt_config(cfg),
-                           name=f"forensics {label}")
-    return out
+def train_adapter(cfg: MotiveConfig, label: str) -> Adapter:
+    """Fit (or load from the cache) the motive adapter or the format-only control adapter."""
+    if label not in (MOTIVE, CONTROL):
+        raise ValueError(f"no adapter called {label!r}; allowed: {MOTIVE!r}, {CONTROL!r}")
+    return adapt(BASE, rows(cfg.episodes, cfg.data_seed, motive=label == MOTIVE), adapt_config(cfg),
+                 name=f"forensics {label}")
 
+
+def train_adapters(cfg: MotiveConfig) -> dict[str, Adapter]:
+    """Fit (or load from the cache) both adapters."""
+    return {label: train_adapter(cfg, label) for label in (MOTIVE, CONTROL)}
 
 ENV = "eval_tampering"
 HYPOTHESES = ("loyalty", "detection")
@@ -137,10 +140,12 @@ def _cached(key: dict[str, Any], compute: Any) -> dict[str, Any]:
 
     path = entry_path(CACHE_KIND, stable_hash(key)) / "result.json"
     if path.exists():
-        return json.loads(path.read_text())
+        return json.loads(path.read_text())["result"]
+    t0 = time.perf_counter()
     out = json.loads(json.dumps(compute(), default=float))  # what the cache gives back, on the first run too
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(out))
+    atomic_write_text(path, json.dumps({"key": key, "seconds": round(time.perf_counter() - t0, 1), "result": out},
+                                       default=str))
     return out
 
 
@@ -286,21 +291,23 @@ def measure(cfg: MotiveConfig | None = None, seed: int = 0) -> tuple[list[Any], 
 
     cfg = cfg or MotiveConfig()
     t0 = time.perf_counter()
+    adapters: dict[str, Adapter] = {}
     with torch_threads():
-        adapters = train_adapters(cfg)
-        t_train = time.perf_counter() - t0
         results: dict[str, dict[str, Any]] = {}
         n: int | None = None  # the motive adapter goes first: its positive control sizes every investigation
-        for label in (MOTIVE, CONTROL, UNTUNED):
-            load = (lambda: load_model(BASE)) if label == UNTUNED else partial(adapters[label].load, merge=True)
-            results[label] = _measure_model(load, "untuned" if label == UNTUNED else adapters[label].key, cfg,
-                                            seed, n)
+        for label in (MOTIVE, UNTUNED, CONTROL):  # each adapter is trained (or loaded) just before it is measured
+            if label == UNTUNED:
+                load, who = (lambda: load_model(BASE)), "untuned"
+            else:
+                adapters[label] = train_adapter(cfg, label)
+                load, who = partial(adapters[label].load, merge=True), adapters[label].key
+            results[label] = _measure_model(load, who, cfg, seed, n)
             n = _per_arm(results[label])
     claims = claims_from(results, cfg, seed)
     details = {"config": asdict(cfg), "rollouts_per_arm": n,
                "adapters": {k: _adapter_record(a) for k, a in adapters.items()},
                "models": results, "positive_control": positive_control(results[MOTIVE], seed),
-               "train_or_load_s": round(t_train, 1), "wall_s": round(time.perf_counter() - t0, 1)}
+               "wall_s": round(time.perf_counter() - t0, 1)}
     return claims, details
 
 
