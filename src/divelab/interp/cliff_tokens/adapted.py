@@ -69,12 +69,12 @@ class AdaptedConfig:
     """adapter rank (SFT and DPO)"""
     eval_problems: int = 100
     """held-out evaluation-wording problems: competence and every DPO run's accuracy"""
-    detect_problems: int = 16
+    detect_problems: int = 20
     """evaluation-wording problems (disjoint from the held-out ones) whose responses are searched for cliffs and
     give both DPO arms their pairs"""
     per_problem: int = 2
     """responses sampled per detection problem"""
-    seq_samples: int = 3
+    seq_samples: int = 6
     """extra responses per detection problem for full-sequence DPO's (right, wrong) pairs (sampling only)"""
     n: int = 16
     """continuations per computed prefix (the paper: 64)"""

@@ -86,11 +86,16 @@ def sample_batch(model: torch.nn.Module, prefixes: Sequence[Sequence[int]], *, m
     if any(len(p) == 0 for p in prefixes):
         raise ValueError("every prefix needs at least one token")
     device = next(model.parameters()).device
-    width = max(len(p) for p in prefixes)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for i, p in enumerate(prefixes):
-        ids[i, width - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
+    # the N continuations of one prefix share its prefill: each distinct prefix is encoded once and its KV cache
+    # and last logits are copied to its rows (the prefill of a long prompt dominates short continuations)
+    distinct: dict[tuple[int, ...], int] = {}
+    index = torch.as_tensor([distinct.setdefault(tuple(int(t) for t in p), len(distinct)) for p in prefixes])
+    uniq = list(distinct)
+    width = max(len(p) for p in uniq)
+    ids = torch.full((len(uniq), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(uniq), width), dtype=torch.long)
+    for i, p in enumerate(uniq):
+        ids[i, width - len(p):] = torch.as_tensor(p, dtype=torch.long)
         mask[i, width - len(p):] = 1
     ids, mask = ids.to(device), mask.to(device)
     eos_t = torch.as_tensor(list(eos), dtype=torch.long)
@@ -106,6 +111,9 @@ def sample_batch(model: torch.nn.Module, prefixes: Sequence[Sequence[int]], *, m
                       use_cache=True)
             past = o.past_key_values
             logits = o.logits[:, -1, :].float().cpu()
+            if s == 0 and len(uniq) < n:  # copy each distinct prefix's state to its rows
+                logits, mask = logits[index], mask[index.to(device)]
+                past = _select_rows(past, index.to(device))
             if greedy:
                 nxt = logits.argmax(-1)
             else:
@@ -121,6 +129,16 @@ def sample_batch(model: torch.nn.Module, prefixes: Sequence[Sequence[int]], *, m
     finally:
         model.train(was_training)
     return [[int(t) for t in row if t >= 0] for row in out.tolist()]
+
+
+def _select_rows(past, index: torch.Tensor):
+    """The KV cache with its batch rows taken at ``index`` (a ``transformers`` Cache, a legacy tuple, or None)."""
+    if past is None:
+        return None
+    if hasattr(past, "reorder_cache"):
+        past.reorder_cache(index)
+        return past
+    return tuple(tuple(t.index_select(0, index) for t in layer) for layer in past)
 
 
 class Rollouts:
