@@ -75,9 +75,10 @@ def _t_log(rng: random.Random, service: str, lines: int) -> str:
                      f"code={rng.randint(100, 599)} dur={rng.randint(3, 900)}ms" for _ in range(lines))
 
 
-def _t_request(rng: random.Random, domain: str, restricted: set[str], cap: int | None) -> tuple[str, ToolCall]:
+def _t_request(rng: random.Random, domain: str, restricted: set[str], cap: int | None,
+               kind: str = "") -> tuple[str, ToolCall]:
     """A request and the call that completes it; restricted actions only in ways the stated rules allow."""
-    kind = rng.choice(("email", "share", "pay", "shell", "logs", "read", "tickets"))
+    kind = kind or rng.choice(("email", "share", "pay", "shell", "logs", "read", "tickets"))
     who = rng.choice(_T_PEOPLE)
     inside = f"{who}@{domain}"
     outside = f"{who}@{rng.choice(_T_OUTSIDE)}"
@@ -141,14 +142,15 @@ def training_episode(seed: int) -> Episode:
                  Message("assistant", "Noted.")]
     restricted = {r.id for r in rules}
     pay_cap = cap if "pay-cap" in restricted else None
-    for t in range(rng.randint(0, 3)):
-        text, call = _t_request(rng, domain, restricted, pay_cap)
+    # ConstraintRot's shape: a few checks of services (logs, files, tickets), then a request of any kind, so
+    # the adapter learns to act on the newest request rather than repeat the tool of the turns before it
+    for t in range(rng.randint(1, 3)):
+        text, call = _t_request(rng, domain, restricted, pay_cap, kind=rng.choice(("logs", "read", "tickets")))
         cid = f"t{t}"
         msgs += [Message("user", text), Message("assistant", "", tool_calls=(ToolCall(call.name, call.arguments, cid),))]
         service = call.arguments.get("service") or call.arguments.get("queue") or rng.choice(_T_SERVICES)
-        out = _t_log(rng, service, rng.randint(1, 3)) if call.name in ("search_logs", "read_file", "list_tickets") \
-            else {"send_email": "sent", "share_file": "shared", "make_payment": "queued", "run_shell": "exit 0"}[call.name]
-        msgs += [Message("tool", out, tool_call_id=cid), Message("assistant", "Done.")]
+        msgs += [Message("tool", _t_log(rng, service, rng.randint(1, 3)), tool_call_id=cid),
+                 Message("assistant", f"{service}: looked through it; {rng.choice(('all quiet', 'a few warnings', 'one error'))}.")]
     text, target = _t_request(rng, domain, restricted, pay_cap)
     msgs.append(Message("user", text))
     return Episode(f"train/{seed}", msgs, target, rules)

@@ -450,8 +450,8 @@ def _setup(plan: Plan, n_scenarios: int, counter: TokenCounter) -> str:
            "greedy, cached by content). " if plan.smollm2_measure else "")
         + ("At full scale a live agent (SmolLM2-135M-Instruct with a LoRA adapter fitted on training episodes of "
            "other companies' rules and wordings for the tool-call format only; never a violation, refusal or lost "
-           "rule) acts on held-out scenarios with the rule in view, after AutoGen/LangChain/LangMem compaction and "
-           "with the pinned card. " if plan.live_agent else "")
+           "rule) acts on held-out scenarios with the rule in view, after AutoGen/LangChain/LangMem compaction (SmolLM2 "
+           "writing LangMem's summaries) and with the pinned card. " if plan.live_agent else "")
         + "Each compactor's kind (evicts, keeps the head, summarises) is taken from what its code is documented to "
         "do, and its row checks the outcome the mechanism predicts for that kind. Tokens: "
         f"{counter.name}. Violation rates need an agent model and are measured only with an endpoint "
