@@ -51,8 +51,9 @@ class MotiveConfig:
     fewest whose Wilson interval can clear an 80% sensitivity)"""
     n_min: int = 10
     """fewest rollouts per arm in an investigation"""
-    n_max: int = 24
-    """most rollouts per arm in an investigation (the time budget's cap)"""
+    n_max: int = 16
+    """most rollouts per arm in an investigation: the 45-minute budget's cap (measured: at 24 per arm the three
+    models' 16 replicates each would not fit)"""
     power: float = 0.9
     """per-investigation Fisher power the rollouts per arm are sized for, at the positive control's effect"""
     max_new_tokens: int = 32
@@ -274,8 +275,11 @@ def _measure_model(load: Any, who: str, cfg: MotiveConfig, seed: int, n: int | N
         return HFChatModel(*loaded, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                            seed=seed * 100_003 + unit * 1009)
 
-    base = {"v": CACHE_VERSION, "model": who, "cfg": asdict(cfg), "seed": seed}
-    res: dict[str, Any] = {"fresh": _cached({**base, "unit": "fresh"}, lambda: fresh_rollouts(chat(0), cfg))}
+    # a unit's key holds what decides it (so a different replicate count or cap reuses the units already measured)
+    base = {"v": CACHE_VERSION, "model": who, "seed": seed, "max_new_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature}
+    res: dict[str, Any] = {"fresh": _cached({**base, "unit": "fresh", "n_fresh": cfg.n_fresh},
+                                            lambda: fresh_rollouts(chat(0), cfg))}
     per_arm = n if n is not None else rollouts_per_arm(positive_control(res, seed), cfg, seed)
     res["investigations"] = [
         _cached({**base, "unit": r, "n": per_arm}, lambda r=r: investigation(chat(r + 1), per_arm, cfg, seed + r))
