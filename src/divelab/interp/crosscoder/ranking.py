@@ -70,3 +70,15 @@ def latent_scaling(cc: Crosscoder, acts_a: torch.Tensor, acts_b: torch.Tensor, f
     ba = float((v * (acts_a[on] - acts_a.mean(0))).sum() / den)
     bb = float((v * (acts_b[on] - acts_b.mean(0))).sum() / den)
     return {"beta_a": ba, "beta_b": bb, "nu": bb / ba if ba else float("nan"), "active": int(on.sum())}
+
+
+@torch.no_grad()
+def exclusive_liveness(cc, acts_a: torch.Tensor, acts_b: torch.Tensor, labels: np.ndarray) -> dict[str, float]:
+    """How alive the A-exclusive block is on ``acts``: the share of its latents that fire on at least one row,
+    the mean activation of a latent when it fires, and the share of tool / generic rows where any of them fires."""
+    f = cc.encode(acts_a, acts_b)[:, cc.a_slice]
+    on = f > 0
+    any_on = on.any(1).numpy()
+    return {"alive": float(on.any(0).float().mean()) if cc.n_a else 0.0,
+            "mean_when_on": float(f[on].mean()) if bool(on.any()) else 0.0,
+            "fire_tool": float(any_on[labels == 1].mean()), "fire_generic": float(any_on[labels == 0].mean())}

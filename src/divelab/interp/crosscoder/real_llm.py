@@ -33,8 +33,7 @@ from divelab.interp.crosscoder import task
 from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_generation_pairs, layer_hook
 from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
-from divelab.interp.crosscoder.ranking import rank_features
-from divelab.interp.crosscoder.reproduce import exclusive_liveness
+from divelab.interp.crosscoder.ranking import exclusive_liveness, rank_features
 from divelab.stages import stage
 
 SYSTEM = "Reply with only <call NAME>, NAME = the right tool."

@@ -26,7 +26,12 @@ from divelab.interp.crosscoder.interventions import (
     steer_features,
 )
 from divelab.interp.crosscoder.models import PairSpec, load_pair, tool_correctness
-from divelab.interp.crosscoder.ranking import latent_scaling, rank_features, relative_decoder_norm
+from divelab.interp.crosscoder.ranking import (
+    exclusive_liveness,
+    latent_scaling,
+    rank_features,
+    relative_decoder_norm,
+)
 from divelab.stages import stage
 
 # the notes give no paper section per number, so every claim cites the paper and the episode
@@ -181,18 +186,6 @@ def _harvest(sib, base, tok, prompts: list[task.Prompt], layer: int):
     resp = [sib_resp[i // 2] if i % 2 == 0 else base_resp[i // 2] for i in range(len(texts))]
     a, b, owner = harvest_generation_pairs(sib, base, tok, texts, resp, layer, progress=False)
     return a, b, owner.numpy()
-
-
-@torch.no_grad()
-def exclusive_liveness(cc, acts_a: torch.Tensor, acts_b: torch.Tensor, labels: np.ndarray) -> dict[str, float]:
-    """How alive the A-exclusive block is on ``acts``: the share of its latents that fire on at least one row,
-    the mean activation of a latent when it fires, and the share of tool / generic rows where any of them fires."""
-    f = cc.encode(acts_a, acts_b)[:, cc.a_slice]
-    on = f > 0
-    any_on = on.any(1).numpy()
-    return {"alive": float(on.any(0).float().mean()) if cc.n_a else 0.0,
-            "mean_when_on": float(f[on].mean()) if bool(on.any()) else 0.0,
-            "fire_tool": float(any_on[labels == 1].mean()), "fire_generic": float(any_on[labels == 0].mean())}
 
 
 def _tool_prompts(n: int, seed: int) -> list[task.Prompt]:
