@@ -3,6 +3,8 @@ a tiny chain-tokenizer checkpoint with a chat template stands in)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -164,6 +166,9 @@ def test_inside_the_window_the_whole_pipeline_runs(tiny, tmp_path, monkeypatch) 
     assert last.compared_with in ("full-sequence DPO", "SFT start") or last.verdict.value == "uninformative"
     # everything came from the cache the second time: the same numbers
     assert [c.measured for c in again] == [c.measured for c in claims]
+    # a detection chunk's cache key ignores the budgets that do not decide it
+    other = replace(adapted.SMOKE, dpo_runs=5, detect_problems=9, eval_problems=7, sft_steps=3)
+    assert adapted.detection_fields(other) == adapted.detection_fields(adapted.SMOKE)
 
 
 def test_add_to_runs_only_at_full_scale() -> None:

@@ -69,7 +69,7 @@ class AdaptedConfig:
     """adapter rank (SFT and DPO)"""
     eval_problems: int = 100
     """held-out evaluation-wording problems: competence and every DPO run's accuracy"""
-    detect_problems: int = 20
+    detect_problems: int = 12
     """evaluation-wording problems (disjoint from the held-out ones) whose responses are searched for cliffs and
     give both DPO arms their pairs"""
     per_problem: int = 2
@@ -201,6 +201,15 @@ def _detect_and_pair(model: Any, tok: Any, problems: Sequence[Problem], cfg: Ada
     seq = dpo.sequence_pairs(list(det.traces) + extra, int(det.rollouts.eos[0]), seed=seed)
     return {"traces": det.traces, "ivs": ivs, "pairs": pairs, "seq_pairs": seq, "cost": vars(det.rollouts.cost),
             "detect_s": detect_s, "pair_s": pair_s, "extra_correct": [t.correct for t in extra]}
+
+
+DETECTION_FIELDS = ("per_problem", "seq_samples", "n", "every", "top_k", "max_new_tokens", "temperature",
+                    "batch_rows", "zero_patience")
+
+
+def detection_fields(cfg: AdaptedConfig) -> dict[str, Any]:
+    """What decides a detection chunk (besides its problems, model and seed): other budgets leave it valid."""
+    return {k: getattr(cfg, k) for k in DETECTION_FIELDS}
 
 
 def _merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -356,7 +365,7 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
     # in chunks of a few problems, each cached, so an interrupted run keeps what it finished
     chunks = [det_problems[i:i + DETECT_CHUNK] for i in range(0, len(det_problems), DETECT_CHUNK)]
     found = _merge([_cached({"what": "detect", "model": subject_key, "problems": [p.prompt for p in chunk],
-                             "cfg": asdict(cfg), "seed": seed, "chunk": j},
+                             "cfg": detection_fields(cfg), "seed": seed, "chunk": j},
                             lambda chunk=chunk, j=j: _detect_and_pair(model, tok, chunk, cfg, seed * 1000 + j),
                             binary=True) for j, chunk in enumerate(chunks)])
     timing["detection"] = time.perf_counter() - t0
