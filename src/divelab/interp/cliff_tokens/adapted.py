@@ -69,7 +69,7 @@ class AdaptedConfig:
     """adapter rank (SFT and DPO)"""
     eval_problems: int = 100
     """held-out evaluation-wording problems: competence and every DPO run's accuracy"""
-    detect_problems: int = 12
+    detect_problems: int = 8
     """evaluation-wording problems (disjoint from the held-out ones) whose responses are searched for cliffs and
     give both DPO arms their pairs"""
     per_problem: int = 2
