@@ -374,8 +374,9 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
                           max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, batch_rows=cfg.batch_rows,
                           zero_patience=cfg.zero_patience)
     det_claims, det_details = claims_from(det, found["ivs"], real_cfg, label=subject_label, tiny=tiny, seed=seed)
-    for c in det_claims:
-        c.note = f"{c.note}; spans localised to one token; {competence}".lstrip("; ")
+    for c in det_claims:  # every cliff span was localised to one token (refine), so no span's last token is meant
+        note = c.note.replace(f"; with every = {cfg.every} the classified token is the last of its span", "")
+        c.note = f"{note}; cliff spans localised to one token; {competence}"
     claims += det_claims
     details["detection"] = {k: v for k, v in det_details.items() if k not in ("model", "tiny")}
     details["detection"] |= {"detect_s": found["detect_s"], "pair_s": found["pair_s"]}
