@@ -15,6 +15,7 @@ import math
 import platform
 import time
 from dataclasses import InitVar, asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from divelab.formatting import format_number
@@ -246,7 +247,30 @@ def environment_facts() -> dict[str, str]:
         facts["transformers"] = transformers.__version__
     except ImportError:  # pragma: no cover
         pass
+    # how busy the machine was: timings (and runtimes) depend on it, the seeded numbers do not
+    facts["load_1_5_15_min"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    commit = _source_commit()
+    if commit:
+        facts["commit"] = commit
     return facts
+
+
+def _source_commit() -> str:
+    """The git commit of the checkout divelab runs from, with "+dirty" when its source differs from that commit
+    ("" for an installed package outside a checkout)."""
+    import subprocess
+
+    src = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
 @dataclass

@@ -187,6 +187,8 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
             with torch_threads(threads):
                 rep = mod.run(plan, seed)
     rep.runtime_s = time.perf_counter() - t0
+    # the load when the run began is in environment_facts; at the end the 15-minute figure covers most of a run
+    rep.environment["load_1_5_15_min_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if stages:
         rep.details["stages"] = stages
     rep.scale = scale
