@@ -170,7 +170,7 @@ def full_tally(full: dict) -> str:
     if not full:
         return ("No full-scale run is saved yet: the tables above come from the quick runs, a demo. "
                 "`divelab reproduce SYSTEM --scale full` runs one system at full scale.\n")
-    return render_block("tally", full)
+    return render_block("tally", full, full)
 
 
 def real_llm(full: dict) -> str:
@@ -195,10 +195,11 @@ def full_block(key: str, full: dict) -> str:
     if key not in full:
         return (f"Not run at full scale yet. `divelab reproduce {key} --scale full` runs it; the saved result will "
                 f"appear here beside the quick one.\n")
-    return render_block(key, full)
+    return render_block(key, full, full)
 
 
-def render_block(key: str, reps: dict) -> str:
+def render_block(key: str, reps: dict, full: dict) -> str:
+    """The body of block ``key``, from the saved quick runs ``reps`` and full runs ``full`` (each loaded once)."""
     if key == "tally":
         tally = tallies_by_kind(list(reps.values()))
         verdict_names = list(next(iter(tally.values())))
@@ -218,13 +219,13 @@ def render_block(key: str, reps: dict) -> str:
     if key == "dspark-served":
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "headline":
-        return headline(list(reps.values()), list(_reps(FULL).values()))
+        return headline(list(reps.values()), list(full.values()))
     if key == "full-tally":
-        return full_tally(_reps(FULL))
+        return full_tally(full)
     if key == "real-llm":
-        return real_llm(_reps(FULL))
+        return real_llm(full)
     if key.startswith("full-"):
-        return full_block(key.removeprefix("full-"), _reps(FULL))
+        return full_block(key.removeprefix("full-"), full)
     if key == "runtime":
         total = sum(r.runtime_s for r in reps.values())
         slow = sorted(reps.values(), key=lambda r: -r.runtime_s)[:3]
@@ -238,9 +239,11 @@ def render_block(key: str, reps: dict) -> str:
     return head + "\n".join(claims_table_md(rep.claims, key)) + "\n"
 
 
-def rendered(text: str) -> str:
-    reps = _reps()
-    return BLOCK.sub(lambda m: m.group(1) + render_block(m.group("key"), reps) + m.group(4), text)
+def rendered(text: str, reps: dict | None = None, full: dict | None = None) -> str:
+    """``text`` with every generated block re-rendered (the saved runs are read here unless passed in)."""
+    reps = _reps() if reps is None else reps
+    full = _reps(FULL) if full is None else full
+    return BLOCK.sub(lambda m: m.group(1) + render_block(m.group("key"), reps, full) + m.group(4), text)
 
 
 def pages() -> list[Path]:
@@ -260,9 +263,10 @@ def main(argv: list[str]) -> int:
             print(f"saved {p.relative_to(ROOT)}")
         return 0
     stale = []
+    reps, full = _reps(), _reps(FULL)  # read the saved runs once for every page
     for page in pages():
         text = page.read_text()
-        new = rendered(text)
+        new = rendered(text, reps, full)
         if new != text:
             stale.append(page.relative_to(ROOT))
             if argv[0] == "write":
