@@ -17,16 +17,24 @@ seed gives the same results whether or not the run was killed on the way.
 
 The run's record keeps every stage's name, seconds and whether it came from the cache (``details["stages"]``),
 so a resumed run's total compute is the sum of its stages, not the wall time of its last process.
+
+Independent stages — each training seed of a replicated method comparison, say — can run side by side with
+:func:`parallel_stages`: one single-threaded process per core (``DIVELAB_STAGE_WORKERS`` caps how many). Such
+stages must seed themselves; they leave the caller's random states untouched, so one worker and several give
+the same numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import multiprocessing
+import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -147,6 +155,98 @@ def stage(name: str, fn: Callable[[], T], *, weight: float = 1.0) -> T:
     run.done_weight += weight
     _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")
     return value
+
+
+def stage_workers(n_stages: int) -> int:
+    """How many processes :func:`parallel_stages` uses: one per core (``DIVELAB_STAGE_WORKERS`` overrides),
+    never more than there are stages to run."""
+    raw = os.environ.get("DIVELAB_STAGE_WORKERS", "")
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"DIVELAB_STAGE_WORKERS must be a whole number >= 1, got {raw!r}")
+        cap = int(raw)
+    else:
+        cap = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cap, n_stages))
+
+
+# the stages a forked worker runs, by index: fork hands the closures over without pickling them
+_PENDING: list[Callable[[], Any]] = []
+
+
+def _run_pending(i: int) -> tuple[Any, float]:
+    from divelab.threads import torch_threads
+
+    t0 = time.perf_counter()
+    with torch_threads(1):  # one core per worker: threads on top would oversubscribe the machine
+        value = _PENDING[i]()
+    return value, time.perf_counter() - t0
+
+
+def parallel_stages(items: Sequence[tuple[str, Callable[[], T], float]]) -> list[T]:
+    """Run independent ``(name, fn, weight)`` stages of the current run side by side; returns their values
+    in order. Each is cached and loaded like a :func:`stage`; the ones to run go to ``stage_workers`` forked
+    single-threaded processes (in this process when that is one). ``fn`` must seed itself: the caller's random
+    states are left as they were, so the result does not depend on the number of workers or on the cache."""
+    names = [name for name, _, _ in items]
+    if len(set(names)) != len(names):
+        raise ValueError(f"parallel stages need distinct names, got {names}")
+    for name, _, weight in items:
+        if weight <= 0:
+            raise ValueError(f"weight must be > 0, got {weight} for stage {name!r}")
+    run = _RUN.get()
+    resumable = run is not None and run.scale in RESUMABLE_SCALES
+    values: list[Any] = [None] * len(items)
+    todo: list[int] = []
+    for i, (name, _, weight) in enumerate(items):
+        path = _stage_path(run, name) if run is not None else None
+        if resumable and path is not None and path.exists():
+            record = pickle.loads(path.read_bytes())
+            values[i] = record["value"]
+            run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
+            run.done_weight += weight
+            run.cached_weight += weight
+            _say(f"[{run.system}] stage '{name}': finished in an earlier run ({record['seconds']:.0f} s), loaded")
+        else:
+            todo.append(i)
+    if not todo:
+        return values
+    saved = _rng_states()
+
+    def finish(i: int, value: Any, seconds: float) -> None:
+        values[i] = value
+        name, _, weight = items[i]
+        if run is None:
+            return
+        if resumable:
+            atomic_write_bytes(_stage_path(run, name), pickle.dumps({"value": value, "seconds": seconds, "rng": saved}))
+        run.stages.append({"name": name, "seconds": seconds, "cached": False})
+        run.done_weight += weight
+        _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")
+
+    workers = stage_workers(len(todo))
+    system = f"[{run.system}] " if run is not None else ""
+    _PENDING[:] = [fn for _, fn, _ in items]
+    try:
+        if workers == 1:
+            for i in todo:
+                _say(f"{system}stage '{items[i][0]}': started")
+                value, seconds = _run_pending(i)
+                _restore_rng_states(saved)  # as if it had run in its own process
+                finish(i, value, seconds)
+            return values
+        _say(f"{system}{len(todo)} stages on {workers} processes: " + ", ".join(f"'{items[i][0]}'" for i in todo))
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_run_pending, i): i for i in todo}
+            pending = set(futures)
+            while pending:  # record each stage as it finishes, so a killed run keeps the finished ones
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    value, seconds = fut.result()
+                    finish(futures[fut], value, seconds)
+        return values
+    finally:
+        _PENDING.clear()
 
 
 def _eta(run: _Run) -> str:

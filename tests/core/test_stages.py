@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -142,3 +143,52 @@ def test_a_resumed_run_draws_the_same_random_numbers_as_an_uninterrupted_one():
         stage("draws", lambda: [random.random(), float(np.random.rand())])
         fresh = stage("after", lambda: [random.random(), float(np.random.rand())])
     assert resumed == fresh
+
+
+def _seeded_draw(seed: int) -> list[float]:
+    import numpy as np
+
+    return np.random.default_rng(seed).random(3).tolist() + [float(os.getpid())]
+
+
+def _parallel_run(calls: list[int], workers: str, monkeypatch, seed: int = 0) -> list:
+    monkeypatch.setenv("DIVELAB_STAGE_WORKERS", workers)
+
+    def one(s: int):
+        calls.append(s)  # seen only when the stage runs in this process
+        return _seeded_draw(s)
+
+    with run_context("demo", "divelab.training.backtrack", "full", {"par": 1}, seed, total_weight=3) as records:
+        values = stages.parallel_stages([(f"seed {s}", lambda s=s: one(s), 1.0) for s in range(3)])
+    return values, records
+
+
+def test_parallel_stages_match_one_worker_and_leave_the_callers_random_state(monkeypatch):
+    import numpy as np
+
+    np.random.seed(4)
+    calls: list[int] = []
+    two, records = _parallel_run(calls, "2", monkeypatch)
+    after_two = np.random.rand()
+    assert calls == []  # all three ran in forked workers
+    assert {round(v[3]) for v in two} != {os.getpid()}
+    assert sorted(r["name"] for r in records) == ["seed 0", "seed 1", "seed 2"] and not any(r["cached"] for r in records)
+    np.random.seed(4)
+    one, _ = _parallel_run(calls, "1", monkeypatch, seed=1)  # another run: nothing cached
+    assert calls == [0, 1, 2] and np.random.rand() == after_two
+    assert [v[:3] for v in one] == [v[:3] for v in two] == [_seeded_draw(s)[:3] for s in range(3)]
+    again, records = _parallel_run(calls, "2", monkeypatch)  # the first run's stages, from the cache
+    assert again == two and all(r["cached"] for r in records)
+
+
+def test_parallel_stages_check_their_input(monkeypatch):
+    with pytest.raises(ValueError, match="distinct names"):
+        stages.parallel_stages([("a", lambda: 1, 1.0), ("a", lambda: 2, 1.0)])
+    with pytest.raises(ValueError, match="weight must be > 0"):
+        stages.parallel_stages([("a", lambda: 1, 0.0)])
+    monkeypatch.setenv("DIVELAB_STAGE_WORKERS", "two")
+    with pytest.raises(ValueError, match="DIVELAB_STAGE_WORKERS must be a whole number"):
+        stages.stage_workers(3)
+    monkeypatch.setenv("DIVELAB_STAGE_WORKERS", "8")
+    assert stages.stage_workers(3) == 3
+    assert stages.parallel_stages([("plain", lambda: 5, 1.0)]) == [5]  # outside a run it just runs

@@ -9,7 +9,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction
 from divelab.comparisons import against_strongest
-from divelab.stages import stage
+from divelab.stages import parallel_stages
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, evaluate, fit_growth, probe_states
 from divelab.training.backtrack.maze import Maze, MazeSpec
 from divelab.training.backtrack.policy import Explorer, rollout, sample_mazes
@@ -189,9 +189,12 @@ def run(plan: Plan, seed: int) -> Reproduction:
     """Train base → {SFT, RL, distilled} on the layered dead-end maze and measure the paper's claims."""
     rep = Reproduction(system="backtrack", title="RLVR vs SFT: learning to backtrack (E163, arXiv 2606.22938)",
                        scale="", seed=seed)
-    runs = {L: [stage(f"L={L} seed {s + 1}/{plan.seeds}: train 4 policies, evaluate K={_ks(plan.K_eval[L])}",
-                      lambda L=L, s=s: _run_one(plan, L, seed + 100 * s), weight=RUN_WEIGHT.get(L, 1.0))
-                for s in range(plan.seeds)] for L in plan.L}
+    # every (L, seed) run seeds itself, so they run side by side, one core each (divelab.stages)
+    cells = [(L, s) for L in plan.L for s in range(plan.seeds)]
+    values = parallel_stages([(f"L={L} seed {s + 1}/{plan.seeds}: train 4 policies, evaluate K={_ks(plan.K_eval[L])}",
+                               lambda L=L, s=s: _run_one(plan, L, seed + 100 * s), RUN_WEIGHT.get(L, 1.0))
+                              for L, s in cells])
+    runs = {L: [v for (cell_L, _), v in zip(cells, values, strict=True) if cell_L == L] for L in plan.L}
     curves = {L: {name: _mean_curve(rs, name, plan.K_eval[L]) for name in MODELS} for L, rs in runs.items()}
     fits = {L: {name: fit_growth(plan.K_eval[L], curves[L][name][0]) for name in MODELS} for L in plan.L}
     rs0 = runs[plan.L[0]]
