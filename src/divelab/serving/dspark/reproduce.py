@@ -39,7 +39,7 @@ from divelab.serving.dspark.scheduler import (
 )
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
 from divelab.serving.dspark.training import DrafterTrainConfig, regenerate, train_drafters
-from divelab.stages import stage
+from divelab.stages import parallel_stages, stage
 
 _VERSION = 2
 SOURCE = "arXiv 2607.05147"
@@ -97,21 +97,24 @@ PLANS = {
     # quick drafts blocks of 4 and 8 only (a third of the drafter training) and sweeps 16 requests per load
     # (evaluation size only) to stay inside its 3-minute cold budget; training every drafter three times does
     # not fit it (the training is most of the run), so quick trains each once and leaves the drafter
-    # comparisons not checkable; full adds γ = 16, where the paper's +22–30 % sits, and trains each 3 times
+    # comparisons not checkable; full adds γ = 16, where the paper's +22–30 % sits, and trains each 3 times.
+    # full's drafter steps are set by its hour: at 1,500 steps the γ=4 pair alone took about 1 s a step on one
+    # core, so three trainings of all ten drafters would have taken about four hours; 250 steps of 16
+    # sequences (about 4.5x the sequences quick trains on) fit the hour with the trainings side by side on two cores
     "quick": Plan(target="small", gammas=(4, 8), g_main=8, rnn_every_gamma=False, drafter_steps=110, drafter_batch=8,
                   rank=32, regen_sequences=512, prompts=12, max_new=48, calib_prompts=36,
                   sps_batch_sizes=(1, 2, 4, 8, 16, 32, 64), sps_repeats=5, synthetic_flat_until=32, loads=(1, 2, 4, 8),
                   sweep_max_new=16, exact_problems=6, drafter_trainings=1),
-    "full": Plan(target="quick", gammas=(4, 8, 16), g_main=8, rnn_every_gamma=False, drafter_steps=1500,
+    "full": Plan(target="quick", gammas=(4, 8, 16), g_main=8, rnn_every_gamma=False, drafter_steps=250,
                  drafter_batch=16, rank=64, regen_sequences=4096, prompts=64, max_new=128, calib_prompts=128,
                  sps_batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128), sps_repeats=7, synthetic_flat_until=64,
                  loads=(1, 2, 4, 8, 16, 32), sweep_max_new=64, exact_problems=20, drafter_trainings=3),
 }
 
-# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from quick's
-# phase times by the plan's sizes); training the drafters three times is most of the run.
-W_TRAIN, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 300.0, 4.0, 6.0, 2.0, 30.0, 2.0
-STAGE_WEIGHT = W_TRAIN + PLANS["full"].drafter_trainings * W_TAU_ROUNDS + W_CALIB + W_SPS + W_SWEEP + W_EXACT
+# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s); one training of every
+# drafter and its τ rounds (the three run side by side) is most of the run.
+W_REGEN, W_TRAINING, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 3.0, 110.0, 4.0, 6.0, 2.0, 30.0, 2.0
+STAGE_WEIGHT = W_REGEN + PLANS["full"].drafter_trainings * W_TRAINING + W_CALIB + W_SPS + W_SWEEP + W_EXACT
 
 # a drafter comparison replicates the drafter's training: at least this many trainings per kind
 MIN_TRAININGS = 3
@@ -210,9 +213,20 @@ def _drafter_group(target, target_key: str, specs: list[tuple[str, int, dict]], 
     return out  # type: ignore[return-value]
 
 
+def _regen_key(seed: int, tcfg: DrafterTrainConfig, n_regen: int) -> dict:
+    return {"n": n_regen, "len": tcfg.seq_len + 16, "seed": seed, "T": 1.0}
+
+
+def regenerate_training_data(target, train_tok: np.ndarray, seed: int, tcfg: DrafterTrainConfig,
+                             n_regen: int) -> np.ndarray:
+    """The drafters' training rows (see :func:`build_drafters`), made once and shared by every training."""
+    return regenerate(target, train_tok, n_regen, tcfg.seq_len + 16, temperature=1.0, seed=seed)
+
+
 def build_drafters(target, tkey: str, train_tok: np.ndarray, seed: int, tcfg: DrafterTrainConfig,
                    dcfg: dict, gammas: list[int], rnn_gammas: list[int], n_regen: int,
-                   trainings: int = 1, kinds: tuple[str, ...] = KINDS) -> list[dict]:
+                   trainings: int = 1, kinds: tuple[str, ...] = KINDS, first_training: int = 0,
+                   data: np.ndarray | None = None) -> list[dict]:
     """The reproduction's drafters, one ``{(kind, γ): Drafter}`` per training (cached).
 
     Training data: continuations sampled (T=1) from the target after corpus prompts — the paper
@@ -220,18 +234,19 @@ def build_drafters(target, tkey: str, train_tok: np.ndarray, seed: int, tcfg: Dr
     is the same for every training; training ``r`` changes the training seed (initialisation, batches,
     anchors) to ``tcfg.seed + r · TRAINING_SEED_STRIDE``, so training 0 is the single-training drafter set.
     Parallel and Markov drafters at every γ (the γ-trend claim); the RNN head at ``rnn_gammas``; one
-    AR drafter at the largest γ (autoregressive, so it serves every γ); only those of ``kinds``."""
-    regen_key = {"n": n_regen, "len": tcfg.seq_len + 16, "seed": seed, "T": 1.0}
-    data = None
+    AR drafter at the largest γ (autoregressive, so it serves every γ); only those of ``kinds``.
+    ``first_training`` and ``trainings`` pick which trainings to build (training ``r`` is the same whichever call
+    builds it); ``data`` is the regenerated rows when the caller already has them."""
+    regen_key = _regen_key(seed, tcfg, n_regen)
 
     def data_once() -> np.ndarray:
         nonlocal data
         if data is None:
-            data = regenerate(target, train_tok, n_regen, tcfg.seq_len + 16, temperature=1.0, seed=seed)
+            data = regenerate_training_data(target, train_tok, seed, tcfg, n_regen)
         return data
 
     out = []
-    for r in range(trainings):
+    for r in range(first_training, first_training + trainings):
         tcfg_r = dataclasses.replace(tcfg, seed=tcfg.seed + r * TRAINING_SEED_STRIDE)
         drafters: dict = {}
         for g in gammas:
@@ -341,19 +356,30 @@ def run(plan: Plan, seed: int) -> Reproduction:
     # a stage (each drafter group is also cached on disk); a loaded stage's drafters share one pickled copy of the
     # target's frozen embedding and head instead of the target's own: the same numbers
     if plan.drafter_trainings >= MIN_TRAININGS:
-        trained = stage(f"train the drafters {plan.drafter_trainings} times", lambda: build_drafters(
-            target, tkey, train_tok, seed, tcfg, dcfg, gammas, rnn_gammas, plan.regen_sequences,
-            trainings=plan.drafter_trainings), weight=W_TRAIN)
+        # the trainings are independent and seed themselves, so they run side by side (one core each), each
+        # followed by its drafters' τ rounds; every training's drafters decode the same held-out prompts with
+        # the same sampling seed
+        data = stage("regenerate the drafters' training data", lambda: regenerate_training_data(
+            target, train_tok, seed, tcfg, plan.regen_sequences), weight=W_REGEN)
+
+        def one_training(r: int) -> tuple[dict, dict]:
+            drafters_r = build_drafters(target, tkey, train_tok, seed, tcfg, dcfg, gammas, rnn_gammas,
+                                        plan.regen_sequences, first_training=r, data=data)[0]
+            return drafters_r, _tau_rounds(target, drafters_r, test_prompts, gammas, plan.max_new, seed)
+
+        both = parallel_stages([(f"drafter training {r + 1}/{plan.drafter_trainings}: train, then τ rounds",
+                                 lambda r=r: one_training(r), W_TRAINING) for r in range(plan.drafter_trainings)])
+        trained, per_training = [b[0] for b in both], [b[1] for b in both]
+        phases = {"setup+train+tau_rounds_s": time.perf_counter() - t0}
     else:  # the comparisons are not checkable: only the drafter calibration, the head timing and the sweep use
         trained = stage("train the Markov drafter", lambda: build_drafters(
             target, tkey, train_tok, seed, tcfg, dcfg, [plan.g_main], [], plan.regen_sequences,
-            trainings=plan.drafter_trainings, kinds=("markov",)), weight=W_TRAIN)
-    phases = {"setup+train_s": time.perf_counter() - t0}
-    # every training's drafters decode the same held-out prompts with the same sampling seed
-    per_training = [stage(f"τ rounds of drafter training {i + 1}/{len(trained)}",
-                          lambda d=d: _tau_rounds(target, d, test_prompts, gammas, plan.max_new, seed),
-                          weight=W_TAU_ROUNDS) for i, d in enumerate(trained)]
-    phases["tau_rounds_s"] = time.perf_counter() - t0 - sum(phases.values())
+            trainings=plan.drafter_trainings, kinds=("markov",)), weight=W_TRAINING)
+        phases = {"setup+train_s": time.perf_counter() - t0}
+        per_training = [stage(f"τ rounds of drafter training {i + 1}/{len(trained)}",
+                              lambda d=d: _tau_rounds(target, d, test_prompts, gammas, plan.max_new, seed),
+                              weight=W_TAU_ROUNDS) for i, d in enumerate(trained)]
+        phases["tau_rounds_s"] = time.perf_counter() - t0 - sum(phases.values())
     drafters, rounds = trained[0], per_training[0]  # training 0 serves calibration, the head timing and the sweep
     tu = TauUnits(per_training, plan.prompts)
     pooled = {key: np.concatenate([r[key]["accepted"] for r in per_training]) for key in rounds}
