@@ -70,6 +70,26 @@ def serving_before_after(b: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scaleout(b: dict) -> str:
+    """A multi-seed reproduction and a batch of rollouts in process and on Ray (benchmarks/scaleout.json)."""
+    r, ro = b["reproduction"], b["rollouts"]
+    same = r["ray_1cpu_same_claims"] and r["ray_2cpu_same_claims"]
+    seeds = f"{r['seeds'][0]}-{r['seeds'][-1]}"
+    lines = [f"`python benchmarks/scaleout.py --system {r['system']} --scale {r['scale']} --seeds {seeds}`: "
+             f"{b['cpus']} CPUs, load average at the start {b['load_average_at_start']:.2f}.", "",
+             "| what | in process | Ray, 1 CPU / 1 actor | Ray, 2 CPUs / 2 actors |", "|---|---|---|---|",
+             f"| {r['system']}, {r['scale']}, {len(r['seeds'])} seeds (claims "
+             f"{'identical' if same else 'DIFFERENT'} in every arm) | {r['inprocess_s']:.1f} s | {r['ray_1cpu_s']:.1f} s "
+             f"(+{r['ray_1cpu_startup_s']:.1f} s start-up) | {r['ray_2cpu_s']:.1f} s (+{r['ray_2cpu_startup_s']:.1f} s start-up) |",
+             f"| one GRPO batch of rollouts ({ro['games']} games × {ro['group_size']} episodes), median | "
+             f"{ro['inprocess_1']['median_s'] * 1e3:.1f} ms | {ro['ray_1']['median_s'] * 1e3:.1f} ms | "
+             f"{ro['ray_2']['median_s'] * 1e3:.1f} ms |", "",
+             f"Two Ray workers against one: {r['ray_1cpu_s'] / r['ray_2cpu_s']:.2f}× on the reproductions, "
+             f"{ro['speedup_ray2_vs_ray1']:.2f}× on rollouts; two Ray workers against the in-process path: "
+             f"{r['speedup_2cpu_vs_inprocess']:.2f}× on the reproductions."]
+    return "\n".join(lines) + "\n"
+
+
 def dspark_speed(b: dict) -> str:
     """DSpark on SmolLM2 against every peer at batch 1 (benchmarks/serving_dspark.json)."""
     t = b["targets"]["smollm2"]
@@ -211,6 +231,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
         return "\n".join(lines) + f"\n\nFrom the saved {scales} runs of: {systems}.\n"
     if key == "serving-before-after":
         return serving_before_after(json.loads((ROOT / "benchmarks" / "serving_before_after.json").read_text()))
+    if key == "scaleout":
+        return scaleout(json.loads((ROOT / "benchmarks" / "scaleout.json").read_text()))
     if key == "dspark-speed":
         return dspark_speed(json.loads((ROOT / "benchmarks" / "serving_dspark.json").read_text()))
     if key == "dspark-headline":
