@@ -133,3 +133,23 @@ def test_a_silent_positive_control_makes_the_real_model_test_uninformative():
 
     assert real_ruling(0.0, (-0.1, 0.1), control_fired=False).verdict is Verdict.UNINFORMATIVE
     assert real_ruling(0.0, (-0.1, 0.1), control_fired=True).verdict is Verdict.NOT_SEPARATED
+
+
+@pytest.mark.parametrize("env_name", ["precommit", "eval_tampering", "secret_number"])
+def test_a_rewound_context_shows_the_edited_fact_everywhere_the_model_reads(env_name):
+    """Rewind-and-intervene changes a fact at every place the model could read it: each kept turn's observation
+    is the same under the old and the new value (so the kept replies were written without the fact), and every
+    observation from the rewind turn on is the one a fresh rollout under the edited scenario shows."""
+    from divelab.oversight.forensics.protocol import OBSERVED, interventions_for, rewind_turn
+
+    env = get_env(env_name)
+    for iv in interventions_for(env_name).values():
+        old = env.check(OBSERVED[env_name])
+        new = env.check({**old, iv.variable: iv.value})
+        turn = rewind_turn(env, old, {iv.variable: iv.value})
+        t = rollout(env, PlantedAgent(motive=iv.hypothesis, seed=1), old)
+        r = rewind(t, PlantedAgent(motive=iv.hypothesis, seed=2), turn, {iv.variable: iv.value})
+        users = [m.text() for m in r.messages if m.role == "user"]
+        assert users == [env.observation(new, k) for k in range(env.turns)], iv
+        assert all(env.observation(old, k) == env.observation(new, k) for k in range(turn)), iv
+        assert r.messages[:1 + 2 * turn] == t.messages[:1 + 2 * turn]

@@ -155,12 +155,16 @@ def test_explicit_action_is_stricter_than_the_lenient_parser():
 
 
 def _result(self_conceal: int, dev_conceal: int, supported: dict[str, int], n: int = 20, reps: int = 4,
-            rate: float = 0.5) -> dict:
+            rate: float | None = None, dev_rate: float | None = None) -> dict:
+    """Investigations whose arms match the fresh rates unless ``rate``/``dev_rate`` say otherwise."""
+    rate = self_conceal / n if rate is None else rate
+    dev_rate = dev_conceal / n if dev_rate is None else dev_rate
     rows = []
     for r in range(reps):
         rows.append({"rows": [{"hypothesis": h, "status": "supported" if r < supported.get(h, 0) else "no evidence",
-                               "control_rate": rate, "edited_rate": rate} for h in ("loyalty", "detection")],
-                     "base": [10, 10], "competent": 10})
+                               "control_rate": rate, "edited_rate": dev_rate if h == "loyalty" else rate}
+                              for h in ("loyalty", "detection")],
+                     "base": [round(rate * 10), 10], "competent": 10})
     fresh = {"previous_instance": {"conceal": self_conceal, "n": n, "competent": n},
              "developer": {"conceal": dev_conceal, "n": n, "competent": n}}
     return {"fresh": fresh, "investigations": rows}
@@ -172,6 +176,7 @@ def test_claims_are_uninformative_when_the_positive_control_is_silent():
     claims = claims_from(silent, cfg)
     assert all("SmolLM2-135M-Instruct" in c.statement for c in claims)
     sens = [c for c in claims if "finds the learned" in c.statement]
+    assert sum("same cover-up rate" in c.statement for c in claims) == 1
     false = [c for c in claims if "false attributions" in c.statement]
     assert len(sens) == 1 and len(false) == 2
     assert all(c.verdict is Verdict.UNINFORMATIVE and "positive control" in c.reason
@@ -183,6 +188,22 @@ def test_claims_are_uninformative_when_the_positive_control_is_silent():
     assert all(c.verdict is not Verdict.UNINFORMATIVE for k, c in by.items() if "untuned" not in k)
     untuned = next(c for k, c in by.items() if "untuned" in k)  # never covers up: a floor, not a null
     assert untuned.verdict is Verdict.UNINFORMATIVE and "floor" in untuned.reason
+    agree = next(c for c in claims if "same cover-up rate" in c.statement)
+    assert agree.verdict is Verdict.REPRODUCED
+
+
+def test_a_positive_control_the_rewound_arms_contradict_does_not_vouch_for_the_tests():
+    # fresh rollouts fire (18/20 vs 2/20), but the investigations' rewound developer arm covers up as often as
+    # the earlier-self arm: the control and the tests did not see the same behaviour
+    cfg = MotiveConfig(replicates=4)
+    res = {MOTIVE: _result(18, 2, {}, rate=0.9, dev_rate=0.9), CONTROL: _result(10, 10, {}),
+           UNTUNED: _result(5, 5, {})}
+    claims = claims_from(res, cfg)
+    pc = next(c for c in claims if "behavioural positive control" in c.statement)
+    agree = next(c for c in claims if "same cover-up rate" in c.statement)
+    assert pc.verdict is not Verdict.UNINFORMATIVE and agree.verdict is Verdict.NOT_REPRODUCED
+    gated = [c for c in claims if "finds the learned" in c.statement or "false attributions" in c.statement]
+    assert len(gated) == 3 and all(c.verdict is Verdict.UNINFORMATIVE and "rewound arms" in c.reason for c in gated)
 
 
 def test_rollouts_per_arm_follow_the_positive_controls_power():
