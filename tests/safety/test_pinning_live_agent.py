@@ -9,11 +9,12 @@ import json
 import pytest
 
 from divelab.chat import ScriptedChatModel
-from divelab.chat.types import Message, ToolCall
+from divelab.chat.types import ChatResponse, Message, ToolCall
 from divelab.safety.pinning import agent_data as D
 from divelab.safety.pinning import live_agent as LA
 from divelab.safety.pinning.benchmark import RULES, TOOLS
 from divelab.safety.pinning.constraints import ToolCallGrader
+from divelab.safety.pinning.tokens import TokenCounter
 
 TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</s>{% endfor %}"
             "{% if add_generation_prompt %}<assistant>{% endif %}")
@@ -216,3 +217,45 @@ def test_the_full_plan_runs_the_agent_and_smaller_scales_do_not():
     assert cfg.n_scenarios >= 100 and cfg.target == 0.30
     assert all(m.startswith(f"layers.{LA.N_LAYERS - cfg.top_layers}") or int(m.split(".")[1]) >= 18
                for m in cfg.lora_modules())
+
+
+def test_prefetch_decodes_a_batch_that_complete_then_reads_back(tiny, tmp_path, monkeypatch):
+    import copy
+
+    import torch
+
+    monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # larger random weights, so that different prompts get different replies
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    prompts = [[Message("system", "0 1 2 3 " * 5), Message("user", q)] for q in ("1+2=", "9 9 9 9 9 9 9", "3=")]
+    one = LA.PrefixCachedChat(model, tok, max_new_tokens=8, cache_key="tiny-one")
+    alone = [one.complete(m).message.content for m in prompts]
+    batch = LA.PrefixCachedChat(model, tok, max_new_tokens=8, cache_key="tiny-batch")
+    assert batch.prefetch([(m, None) for m in prompts]) == 3
+    assert batch.prefetch([(m, None) for m in prompts]) == 0  # all cached now
+    # left padding keeps each reply the one decoded alone (positions follow the attention mask)
+    assert len(set(alone)) > 1  # the prompts get different replies, so a shifted position would show
+    assert [batch.complete(m).message.content for m in prompts] == alone and batch.stats["hits"] == 3
+
+
+def test_run_conditions_prefetches_exactly_the_prompts_the_agent_sends():
+    seen, batches = [], []
+
+    class Chat:
+        stats: dict = {}
+
+        def prefetch(self, prompts):
+            batches.append([m[-1].content for m, _ in prompts])
+
+        def complete(self, messages, tools=None, **_):
+            seen.append(messages[-1].content)
+            return ChatResponse(Message("assistant", "ok"))
+
+    cfg = dataclasses.replace(LA.SMOKE, n_scenarios=5, batch_scenarios=2, n_filler=3, base_lines=2)
+    rows = LA.run_conditions(Chat(), cfg, TokenCounter.chars4(), SUMMARY)
+    assert len(rows) == 15 and [len(b) for b in batches] == [6, 6, 3]
+    assert [p for b in batches for p in b] == seen

@@ -91,6 +91,9 @@ class AgentConfig:
     """real framework compactors; scenario i is compacted by compactors[i % len]"""
     max_new_tokens: int = 64
     """longest agent reply"""
+    batch_scenarios: int = 4
+    """scenarios whose replies (three conditions each) are decoded in one batch; the held-out competence
+    replies are decoded one at a time"""
     summary_new_tokens: int = 64
     """longest SmolLM2 summary"""
     target: float = 0.30
@@ -158,19 +161,60 @@ class PrefixCachedChat:
         eos = self.tokenizer.eos_token_id
         return gen[:gen.index(eos)] if eos in gen else gen
 
+    def _path(self, ids: list[int], new: int) -> Any:
+        from divelab.cache import entry_path, stable_hash
+
+        if not self.cache_key:
+            return None
+        key = stable_hash({"v": _REPLY_VERSION, "weights": self.cache_key, "ids": ids, "new": new}, length=32)
+        return entry_path(REPLY_CACHE, f"{key}.json")
+
+    def prefetch(self, prompts: list[tuple[list[Message], list[ToolSpec] | None]]) -> int:
+        """Generate the replies to ``prompts`` not yet in the reply cache in one left-padded greedy batch and
+        cache them, so the ``complete`` calls that follow read them back; returns how many were generated.
+
+        Why: on one CPU thread a reply's tokens cost far more than its prompt (each decoding step reads every
+        weight for one token), and a batch decodes several replies for about the price of one. A batched
+        reply can differ from the unbatched one in the last float bits (padding changes the matmul shapes),
+        so a batch is always made of the same prompts (one group of scenarios); the replies stay greedy."""
+        import torch
+
+        from divelab.cache import atomic_write_text
+
+        if not self.cache_key:
+            return 0
+        todo: dict[Any, list[int]] = {}
+        for messages, tools in prompts:
+            ids, _ = self._ids(messages, tools)
+            path = self._path(ids, self.max_new_tokens)
+            if not path.is_file():
+                todo[path] = ids
+        if not todo:
+            return 0
+        pad = self.tokenizer.pad_token_id
+        width = max(len(ids) for ids in todo.values())
+        x = torch.tensor([[pad] * (width - len(ids)) + ids for ids in todo.values()])
+        mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in todo.values()])
+        with torch.no_grad():
+            out = self.model.generate(x, attention_mask=mask, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                      temperature=None, top_p=None, top_k=None, pad_token_id=pad)
+        eos = self.tokenizer.eos_token_id
+        for path, row in zip(todo, out[:, width:].tolist(), strict=True):
+            gen = row[:row.index(eos)] if eos in row else row
+            atomic_write_text(path, json.dumps({"text": self.tokenizer.decode(gen, skip_special_tokens=True).strip(),
+                                                "n": len(gen), "batch": len(todo)}))
+        return len(todo)
+
     def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None, *,
                  temperature: float | None = None, max_tokens: int | None = None) -> ChatResponse:
-        from divelab.cache import atomic_write_text, entry_path, stable_hash
+        from divelab.cache import atomic_write_text
         from divelab.chat.hf_local import _TAGGED, parse_tool_calls
 
         if temperature:
             raise ValueError("PrefixCachedChat decodes greedily; temperature must be 0 or None")
         ids, n_head = self._ids(messages, tools)
         new = max_tokens or self.max_new_tokens
-        path = None
-        if self.cache_key:
-            key = stable_hash({"v": _REPLY_VERSION, "weights": self.cache_key, "ids": ids, "new": new}, length=32)
-            path = entry_path(REPLY_CACHE, f"{key}.json")
+        path = self._path(ids, new)
         if path is not None and path.is_file():
             rec = json.loads(path.read_text())
             self.stats["hits"] += 1
@@ -236,17 +280,42 @@ def run_conditions(chat: ChatModel, cfg: AgentConfig, counter: TokenCounter, sum
     rows = []
     scen = scenarios(cfg, seed)
     jobs = [(i, s, cond) for i, s in enumerate(scen) for cond in ("in view", "compacted", "pinned")]
-    for i, s, cond in track(jobs, f"E164 live agent ({AGENT_LABEL})"):
+
+    def episode(i: int, s: Any, cond: str, model: ChatModel) -> dict[str, Any]:
         name = "full-context" if cond == "in view" else cfg.compactors[i % len(cfg.compactors)]
         comp = build_compactor(name, counter, summary_model)
         budget = 10**9 if cond == "in view" else max(1, int(cfg.budget_frac * full_tokens(s, counter)))
+        r = violation_episode(s, model, comp, budget, cond == "pinned", counter, max_tool_rounds=1)
+        r.update(condition=cond, compactor=name)
+        return r
+
+    group = 3 * cfg.batch_scenarios
+    prefetch = getattr(chat, "prefetch", None)
+    for j, (i, s, cond) in enumerate(track(jobs, f"E164 live agent ({AGENT_LABEL})")):
+        if prefetch is not None and j % group == 0:
+            # the agent sees exactly these prompts below (compaction is deterministic, summaries are cached)
+            rec = _PromptRecorder()
+            for args in jobs[j:j + group]:
+                episode(*args, rec)
+            prefetch(rec.prompts)
         t0 = time.perf_counter()
-        r = violation_episode(s, chat, comp, budget, cond == "pinned", counter, max_tool_rounds=1)
+        r = episode(i, s, cond, chat)
         calls = [ToolCall(c["name"], c["arguments"]) for c in r["calls"]]
-        r.update(condition=cond, compactor=name, template=s.id.split("/")[0], seconds=round(time.perf_counter() - t0, 2),
+        r.update(template=s.id.split("/")[0], seconds=round(time.perf_counter() - t0, 2),
                  valid_call=bool(calls), requested_tool=bool(calls) and calls[0].name == s.natural_call.name)
         rows.append(r)
     return rows
+
+
+class _PromptRecorder:
+    """A chat model that only records what it was asked (for :meth:`PrefixCachedChat.prefetch`)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[list[Message], list[ToolSpec] | None]] = []
+
+    def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None, **_: Any) -> ChatResponse:
+        self.prompts.append((list(messages), tools))
+        return ChatResponse(Message("assistant", ""))
 
 
 # ----------------------------------------------------------------------------------------------------- claims
