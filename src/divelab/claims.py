@@ -121,7 +121,7 @@ class Claim:
     def paper_effect(self) -> float | None:
         """The paper's effect size for a claim whose sign is the claim (a ``direction`` rule), as a magnitude:
         the end of its band nearer zero, which is what the design must resolve. None when the paper gives no
-        size or its band straddles zero."""
+        size, its band straddles zero, or the band reaches zero ("up to +6.6 points" sets no smallest effect)."""
         rule = self.rule or {}
         if rule.get("name") != "direction":
             return None
@@ -131,7 +131,8 @@ class Claim:
             return None
         if min(values) < 0 < max(values):
             return None
-        return float(min(abs(v) for v in values))
+        nearest = float(min(abs(v) for v in values))
+        return nearest if nearest > 0 else None
 
     def _check_baselines(self) -> None:
         """A comparative claim is judged against the strongest baseline it measured."""

@@ -163,6 +163,7 @@ def test_the_detectable_effect_is_set_beside_the_paper_effect():
     assert "enough for the paper's effect (0.5 pts)" in claim(0.5).power_text()
     assert claim((-0.8, -0.3)).paper_effect() == 0.3  # a band: its end nearer zero
     assert claim((-0.1, 0.3)).paper_effect() is None  # a band across zero states no size
+    assert claim((0.0, 6.6)).paper_effect() is None  # "up to +6.6": no smallest effect to resolve
     assert claim(None).paper_effect() is None and claim(None).power_text().endswith("at 80 % power")
     valued = claim(0.5, ruling=value(0.2, paper=0.5, ci=(0.0, 0.4)))
     assert valued.paper_effect() is None  # a value claim's paper number is a level, not an effect
