@@ -135,26 +135,37 @@ def stage(name: str, fn: Callable[[], T], *, weight: float = 1.0) -> T:
     run = _RUN.get()
     if run is None:
         return fn()
-    resumable = run.scale in RESUMABLE_SCALES
-    path = _stage_path(run, name)
-    if resumable and path.exists():
-        record = pickle.loads(path.read_bytes())
+    record = _load_stage(run, name, weight)
+    if record is not None:
         _restore_rng_states(record["rng"])
-        run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
-        run.done_weight += weight
-        run.cached_weight += weight
-        _say(f"[{run.system}] stage '{name}': finished in an earlier run ({record['seconds']:.0f} s), loaded")
         return record["value"]
     _say(f"[{run.system}] stage '{name}': started")
     t0 = time.perf_counter()
     value = fn()
-    seconds = time.perf_counter() - t0
-    if resumable:
-        atomic_write_bytes(path, pickle.dumps({"value": value, "seconds": seconds, "rng": _rng_states()}))
+    _finish_stage(run, name, weight, value, time.perf_counter() - t0, _rng_states())
+    return value
+
+
+def _load_stage(run: _Run, name: str, weight: float) -> dict[str, Any] | None:
+    """The cached record of a finished stage (counted in the run's progress), or None when it must run."""
+    path = _stage_path(run, name)
+    if run.scale not in RESUMABLE_SCALES or not path.exists():
+        return None
+    record = pickle.loads(path.read_bytes())
+    run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
+    run.done_weight += weight
+    run.cached_weight += weight
+    _say(f"[{run.system}] stage '{name}': finished in an earlier run ({record['seconds']:.0f} s), loaded")
+    return record
+
+
+def _finish_stage(run: _Run, name: str, weight: float, value: Any, seconds: float, rng: dict[str, Any]) -> None:
+    """Cache a stage that just ran (at a resumable scale) and count it in the run's progress."""
+    if run.scale in RESUMABLE_SCALES:
+        atomic_write_bytes(_stage_path(run, name), pickle.dumps({"value": value, "seconds": seconds, "rng": rng}))
     run.stages.append({"name": name, "seconds": seconds, "cached": False})
     run.done_weight += weight
     _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")
-    return value
 
 
 def stage_workers(n_stages: int) -> int:
@@ -195,34 +206,22 @@ def parallel_stages(items: Sequence[tuple[str, Callable[[], T], float]]) -> list
         if weight <= 0:
             raise ValueError(f"weight must be > 0, got {weight} for stage {name!r}")
     run = _RUN.get()
-    resumable = run is not None and run.scale in RESUMABLE_SCALES
     values: list[Any] = [None] * len(items)
     todo: list[int] = []
     for i, (name, _, weight) in enumerate(items):
-        path = _stage_path(run, name) if run is not None else None
-        if resumable and path is not None and path.exists():
-            record = pickle.loads(path.read_bytes())
-            values[i] = record["value"]
-            run.stages.append({"name": name, "seconds": record["seconds"], "cached": True})
-            run.done_weight += weight
-            run.cached_weight += weight
-            _say(f"[{run.system}] stage '{name}': finished in an earlier run ({record['seconds']:.0f} s), loaded")
-        else:
+        record = _load_stage(run, name, weight) if run is not None else None
+        if record is None:
             todo.append(i)
+        else:
+            values[i] = record["value"]
     if not todo:
         return values
     saved = _rng_states()
 
     def finish(i: int, value: Any, seconds: float) -> None:
         values[i] = value
-        name, _, weight = items[i]
-        if run is None:
-            return
-        if resumable:
-            atomic_write_bytes(_stage_path(run, name), pickle.dumps({"value": value, "seconds": seconds, "rng": saved}))
-        run.stages.append({"name": name, "seconds": seconds, "cached": False})
-        run.done_weight += weight
-        _say(f"[{run.system}] stage '{name}': done in {seconds:.0f} s{_eta(run)}")
+        if run is not None:
+            _finish_stage(run, items[i][0], items[i][2], value, seconds, saved)
 
     workers = stage_workers(len(todo))
     system = f"[{run.system}] " if run is not None else ""
