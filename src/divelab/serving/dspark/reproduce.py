@@ -111,9 +111,9 @@ PLANS = {
                  loads=(1, 2, 4, 8, 16, 32), sweep_max_new=64, exact_problems=20, drafter_trainings=3),
 }
 
-# Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s); one training of every
-# drafter and its τ rounds (the three run side by side) is most of the run.
-W_REGEN, W_TRAINING, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 3.0, 110.0, 4.0, 6.0, 2.0, 30.0, 2.0
+# Stage weights (divelab.stages): shares of a full run's time, from the saved full run's stage times on one core
+# (a unit is about 10 s: regeneration 218 s, one training with its τ rounds 1,140 s, the load sweep 135 s).
+W_REGEN, W_TRAINING, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 22.0, 114.0, 4.0, 3.0, 0.2, 14.0, 0.3
 STAGE_WEIGHT = W_REGEN + PLANS["full"].drafter_trainings * W_TRAINING + W_CALIB + W_SPS + W_SWEEP + W_EXACT
 
 # a drafter comparison replicates the drafter's training: at least this many trainings per kind

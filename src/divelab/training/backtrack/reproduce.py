@@ -167,6 +167,13 @@ def _power_note(per_seed: np.ndarray, unit: str) -> str:
             f"effect of {mde:.2f} {unit} with 80% power. ")
 
 
+def _one_run_note(runs: list[dict]) -> str:
+    """Said only of a single training run: its interval is over walks, so a method comparison stays not separated."""
+    return ("" if len(runs) >= 2 else
+            " (one training run: a method comparison is not separated whatever the walks say, since the interval "
+            "is over walks of that one run)")
+
+
 def _ci_note(runs: list[dict]) -> str:
     return ("95% t-interval across seeds." if len(runs) >= 2 else
             "95% percentile bootstrap over walks (one seed; models paired by maze).")
@@ -348,8 +355,7 @@ def _claims_distillation(rs0: list[dict], fits: dict[int, dict[str, GrowthFit]],
         **cmp_d.claim_fields(measures_effect=False),  # measured is distilled/RL, the effect is in steps
         note=(f"Rule: direction = distilled's steps at K={Kmax} below the stronger of SFT and the base "
               f"({cmp_d.strongest}): {cmp_d.effect:+.1f} steps [{cmp_d.ci[0]:+.1f}, {cmp_d.ci[1]:+.1f}], with "
-              f"{len(rs0)} training run(s) per model (fewer than 2: not separated, since the interval is over "
-              f"walks of one run). Distilled/RL = {rd:.2f} [{ci_rd[0]:.2f}, {ci_rd[1]:.2f}] (paper ≈ 1); "
+              f"{len(rs0)} training run(s) per model{_one_run_note(rs0)}. Distilled/RL = {rd:.2f} [{ci_rd[0]:.2f}, {ci_rd[1]:.2f}] (paper ≈ 1); "
               f"SFT/RL {sft_over_rl:.2f} [{ci_sr[0]:.2f}, {ci_sr[1]:.2f}]. Distilled growth fit prefers "
               f"{fits[L0]['distilled'].preferred}. {_power_note(per_seed, 'steps')}{_ci_note(rs0)}"))]
 
@@ -419,8 +425,7 @@ def _claims_gap_grows(rs0: list[dict], plan: Plan, seed: int) -> list[Claim]:
               "growth of that ratio; direction holds when its CI is above 0. The review's seam: SFT is defined "
               "to contain zero recoveries, so its zero signal is by construction; what is not is (a) how the LM "
               "behaves at states it never trained on, (b) that RL finds backtracking from outcome reward alone, "
-              f"and (c) distillation. A method comparison: with fewer than 2 training runs per model it is "
-              f"not separated whatever the walks say. {_power_note(per_seed, 'in log units')}{_ci_note(rs0)}"))]
+              f"and (c) distillation.{_one_run_note(rs0)} {_power_note(per_seed, 'in log units')}{_ci_note(rs0)}"))]
 
 
 def _setup(plan: Plan) -> str:

@@ -19,11 +19,10 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.envs.textworld import game_graph, uniform_success
-from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.testbed import TestbedConfig, build_testbed
-from divelab.stages import stage
+from divelab.stages import parallel_stages
 from divelab.training.g2po.setup import (
     CONDITIONS,
     ESTIMATORS,
@@ -165,11 +164,12 @@ def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
             "random_success": {g: uniform_success(game_graph(sp, cfg.max_states), cfg.max_steps)
                                for g, sp in zip(tb.game_ids, cfg.specs(), strict=True)}}
         todo += [(sup, tb, s, c, m) for s, c, m in _plan(train, primary=k == 0)]
-    for sup, tb, s, cond, method in track(todo, "G2PO reproduction"):
-        # one stage per training run (divelab.stages): a killed full run resumes at the first unfinished one
-        out["runs"].append(stage(f"train {sup.name} {method} ({cond}) seed {s}",
-                                 lambda sup=sup, tb=tb, s=s, cond=cond, method=method:
-                                 _train_run(sup, tb, s, cond, method, train), weight=1.0))
+    # one stage per training run (divelab.stages): the runs are independent and each seeds itself, so they run
+    # side by side on the cores (DIVELAB_STAGE_WORKERS caps them) and a killed full run resumes at the unfinished ones
+    out["runs"] = parallel_stages([(f"train {sup.name} {method} ({cond}) seed {s}",
+                                    lambda sup=sup, tb=tb, s=s, cond=cond, method=method:
+                                    _train_run(sup, tb, s, cond, method, train), 1.0)
+                                   for sup, tb, s, cond, method in todo])
     return out
 
 
