@@ -256,8 +256,13 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     if key not in reps:
         raise SystemExit(f"README has a results block for {key!r} but docs/results/{key}.json does not exist")
     rep = reps[key]
+    resumed = rep.details.get("resumed")
+    resumed_text = (f"; this run resumed {resumed['stages_loaded']} of {resumed['of_stages']} stages from the cache, "
+                    f"which took {resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed"
+                    if resumed else "")
     head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
-            f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}).\n\n")
+            f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}"
+            f"{resumed_text}).\n\n")
     return head + "\n".join(claims_table_md(rep.claims, key)) + "\n"
 
 

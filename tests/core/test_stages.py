@@ -110,8 +110,12 @@ def test_the_runner_records_the_stages_and_resumes_a_full_run(tmp_path, monkeypa
 
     rep = run_reproduction("stagepkg.staged", "full", 0)
     assert [s["name"] for s in rep.details["stages"]] == ["one", "two"]
+    assert "resumed" not in rep.details
+    computed = sum(s["seconds"] for s in rep.details["stages"])
     rep = run_reproduction("stagepkg.staged", "full", 0)
     assert all(s["cached"] for s in rep.details["stages"])
+    # the runtime is this process's; the record says what the loaded stages took when they were computed
+    assert rep.details["resumed"] == {"stages_loaded": 2, "of_stages": 2, "loaded_stage_seconds": computed}
     import stagepkg.staged.reproduce as mod
 
     assert mod.CALLS == [1, 2]

@@ -191,6 +191,11 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
     rep.environment["load_1_5_15_min_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if stages:
         rep.details["stages"] = stages
+        loaded = [st for st in stages if st.get("cached")]
+        if loaded:
+            # runtime_s is this process only; a resumed run also says what its loaded stages took when computed
+            rep.details["resumed"] = {"stages_loaded": len(loaded), "of_stages": len(stages),
+                                      "loaded_stage_seconds": sum(st["seconds"] for st in loaded)}
     rep.scale = scale
     rep.plan = plans.to_dict(plan)
     rep.overrides = dict(sets or {})
