@@ -19,8 +19,12 @@ def _verdicts(rep) -> dict[str, object]:
 
 
 def system_section(key: str, quick, full) -> list[str]:
-    lines = [f"### {key}", "", f"Runtime: full {full.runtime_s:.0f} s, quick {quick.runtime_s:.0f} s" if quick
-             else f"Runtime: full {full.runtime_s:.0f} s (no quick run saved)", ""]
+    resumed = full.details.get("resumed")
+    full_time = f"{full.runtime_s:.0f} s" + (f" (resumed {resumed['stages_loaded']} of {resumed['of_stages']} stages, "
+                                             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when computed)"
+                                             if resumed else "")
+    lines = [f"### {key}", "", f"Runtime: full {full_time}, quick {quick.runtime_s:.0f} s" if quick
+             else f"Runtime: full {full_time} (no quick run saved)", ""]
     q = _verdicts(quick) if quick else {}
     f = _verdicts(full)
     changed = [(s, q[s], c) for s, c in f.items() if s in q and q[s].verdict != c.verdict]
