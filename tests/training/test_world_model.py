@@ -328,3 +328,21 @@ def test_smoke_reproduction() -> None:
             assert c.kind == Kind.EMPIRICAL and (c.measured is None or c.ci is not None), c.statement
     held = rep.details["outcome_held_out"]["heads"]["reward"]
     assert sum(held.values()) == rep.details["fidelity_held_out"]["rl"]["n"]
+    # the SmolLM2 world model: every row is there; with the model installed, it is judged against the strongest
+    # of the tiny model's stages, lookup and copy (all recorded), and one GRPO seed is uninformative
+    from divelab.lm import real
+    from divelab.training.world_model.reproduce import LLM_STATEMENTS
+
+    llm = {k: by[s] for k, (s, _) in LLM_STATEMENTS.items()}
+    if not real.is_available():
+        assert all(c.verdict.value == "not checkable here" for c in llm.values())
+        return
+    vs_llm = llm["vs"]
+    assert {b["name"] for b in vs_llm.baselines} == {"tiny cpt", "tiny sft", "tiny rl", "lookup", "copy"}
+    assert vs_llm.compared_with == max(vs_llm.baselines, key=lambda b: b["value"])["name"]
+    assert "competence" in vs_llm.note and llm["exact"].ci is not None
+    details = rep.details["smollm2_world_model"]
+    assert set(details["fidelity_held_out"]) == {"cpt", "sft"} and details["n_eval"] == 6
+    for k in ("real", "start", "tiny"):
+        assert llm[k].verdict.value == "uninformative", k
+    assert len(details["grpo"]["real_success"]["llm-sim"]) == 1

@@ -15,7 +15,7 @@ through :func:`policy_probs` (one forward pass per step of the whole batch).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -146,10 +146,13 @@ class IndependentSampler:
     ``make_env(game_id)`` and its ``clone()``s, each ``reset(seed)`` (a fresh episode); clones should
     be cheap (the TextWorld factory's :class:`~divelab.envs.base.ReplayCache` clones share one game).
     ``max_steps`` caps each episode (envs may have their own cap as well). ``greedy`` plays the
-    argmax action (evaluation)."""
+    argmax action (evaluation). ``prefetch``, when given, is called once per lockstep step with every live
+    episode's (env, chosen action) before any of them steps, so envs whose step is costly (a language-model
+    simulator) can compute the whole step in one batch; the actions drawn are the same with or without it."""
 
     max_steps: int = 20
     greedy: bool = False
+    prefetch: Callable[[list[tuple[TextEnv, str]]], None] | None = None
 
     def collect(self, policy: Policy, make_env: EnvFactory, game_ids: Sequence[str], group_size: int,
                 rng: np.random.Generator) -> list[list[Trajectory]]:
@@ -172,9 +175,13 @@ class IndependentSampler:
                                        f"{ep.observations[-1][:80]!r}")
             ctxs = [policy.context(ep.observations, ep.actions) for ep in live]
             probs = policy_probs(policy, ctxs, cands)
+            # every action is drawn (in the same order as before) before any episode steps
+            chosen = [int(np.argmax(p)) if self.greedy else int(rng.choice(len(c), p=p / p.sum()))
+                      for c, p in zip(cands, probs, strict=True)]
+            if self.prefetch is not None:
+                self.prefetch([(ep.env, c[i]) for ep, c, i in zip(live, cands, chosen, strict=True)])
             still = []
-            for ep, ctx, c, p in zip(live, ctxs, cands, probs, strict=True):
-                idx = int(np.argmax(p)) if self.greedy else int(rng.choice(len(c), p=p / p.sum()))
+            for ep, ctx, c, p, idx in zip(live, ctxs, cands, probs, chosen, strict=True):
                 action = c[idx]
                 obs = ep.observations[-1]
                 nobs, reward, done, info = ep.env.step(action)

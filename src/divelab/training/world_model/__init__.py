@@ -8,7 +8,7 @@ engine, 50.3% vs 45.6%); used *unified*, next-state prediction is a warm-up that
 
 Here: transitions logged from any :class:`~divelab.envs.base.TextEnv` (:mod:`.transitions`), a
 world model on any HF causal LM with CPT/SFT/RL stages (:mod:`.model`), rule-based fidelity metrics
-(:mod:`.fidelity`), copy and lookup baselines (:mod:`.baselines`), class-balanced reward and terminal
+(:mod:`.fidelity`), the same world model as SmolLM2 + LoRA adapters (:mod:`.llm_model`), copy and lookup baselines (:mod:`.baselines`), class-balanced reward and terminal
 heads that decide when a simulated step wins or ends the episode (:mod:`.outcome`),
 :class:`SimulatedEnv` and :class:`Steered` (:mod:`.simulator`), error compounding (:mod:`.rollout`)
 and the warm-up study (:mod:`.warmup`).
@@ -17,6 +17,7 @@ and the warm-up study (:mod:`.warmup`).
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import evaluate as evaluate_fidelity
 from divelab.training.world_model.fidelity import fidelity_reward, field_scores, outcome_confusion
+from divelab.training.world_model.llm_model import LLMPlan, LLMWorldModel, train_stages
 from divelab.training.world_model.model import (
     Prediction,
     WorldModel,
@@ -37,8 +38,8 @@ from divelab.training.world_model.transitions import (
 )
 
 __all__ = [
-    "CopyWorldModel", "LookupWorldModel", "OutcomeModel", "Prediction", "SimulatedEnv", "State", "Steered",
+    "CopyWorldModel", "LLMPlan", "LLMWorldModel", "LookupWorldModel", "OutcomeModel", "Prediction", "SimulatedEnv", "State", "Steered",
     "Transition", "WorldModel", "collect_transitions", "compounding", "evaluate_fidelity", "field_scores",
     "fidelity_reward", "game_goals", "lm_train", "outcome_confusion", "parse_prediction", "rl_train",
-    "simulated_env_factory", "split_by_game", "train_tokenizer", "unique_transitions",
+    "simulated_env_factory", "split_by_game", "train_stages", "train_tokenizer", "unique_transitions",
 ]

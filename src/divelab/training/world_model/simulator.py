@@ -154,6 +154,22 @@ def simulated_env_factory(world_model: Any, make_real_env: EnvFactory, game_ids:
     return make_env
 
 
+def prefetch(pairs: Sequence[tuple[TextEnv, str]]) -> None:
+    """Predict in one batch the next states of every simulated step about to be taken: the hook of a lockstep
+    sampler (:class:`~divelab.rl.rollout.IndependentSampler`'s ``prefetch``). The world model memoises, so
+    the steps that follow read the batch back; envs that are not simulated (wrappers are looked through)
+    are skipped, and an extra prediction (a step a wrapper turns into an error) costs only time."""
+    by_model: dict[int, tuple[Any, list[tuple[State, str]]]] = {}
+    for env, action in pairs:
+        while not isinstance(env, SimulatedEnv) and isinstance(env, EnvWrapper):
+            env = env.env
+        if isinstance(env, SimulatedEnv) and env._state is not None and not env._done \
+                and action in env._state.actions:
+            by_model.setdefault(id(env.world_model), (env.world_model, []))[1].append((env._state, action))
+    for world_model, queries in by_model.values():
+        world_model.predict(queries)
+
+
 STEER_MODES = ("partial", "error", "paginate")
 NEXT_PAGE = "next page"
 ERROR_FEEDBACK = "error : the command failed , nothing happened . try again ."
