@@ -3,7 +3,9 @@
 Claims: the regime map of net utility over verifier cost x critic informativeness (and where the
 Bayesian controller ties or loses to "always verify"); the greedy ship/verify threshold against
 the DP's horizon-1 boundary; the belief as a correctness score (AUROC, overall and hard tasks);
-the replay gain over always-verify; the syntax check carrying no signal on well-formed mutants.
+the replay gain over always-verify; the syntax check carrying no signal on well-formed mutants. At full
+scale, the same controllers on a real coder (:mod:`.live_generated`): SmolLM2-135M-Instruct's sampled attempts
+on generated tasks, judged by real critics and the hidden tests.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ class Plan:
     n_boot_curve: int
     """bootstrap resamples of each point of the belief-AUROC curve over the public-test share."""
     live_llm: bool
-    """also let SmolLM2-135M-Instruct write the code in live episodes (minutes of CPU)."""
+    """also let SmolLM2-135M-Instruct write the code: sampled attempts on generated tasks, real critics and
+    verifier (:mod:`.live_generated`, tens of minutes of CPU)."""
 
 
 PLANS = {
@@ -116,8 +119,8 @@ PLANS = {
 # Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from smoke's
 # stage times by the plan's sizes). Labelling the pools runs every candidate's tests in a sandbox (also cached per
 # task on disk); the regime map and the dev/test replay play every controller reps times per task; SmolLM2 writes
-# code live for minutes.
-W_POOLS, W_MODELS, W_REGIME_MAP, W_AUROC, W_SELECTION, W_LIVE = 25.0, 0.5, 60.0, 5.0, 10.0, 60.0
+# attempts for tens of minutes.
+W_POOLS, W_MODELS, W_REGIME_MAP, W_AUROC, W_SELECTION, W_LIVE = 25.0, 0.5, 60.0, 5.0, 10.0, 150.0
 STAGE_WEIGHT = (W_POOLS + W_MODELS + W_REGIME_MAP + W_AUROC + W_SELECTION + W_LIVE * PLANS["full"].live_llm)
 MAX_STEPS = 10  # refinements + verifications per task; critics do not count
 CV_CLAIM = 0.4  # "verification is costly": 40% of the reward for shipping correct code
@@ -531,10 +534,9 @@ def run(plan: Plan, seed: int) -> Reproduction:
         "pool": {"tasks": len(pools), "candidates": sum(len(p.candidates) for p in pools),
                  "correct": sum(len(p.correct_ids) for p in pools)},
     }
-    if plan.live_llm:
-        from divelab.coding.bayes_control import live_real  # SmolLM2 writes the code
+    from divelab.coding.bayes_control import live_generated  # SmolLM2 writes the code (full scale only)
 
-        live_real.add_to(rep, "full", seed, weight=W_LIVE)  # sized by live_real.config_for("full")
+    live_generated.add_to(rep, plan.live_llm, seed, weight=W_LIVE)  # sized by live_generated.config_for("full")
     return rep
 
 
