@@ -675,8 +675,11 @@ def _claims_llm(w: dict[str, Any], plan: Plan, seed: int, stages: dict[str, dict
     a = np.array(g["succ"]["llm-sim"])
     n_runs = len(a)
     never = max(g["train_succ"]["llm-sim"]) == 0
-    silent = (f"GRPO inside the SmolLM2 simulator never succeeded (success inside it 0 in all {n_runs} runs): no "
-              "reward to learn from")
+    seen = details["smollm2_world_model"]["fidelity_seen_rl_games"]
+    silent = (f"GRPO inside the SmolLM2 simulator never succeeded (success inside it 0 in all {n_runs} runs; on the "
+              f"seen test-bed games its next state is exact {seen['exact']:.3f}, admissible-command F1 "
+              f"{seen['actions']:.3f}, and a quest whose next command the simulator drops cannot be won): no reward "
+              "to learn from")
 
     def ruling(effect: float, ci: tuple[float, float], why: str) -> Any:
         if never:
