@@ -387,13 +387,16 @@ def _claims_correctness_wall(searches: Searches, plan: Plan) -> list[Claim]:
     """Fast-but-wrong candidates appeared, and none was ever the best of a search."""
     runs = [r for m in METHODS for r in searches.results[m].values()]
     fbw = [c for r in runs for c in r.fast_but_wrong]
+    # counted per search (a search can meet several), so the count never exceeds the searches it is out of
+    searches_with = sum(bool(r.fast_but_wrong) for r in runs)
     won = sum(not r.best.ok for r in runs)
     return [
         Claim(statement="fast-but-wrong candidates appeared (the proposer's unsafe 'drop the remainder loop' edit)",
-              paper_value="the wall keeps the search from being seduced by fast garbage", measured=float(len(fbw)),
-              kind=Kind.PLANTED, source=EPISODE, ruling=verdicts.found(len(fbw), len(runs)),
-              note=f"the rule proposer puts the unsafe edit first with probability {plan.risky}; sizes are not "
-                   "multiples of 8, so dropping the tail is wrong"),
+              paper_value="the wall keeps the search from being seduced by fast garbage", measured=float(searches_with),
+              unit="searches", kind=Kind.PLANTED, source=EPISODE, ruling=verdicts.found(searches_with, len(runs)),
+              note=f"in {searches_with} of {len(runs)} searches, {len(fbw)} such candidates in all; the rule proposer "
+                   f"puts the unsafe edit first with probability {plan.risky}; sizes are not multiples of 8, so "
+                   "dropping the tail is wrong"),
         Claim(statement="no incorrect kernel was ever the best of a search (correctness wall)",
               paper_value="incorrect kernels never earn reward", measured=float(won), kind=Kind.CHECK,
               source=SOURCE, ruling=verdicts.bound(won, 0, sense="<=", exact=True)),
