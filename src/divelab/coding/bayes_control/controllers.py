@@ -285,3 +285,10 @@ class FixedThreshold:
         if s.next_critic is not None:
             return CRITIC, s.next_critic
         return (SHIP, None) if s.belief >= self.threshold else (VERIFY, None)
+
+
+def simple_rules(thresholds: tuple[float, ...]) -> list[Controller]:
+    """Every simple rule a Bayesian controller is measured against, the fixed-threshold rule once per candidate
+    threshold (the caller picks among them on a development split)."""
+    return [AlwaysVerify(), NeverVerify(), VerifyIfCriticsPass(), ShipIfCriticsPass(),
+            *(FixedThreshold(t, name=f"fixed-threshold@{t:g}") for t in thresholds)]

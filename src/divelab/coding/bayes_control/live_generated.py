@@ -33,15 +33,11 @@ from divelab.claims import Claim, Kind, not_checkable
 from divelab.coding.bayes_control.attempts import Sampling, prompt_text, task_attempts
 from divelab.coding.bayes_control.belief import BeliefModel, RefineModel, calibrate
 from divelab.coding.bayes_control.controllers import (
-    AlwaysVerify,
     Controller,
     Costs,
     DPController,
-    FixedThreshold,
     GreedyController,
-    NeverVerify,
-    ShipIfCriticsPass,
-    VerifyIfCriticsPass,
+    simple_rules,
 )
 from divelab.coding.bayes_control.episode import run_episode
 from divelab.coding.bayes_control.tasks_generated import (
@@ -232,11 +228,6 @@ def fit_belief(attempts: dict[str, list[dict]], tasks: Sequence[str], cfg: GenCo
     return Fitted(BeliefModel(prior=prior, critics=liks, refine=refine), thr)
 
 
-def simple_rules(cfg: GenConfig) -> list[Controller]:
-    return [AlwaysVerify(), NeverVerify(), VerifyIfCriticsPass(), ShipIfCriticsPass(),
-            *(FixedThreshold(t, name=f"fixed-threshold@{t:g}") for t in cfg.thresholds)]
-
-
 def bayes_controllers(fit: Fitted, costs: Costs, cfg: GenConfig) -> list[Controller]:
     return [GreedyController(fit.model, costs), DPController(fit.model, costs, horizon=cfg.max_steps)]
 
@@ -296,7 +287,7 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
     all_test: dict[str, list[np.ndarray]] = {}
     for r, (calib, dev) in enumerate(track(reps, "E170: fit, pick on dev, replay on test")):
         fit = fit_belief(attempts, calib, cfg, seed + r)
-        bayes, simple = bayes_controllers(fit, costs, cfg), simple_rules(cfg)
+        bayes, simple = bayes_controllers(fit, costs, cfg), simple_rules(cfg.thresholds)
         d = utilities([*bayes, *simple], attempts, dev, fit, costs, cfg, seed + r)
         dev_mean = {k: float(v.mean()) for k, v in d.items()}
         best_b = max((c.name for c in bayes), key=lambda n: dev_mean[n])

@@ -19,17 +19,13 @@ import numpy as np
 from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.coding.bayes_control.controllers import (
-    AlwaysVerify,
     Controller,
     Costs,
     DPController,
-    FixedThreshold,
     GreedyController,
-    NeverVerify,
-    ShipIfCriticsPass,
-    VerifyIfCriticsPass,
     greedy_threshold,
     known_failure_value,
+    simple_rules,
 )
 from divelab.coding.bayes_control.humaneval import load_tasks
 from divelab.coding.bayes_control.pool import PoolConfig, build_pools
@@ -380,12 +376,6 @@ def _bayes_controllers(model, costs: Costs) -> list[Controller]:
     return [GreedyController(model, costs), DPController(model, costs, horizon=MAX_STEPS)]
 
 
-def _simple_rules() -> list[Controller]:
-    """Every simple rule, the fixed-threshold rule once per candidate threshold."""
-    return [AlwaysVerify(), NeverVerify(), VerifyIfCriticsPass(), ShipIfCriticsPass(),
-            *(FixedThreshold(t, name=f"fixed-threshold@{t:g}") for t in THRESHOLDS)]
-
-
 @dataclass
 class _Selection:
     """The replay claim's two contenders, each picked by its mean utility on the dev tasks, and their scores."""
@@ -405,7 +395,7 @@ def _select_on_dev(split: Split, lv: float, model, public_k: dict[float, int], g
     """Pick the Bayesian controller and the best simple rule (with its constants) on dev, then replay every
     simple rule and the picked Bayesian controller on test (the same replay streams as the regime map)."""
     costs = Costs(verify=CV_CLAIM, critics=critic_costs(public_k[lv]))
-    bayes, simple = _bayes_controllers(model, costs), _simple_rules()
+    bayes, simple = _bayes_controllers(model, costs), simple_rules(THRESHOLDS)
     dev = evaluate_controllers(split.dev, lv, model, costs, gen, seed, reps=plan.reps, max_steps=MAX_STEPS,
                                controllers=[*bayes, *simple])
     dev_mean = {k: float(v.mean()) for k, v in dev.items()}
