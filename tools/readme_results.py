@@ -218,6 +218,13 @@ def full_block(key: str, full: dict) -> str:
     return render_block(key, full, full)
 
 
+def resumed_note(rep) -> str:
+    """What a run that loaded cached stages resumed (its runtime is this process's only), or ''."""
+    resumed = rep.details.get("resumed")
+    return (f"resumed {resumed['stages_loaded']} of {resumed['of_stages']} stages from the cache, which took "
+            f"{resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed" if resumed else "")
+
+
 def render_block(key: str, reps: dict, full: dict) -> str:
     """The body of block ``key``, from the saved quick runs ``reps`` and full runs ``full`` (each loaded once)."""
     if key == "tally":
@@ -256,10 +263,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     if key not in reps:
         raise SystemExit(f"README has a results block for {key!r} but docs/results/{key}.json does not exist")
     rep = reps[key]
-    resumed = rep.details.get("resumed")
-    resumed_text = (f"; this run resumed {resumed['stages_loaded']} of {resumed['of_stages']} stages from the cache, "
-                    f"which took {resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed"
-                    if resumed else "")
+    resumed = resumed_note(rep)
+    resumed_text = f"; this run {resumed}" if resumed else ""
     head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
             f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}"
             f"{resumed_text}).\n\n")

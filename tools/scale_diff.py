@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from readme_results import FULL, RESULTS, _reps
+from readme_results import FULL, RESULTS, _reps, resumed_note
 
 
 def _verdicts(rep) -> dict[str, object]:
@@ -19,10 +19,8 @@ def _verdicts(rep) -> dict[str, object]:
 
 
 def system_section(key: str, quick, full) -> list[str]:
-    resumed = full.details.get("resumed")
-    full_time = f"{full.runtime_s:.0f} s" + (f" (resumed {resumed['stages_loaded']} of {resumed['of_stages']} stages, "
-                                             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when computed)"
-                                             if resumed else "")
+    resumed = resumed_note(full)
+    full_time = f"{full.runtime_s:.0f} s" + (f" ({resumed})" if resumed else "")
     lines = [f"### {key}", "", f"Runtime: full {full_time}, quick {quick.runtime_s:.0f} s" if quick
              else f"Runtime: full {full_time} (no quick run saved)", ""]
     q = _verdicts(quick) if quick else {}
