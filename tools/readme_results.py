@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from divelab.report import load_results
+from divelab.report.competence import competence_text
 from divelab.report.render import RESULTS_VERSION, claims_table_md, tallies_by_kind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,10 +200,14 @@ def real_llm(full: dict) -> str:
     if not rows:
         return ("No full-scale run with SmolLM2 is saved yet; each system's SmolLM2 part runs with "
                 "`divelab reproduce SYSTEM --scale full` and its claims appear here.\n")
-    lines = ["| System | Claim | Paper | Ours (SmolLM2) | Verdict | Command |", "|---|---|---|---|---|---|"]
+    # the model's task competence in the same run sits beside every claim: a claim about an agent that
+    # cannot act says little, and the reader should not have to open the notes to see that
+    competence = {key: competence_text(key, full[key]) for key in {k for k, _ in rows}}
+    lines = ["| System | Claim | Paper | Ours (SmolLM2) | Verdict | SmolLM2's task competence (same run) | Command |",
+             "|---|---|---|---|---|---|---|"]
     for key, c in rows:
         lines.append(f"| {key} | {_cell(c.statement)} | {_cell(c.paper_value)} | {_cell(c.measured_text())} | "
-                     f"**{c.verdict.value}** | `divelab reproduce {key} --scale full` |")
+                     f"**{c.verdict.value}** | {_cell(competence[key])} | `divelab reproduce {key} --scale full` |")
     return "\n".join(lines) + "\n"
 
 
