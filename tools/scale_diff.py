@@ -9,9 +9,12 @@ claims, e.g. the real-LLM ones, that quick does not measure).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
-from readme_results import FULL, RESULTS, _reps, resumed_note
+from readme_results import FULL, RESULTS, ROOT, _reps, resumed_note
+
+from divelab.registry import get
 
 
 def _verdicts(rep) -> dict[str, object]:
@@ -22,7 +25,7 @@ def system_section(key: str, quick, full) -> list[str]:
     resumed = resumed_note(full)
     full_time = f"{full.runtime_s:.0f} s" + (f" ({resumed})" if resumed else "")
     lines = [f"### {key}", "", f"Runtime: full {full_time}, quick {quick.runtime_s:.0f} s" if quick
-             else f"Runtime: full {full_time} (no quick run saved)", ""]
+             else f"Runtime: full {full_time} (no quick run saved)", "", code_since(key, full), ""]
     q = _verdicts(quick) if quick else {}
     f = _verdicts(full)
     changed = [(s, q[s], c) for s, c in f.items() if s in q and q[s].verdict != c.verdict]
@@ -41,6 +44,24 @@ def system_section(key: str, quick, full) -> list[str]:
         lines.append("Under-powered at full scale:")
         lines += [f"- {c.statement}: {c.power_text()}" for c in weak]
     return lines + [""]
+
+
+def code_since(key: str, rep) -> str:
+    """Whether the system's package changed between the commit the full run recorded and HEAD: a saved result
+    stands for the current code only when nothing changed (shared engines are not followed)."""
+    recorded = str(rep.environment.get("commit") or "")
+    if not recorded:
+        return "Code: the run recorded no commit, so whether it matches the current code is unknown."
+    commit, dirty = recorded.removesuffix("+dirty"), recorded.endswith("+dirty")
+    package = "src/" + get(key).module.replace(".", "/")
+    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "HEAD", "--", package],
+                          capture_output=True, text=True)
+    if diff.returncode != 0:
+        return f"Code: commit {commit} is not in this repository, so the comparison is unknown."
+    changed = diff.stdout.split()
+    state = f"run at {commit}{' (uncommitted changes)' if dirty else ''}"
+    return (f"Code: {state}; `{package}` unchanged since." if not changed else
+            f"Code: {state}; changed since in `{package}`: " + ", ".join(p.removeprefix(package + "/") for p in changed))
 
 
 def main() -> int:
