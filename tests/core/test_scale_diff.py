@@ -1,0 +1,48 @@
+"""tools/scale_diff.py says whether a saved full run still stands for the current code of its system."""
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))  # scale_diff imports readme_results as a sibling module
+
+import pytest  # noqa: E402
+import scale_diff  # noqa: E402
+
+
+def _git(*args):
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+# the check reads the repository's history: a source tarball or a shallow clone has none to read
+pytestmark = pytest.mark.skipif(_git("rev-parse", "--is-shallow-repository").stdout.strip() != "false",
+                                reason="needs a git checkout with its history")
+
+
+def _rep(commit):
+    return SimpleNamespace(environment={"commit": commit} if commit else {})
+
+
+def test_no_recorded_commit_is_unknown():
+    assert "unknown" in scale_diff.code_since("g2po", _rep(None))
+
+
+def test_head_commit_is_unchanged_and_dirty_is_said():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert "unchanged since" in scale_diff.code_since("g2po", _rep(head))
+    assert "uncommitted changes" in scale_diff.code_since("g2po", _rep(head + "+dirty"))
+
+
+def test_a_commit_before_a_change_lists_the_changed_files():
+    # the first commit that touched g2po's setup.py: its parent predates that file's current content
+    first = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%h", "--reverse", "--",
+                            "src/divelab/training/g2po/setup.py"], capture_output=True, text=True,
+                           check=True).stdout.split()[0]
+    assert "setup.py" in scale_diff.code_since("g2po", _rep(first + "~1"))
+
+
+def test_an_unknown_commit_is_said():
+    assert "not in this repository" in scale_diff.code_since("g2po", _rep("0123456789ab"))
