@@ -35,17 +35,17 @@ def test_reproduce_smoke_computes_claims(smoke) -> None:
     lossless = next(c for c in rep.claims if "are lossless" in c.statement)
     assert lossless.verdict is Verdict.REPRODUCED and lossless.kind is Kind.CHECK
     assert "SYNTHETIC" in rep.details["sps"]["synthetic_label"]
-    # the scheduler is judged against the best fixed k and no speculation, not against fixed-1; one sweep per
-    # load gives no interval, so those speed bounds are not checkable, and the synthetic clock's are planted
+    # the scheduler is judged against the best fixed k and no speculation, not against fixed-1, on the interval
+    # over the sweep's repeats (smoke repeats it twice); the synthetic clock's bounds are planted
     best = [c for c in rep.claims if "best fixed k" in c.statement]
-    assert len(best) == 2 and all(c.verdict is Verdict.NOT_CHECKABLE and "best fixed k" in c.note for c in best)
+    assert len(best) == 2 and all(c.rule and c.rule["name"] == "bound" and "Best fixed k" in c.note for c in best)
     assert [c.kind for c in best] == [Kind.EMPIRICAL, Kind.PLANTED] and "clock we wrote" in rep.planted
-    # "at or above no speculation at every load" on the assumed accelerator curve rests on that curve: planted,
-    # and not checkable (one sweep per load)
     nospec = [c for c in rep.claims if "no speculation" in c.statement]
-    assert len(nospec) == 2
+    assert len(nospec) == 2 and all(c.rule["args"]["limit"] == 0.0 for c in nospec)
     synthetic = next(c for c in nospec if "SYNTHETIC" in c.statement)
-    assert synthetic.kind is Kind.PLANTED and synthetic.verdict is Verdict.NOT_CHECKABLE
+    assert synthetic.kind is Kind.PLANTED
+    pts = rep.details["sweep"]["measured"]["dspark"]
+    assert all(len(p["per_user_runs"]) == PLANS["smoke"].sweep_repeats for p in pts)
     assert all(c.rule["args"].get("ci") or c.rule["args"].get("exact") for c in rep.claims
                if c.rule and c.rule["name"] == "bound")
     assert not any("over fixed-1" in c.statement for c in rep.claims)
@@ -96,3 +96,22 @@ def test_tau_units_pair_prompts_and_cluster_by_training() -> None:
     assert np.isnan(got[1, 0]) and got[1, 1] == 3.0  # no full round for prompt 0 in training 1
     (a, b), clusters = tu.paired(got, got + 1)
     assert a.tolist() == [2.0, 5.0, 3.0] and b.tolist() == [3.0, 6.0, 4.0] and clusters == [0, 0, 1]
+
+
+def test_speed_bounds_need_repeats_and_every_load_decides() -> None:
+    from divelab.serving.dspark.reproduce import _every_load_bound, _speed_bound
+
+    one = _speed_bound("s", "p", [np.array([5.0]), np.array([-3.0])], 0.0, [1, 2], "", "src", Kind.EMPIRICAL)
+    assert one.verdict is Verdict.NOT_CHECKABLE  # a single sweep has no interval
+    # load 2 is wholly below the limit: it decides, and the bound fails
+    j, m, ci = _every_load_bound([np.array([5.0, 6.0, 7.0]), np.array([-3.0, -2.9, -3.1])], 0.0)
+    assert j == 1 and ci[1] < 0
+    fails = _speed_bound("s", "p", [np.array([5.0, 6.0, 7.0]), np.array([-3.0, -2.9, -3.1])], 0.0, [1, 2], "",
+                         "src", Kind.EMPIRICAL)
+    assert fails.verdict is Verdict.NOT_REPRODUCED and "load 2" in fails.unit
+    holds = _speed_bound("s", "p", [np.array([5.0, 6.0, 7.0]), np.array([3.0, 3.2, 2.9])], 0.0, [1, 2], "",
+                         "src", Kind.EMPIRICAL)
+    assert holds.verdict is Verdict.REPRODUCED and "load 2" in holds.unit  # the lowest interval decides
+    mixed = _speed_bound("s", "p", [np.array([5.0, 6.0, 7.0]), np.array([-3.0, 4.0, 1.0])], 0.0, [1, 2], "",
+                         "src", Kind.EMPIRICAL)
+    assert mixed.verdict is Verdict.NOT_SEPARATED
