@@ -33,6 +33,7 @@ from divelab.orchestration.fugu import (
     solve,
     tune_cascade,
 )
+from divelab.orchestration.fugu.matched import CASCADE_MATCHED, held_to_cascade, train_and_score
 
 
 def test_tasks_are_solved_exactly_from_every_phrasing():
@@ -252,6 +253,32 @@ def test_cascade_tuned_within_a_budget_and_lambda_on_per_query_costs():
     assert lam > 0 and per_query[np.arange(n), route(lam)].mean() <= 2.0
 
 
+def test_router_is_held_to_the_tuned_cascades_own_budget_on_the_training_queries():
+    # two cheap workers right 70% of the time (wrong answers differ, so they rarely agree on one) and an expensive
+    # one right nearly always: the best cascade asks the cheap pair and escalates on disagreement, which costs
+    # less than the expensive worker the unpenalised router calls, so the router's λ must bind
+    rng = np.random.default_rng(0)
+    n = 200
+    reward = (rng.random((n, 3, 1)) < [[0.7], [0.7], [0.95]]).astype(float)
+    answers = np.where(reward == 1, "right", np.char.add("w", rng.integers(0, 10**6, (n, 3, 1)).astype(str)))
+    cost = np.broadcast_to(np.array([0.5, 0.5, 10.0])[None, :, None], (n, 3, 1)).copy()
+    tr, te = np.arange(100), np.arange(100, 200)
+    x = np.c_[rng.normal(size=(n, 7)), np.ones(n)]  # a constant feature lets the bias-free router prefer a worker
+    s = train_and_score(["c1", "c2", "exp"], x, reward, cost, answers, tr, te, rng, 0,
+                        tau=0.1, cma_iters=3, popsize=6, w_div=0.0)
+    assert s.picks["cascade (tuned on train)"] == "c1 + c2 agree, else exp"
+    cascade_cost = cascade(answers[tr, :, 0], reward[tr, :, 0], cost[tr, :, 0], (0, 1), 2)[1].mean()
+    assert s.cascade_budget == pytest.approx(cascade_cost)
+    assert s.cascade_lam is not None and s.cascade_lam["fugu"] > 0   # the router alone would spend more
+    # both arms (and every one-call baseline) spend at most the cascade's budget on the training queries
+    free = cost[tr, s.fugu.route(s.xtr), 0].mean()
+    held = cost[tr, s.fugu.route(s.xtr, cost[tr, :, 0].mean(axis=0) / 10.0, s.cascade_lam["fugu"]), 0].mean()
+    assert held <= s.cascade_budget < free
+    assert s.cascade_train_cost is not None and set(s.cascade_train_cost) == {*CASCADE_MATCHED, "fugu @ cascade budget"}
+    assert all(v <= s.cascade_budget * (1 + 1e-9) for v in s.cascade_train_cost.values())
+    assert held_to_cascade([s]) == (list(CASCADE_MATCHED), [], None)
+
+
 def test_queries_for_an_effect_match_the_minimum_detectable_effect():
     from divelab.orchestration.fugu.reproduce import PAPER_EFFECT, _n_for
     from divelab.stats import mde_two_sample
@@ -281,6 +308,12 @@ def test_reproduce_smoke():
     assert len(runs) == PLANS["smoke"].train_runs
     for r in runs:
         assert all(v <= r["budget"] * (1 + 1e-6) for v in r["train_cost"].values()), r
+    # the other direction: the tuned cascade's own training cost is the budget, and every arm is held to it
+    at_cascade = [c for c in rep.claims if c.statement.startswith("router (SFT + sep-CMA-ES) held to the cascade")]
+    assert len(at_cascade) == 1 and {b["name"] for b in at_cascade[0].baselines} == set(CASCADE_MATCHED)
+    assert at_cascade[0].compared_with == max(at_cascade[0].baselines, key=lambda b: b["value"])["name"]
+    for r in runs:
+        assert all(v <= r["cascade_budget"] * (1 + 1e-6) for v in r["cascade_train_cost"].values()), r
     # every router is retrained in every run, and the comparisons say so
     for c in rep.claims:
         if c.rule and c.rule["name"] == "direction" and c.kind.value == "empirical":

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from divelab.chat import user  # noqa: E402
 from divelab.orchestration.fugu import real_pool, real_workers  # noqa: E402
+from divelab.orchestration.fugu.matched import CASCADE_MATCHED  # noqa: E402
 from divelab.orchestration.fugu.real_data import (  # noqa: E402
     ANSWER_PREFIX,
     chat_renderer,
@@ -171,23 +172,43 @@ def test_router_claims_need_measured_headroom():
     pool = planted_pool(SPECIALISTS)
     assert real_pool.headroom(pool)
     claims, details = real_pool.claims(pool, real_pool.run_splits(pool, 3, seed=0, **KW), seed=0)
-    competence, router = claims
+    competence, router, at_cascade = claims
     assert competence.measured > 0.2 and competence.verdict != "uninformative"  # specialists beat any single one
     assert "SmolLM2-135M-Instruct" in router.statement and router.verdict != "uninformative"
     assert router.compared_with in real_pool.MATCHED and len(router.baselines) >= 3
     # two calls never fit this pool's one-call budget: the cascade is named, not compared
     assert "not compared: cascade @ budget" in router.baseline
     assert set(details["accuracy"]) == set(pool.names) and "sort" in details["accuracy"]["sorter"]
+    # the other direction: the cascade is compared, every arm held to the tuned cascade's own budget
+    assert "held to the cascade's own budget" in at_cascade.statement and at_cascade.verdict != "uninformative"
+    assert {b["name"] for b in at_cascade.baselines} == set(CASCADE_MATCHED)
+    # each worker's measured accuracy per family is in the note of every real-worker claim
+    assert all("Per worker, held-out accuracy by family" in c.note for c in claims)
 
     same = planted_pool({n: {f: 0.5 for f in FAMILIES} for n in ("a", "b", "c")})
     same.reward[:] = same.reward[:, :1]  # every worker answers exactly alike: no worker beats another
     assert real_pool.headroom(same) == []
-    _, router0 = real_pool.claims(same, real_pool.run_splits(same, 3, seed=0, **KW), seed=0)[0]
+    _, router0, casc0 = real_pool.claims(same, real_pool.run_splits(same, 3, seed=0, **KW), seed=0)[0]
     assert router0.verdict == "uninformative" and "no headroom" in router0.reason
+    assert casc0.verdict == "uninformative" and "no headroom" in casc0.reason
 
     dead = planted_pool({n: {} for n in ("a", "b")})
-    comp, _ = real_pool.claims(dead, real_pool.run_splits(dead, 2, seed=0, **KW), seed=0)[0]
+    comp, *_ = real_pool.claims(dead, real_pool.run_splits(dead, 2, seed=0, **KW), seed=0)[0]
     assert comp.verdict == "uninformative" and "floor" in comp.reason
+
+
+def test_a_cascade_that_cannot_be_tuned_makes_the_cascade_budget_claim_uninformative(monkeypatch):
+    from divelab.orchestration.fugu import matched
+
+    tune = matched.tune_cascade
+    # no configuration fits any budget (as when a worker's costs are missing): only the unbudgeted tuning fails
+    monkeypatch.setattr(matched, "tune_cascade", lambda a, r, c, budget: None if budget == np.inf else tune(a, r, c, budget))
+    pool = planted_pool(SPECIALISTS)
+    splits = real_pool.run_splits(pool, 2, seed=0, **KW)
+    assert all(s.cascade_budget is None and "fugu @ cascade budget" not in s.arms for s in splits)
+    competence, router, at_cascade = real_pool.claims(pool, splits, seed=0)[0]
+    assert router.verdict != "uninformative"  # the existing comparison is unchanged
+    assert at_cascade.verdict == "uninformative" and "could not be tuned" in at_cascade.reason
 
 
 # -- serving: the routed pool end to end -----------------------------------------------------------------

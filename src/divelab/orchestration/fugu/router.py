@@ -29,6 +29,14 @@ def route_entropy(choices: np.ndarray, n_workers: int) -> float:
     return entropy(np.bincount(np.asarray(choices, dtype=int), minlength=n_workers) / max(1, len(choices)))
 
 
+def penalised_argmax(scores: np.ndarray, cost: np.ndarray | None = None, lam: float = 0.0) -> np.ndarray:
+    """The worker each row picks: argmax of ``scores − lam·cost`` (``cost`` (L,) or (N, L)); every router routes
+    this way, so a cost penalty can be calibrated on scores computed once."""
+    if lam and cost is not None:
+        scores = scores - lam * np.broadcast_to(cost, scores.shape)
+    return scores.argmax(axis=1)
+
+
 def _check(x: np.ndarray, r: np.ndarray) -> None:
     if x.ndim != 2 or r.ndim != 2 or x.shape[0] != r.shape[0]:
         raise ValueError(f"need features (N, d) and rewards (N, L) with the same N, got {x.shape} and {r.shape}")
@@ -61,12 +69,13 @@ class LinearRouter:
     def probs(self, x: np.ndarray) -> np.ndarray:
         return softmax(self.logits(x), axis=1)
 
+    def route_scores(self, x: np.ndarray) -> np.ndarray:
+        """The scores ``route`` takes the argmax of before any cost penalty: the log-probs."""
+        return log_softmax(self.logits(x), axis=1)
+
     def route(self, x: np.ndarray, cost: np.ndarray | None = None, lam: float = 0.0) -> np.ndarray:
         """Chosen worker index per row; ``cost`` (L,) or (N, L) is subtracted times ``lam`` from the log-probs."""
-        s = log_softmax(self.logits(x), axis=1)
-        if lam and cost is not None:
-            s = s - lam * np.broadcast_to(cost, s.shape)
-        return s.argmax(axis=1)
+        return penalised_argmax(self.route_scores(x), cost, lam)
 
     # -- stage 1 ---------------------------------------------------------------------------
     def fit_sft(self, x: np.ndarray, rbar: np.ndarray, tau: float = 0.1, l2: float = 1e-3,
@@ -151,11 +160,11 @@ class KNNRouter:
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self._m.predict(x)
 
+    def route_scores(self, x: np.ndarray) -> np.ndarray:
+        return self.predict(x)
+
     def route(self, x: np.ndarray, cost: np.ndarray | None = None, lam: float = 0.0) -> np.ndarray:
-        s = self.predict(x)
-        if lam and cost is not None:
-            s = s - lam * np.broadcast_to(cost, s.shape)
-        return s.argmax(axis=1)
+        return penalised_argmax(self.predict(x), cost, lam)
 
 
 class MFRouter:
@@ -198,11 +207,11 @@ class MFRouter:
     def predict(self, x: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-((x @ self._p.T) @ self._v.T + self._b)))
 
+    def route_scores(self, x: np.ndarray) -> np.ndarray:
+        return self.predict(x)
+
     def route(self, x: np.ndarray, cost: np.ndarray | None = None, lam: float = 0.0) -> np.ndarray:
-        s = self.predict(x)
-        if lam and cost is not None:
-            s = s - lam * np.broadcast_to(cost, s.shape)
-        return s.argmax(axis=1)
+        return penalised_argmax(self.predict(x), cost, lam)
 
 
 def cascade(answers: np.ndarray, rewards: np.ndarray, cost: np.ndarray, cheap: tuple[int, int],
