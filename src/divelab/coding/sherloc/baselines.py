@@ -81,6 +81,20 @@ def ochiai_localize(files: dict[str, str], spectrum: dict[str, dict[int, tuple[i
     return out
 
 
+def ochiai_functions(files: dict[str, str], spectrum: dict[str, dict[int, tuple[int, int]]],
+                     n_failing: int | None = None) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """Functions in Ochiai's order (of their most suspicious line): ``(file, qualified name)`` -> that function's
+    lines with their scores, most suspicious first. Module-level lines belong to no function and are left out."""
+    out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for loc in ochiai_localize(files, spectrum, n_failing, k=_RANK_ALL):
+        if loc.symbol is not None and loc.span is not None:
+            out.setdefault((loc.file, loc.symbol), []).append((loc.span[0], loc.score))
+    return out
+
+
+_RANK_ALL = 100_000  # ochiai_localize keeps max(5k, 50) lines: ask for every line
+
+
 def surprisal_lines(text: str, score_fn: Callable[[list[str]], list[float]]) -> list[float]:
     """Per-line surprisal of a file (``score_fn`` maps the file's lines to one number per line)."""
     return score_fn(text.splitlines())

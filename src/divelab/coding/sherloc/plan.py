@@ -22,7 +22,8 @@ class Plan:
     repair_every: int = 1
     """repair every k-th task only (the repair side dominates the run time)."""
     live_llm: bool = False
-    """also drive the SHERLOC loop with SmolLM2-135M-Instruct on a slice of the tasks (minutes of CPU)."""
+    """also drive the SHERLOC loop with SmolLM2-135M-Instruct on a slice of the tasks, and run SmolLM2 as the
+    diagnostician over SBFL shortlists on every task after LoRA SFT on disjoint training bugs (minutes of CPU)."""
 
 
 # The repair budget is sized so the agent, localizing with SBFL itself, resolves some bugs with no report and the

@@ -25,11 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from divelab.chat import Message
-from divelab.coding.sherloc.baselines import ochiai_localize
+from divelab.coding.sherloc.baselines import ochiai_functions
 from divelab.coding.sherloc.mutate import function_at, functions
 from divelab.coding.sherloc.policy import _BUILTIN, _WORD, HeuristicDiagnostician, _hypothesis
-
-_RANK_ALL = 100_000  # ochiai_localize keeps max(5k, 50) lines: ask for every line
 
 
 @dataclass
@@ -45,13 +43,8 @@ class SpectrumDiagnostician(HeuristicDiagnostician):
         if not self.spectrum:
             raise ValueError("SpectrumDiagnostician needs a non-empty spectrum (per-test coverage of the failing "
                              "and passing tests)")
-        locs = ochiai_localize(self.files, self.spectrum, self.n_failing or None, k=_RANK_ALL)
         # (file, function) -> its lines in SBFL order with their scores; SBFL order of first appearance kept
-        self._lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for loc in locs:
-            if loc.symbol is None:
-                continue  # module-level code: not a function the findings can name
-            self._lines.setdefault((loc.file, loc.symbol), []).append((loc.span[0], loc.score))
+        self._lines = ochiai_functions(self.files, self.spectrum, self.n_failing or None)
 
     def _evidence(self, issue: str, frames: list, messages: list[Message]) -> dict[tuple[str, str], float]:
         """The heuristic's repository evidence (traceback 3, called by the test 2, named in the issue 1) per
