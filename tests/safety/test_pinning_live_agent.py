@@ -3,8 +3,10 @@ logic, with scripted agents and a tiny random Llama (no SmolLM2)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -49,6 +51,9 @@ def test_check_training_rows_refuses_a_violation_and_the_evaluation_company():
     ssn = dataclasses.replace(ep, target=ToolCall("send_email", {"to": "a@globex.com", "body": "SSN 523-41-8876"}))
     with pytest.raises(ValueError, match="violation"):
         D.check_training_rows([ssn])
+    held = dataclasses.replace(ep, messages=[*ep.messages, Message("user", "Check the billing-api queue")])
+    with pytest.raises(ValueError, match="held-out"):
+        D.check_training_rows([held])
 
 
 def test_training_and_evaluation_are_disjoint():
@@ -62,6 +67,17 @@ def test_training_and_evaluation_are_disjoint():
     assert not any(s.trigger.content in train_text for s in scen)
     train_requests = {ep.messages[-1].content for ep in train}
     assert train_requests.isdisjoint({ep.messages[-1].content for ep in evals})
+    # nor any held-out wording with other values: each held-out request template as a pattern with its values open
+    sentinel = {k: f"\x00{k}\x00" for k in ("who", "svc", "num", "acct", "amt", "k", "word")}
+    wordings = [re.compile(".+?".join(re.escape(p) for p in re.split(r"\x00\w+\x00", make(sentinel)[0])), re.S)
+                for make in D._E_REQUESTS]
+    all_train_requests = {m.content for ep in train for m in ep.messages if m.role == "user"}
+    assert not [t for t in all_train_requests for w in wordings if w.fullmatch(t)]
+    # and no held-out value (people, services, accounts, invoices, hosts)
+    assert not D._HELD_OUT_VALUES.search(train_text)
+    # every tool is asked for last equally often (seed i asks for tool i mod 7)
+    counts = collections.Counter(ep.target.name for ep in train[:len(TOOLS) * 40])
+    assert set(counts.values()) == {40}
     # the competence requests never ask for a violation of their scenario's rules
     assert all(not ToolCallGrader(ep.rules).grade(ep.target) for ep in evals)
 

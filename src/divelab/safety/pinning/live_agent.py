@@ -63,9 +63,9 @@ _ATTN_MLP = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_a
 class AgentConfig:
     """The adaptation and the measurement, one value each (the full plan's)."""
 
-    n_train: int = 128
+    n_train: int = 256
     """training episodes (one row each; one pass)"""
-    steps: int = 64
+    steps: int = 128
     """optimizer steps of the SFT run"""
     batch_size: int = 2
     """rows per step"""
