@@ -22,3 +22,14 @@ def test_the_runner_records_the_load_at_the_end_of_a_run(fake_system):
     rep = run_reproduction(fake_system.module, "smoke", 0)
     assert re.fullmatch(r"\d+\.\d\d \d+\.\d\d \d+\.\d\d", rep.environment["load_1_5_15_min_at_end"])
     assert "load_1_5_15_min" in rep.environment
+
+
+def test_the_runner_records_the_commit_the_run_started_from(fake_system, monkeypatch):
+    from divelab import claims
+    from divelab.scaleout.tasks import run_reproduction
+
+    # a commit landed while the run works must not be credited with it
+    commits = iter(["a" * 12, "b" * 12, "b" * 12, "b" * 12])
+    monkeypatch.setattr(claims, "_source_commit", lambda: next(commits))
+    rep = run_reproduction(fake_system.module, "smoke", 0)
+    assert rep.environment["commit"] == "a" * 12
