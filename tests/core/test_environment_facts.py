@@ -25,11 +25,21 @@ def test_the_runner_records_the_load_at_the_end_of_a_run(fake_system):
 
 
 def test_the_runner_records_the_commit_the_run_started_from(fake_system, monkeypatch):
+    import importlib
+
     from divelab import claims
     from divelab.scaleout.tasks import run_reproduction
 
-    # a commit landed while the run works must not be credited with it
-    commits = iter(["a" * 12, "b" * 12, "b" * 12, "b" * 12])
-    monkeypatch.setattr(claims, "_source_commit", lambda: next(commits))
+    # a commit lands while the run works (before it builds its Reproduction): the run must not be credited to it
+    head = {"commit": "a" * 12}
+    monkeypatch.setattr(claims, "_source_commit", lambda: head["commit"])
+    mod = importlib.import_module(f"{fake_system.module}.reproduce")
+    original = mod.run
+
+    def run_while_a_commit_lands(plan, seed):
+        head["commit"] = "b" * 12
+        return original(plan, seed)
+
+    monkeypatch.setattr(mod, "run", run_while_a_commit_lands)
     rep = run_reproduction(fake_system.module, "smoke", 0)
     assert rep.environment["commit"] == "a" * 12
