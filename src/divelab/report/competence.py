@@ -49,7 +49,9 @@ COMPETENCE: dict[str, tuple[Measure, ...]] = {
     "progress-advantage": (Measure("held-out reward after tuning", details="smollm2/reward_after"),
                            Measure("well-formed answers after tuning", details="smollm2/well_formed_after")),
     "red-queen": (Measure("judge's accuracy on fresh items", details="smollm2_judge/before/accuracy"),),
-    "sherloc": (Measure("loop runs ending without a valid case file", claim="mostly ends without a valid case file"),),
+    "sherloc": (Measure("adapted diagnostician's pick accuracy, gold shortlisted",
+                        claim="picks the buggy function from the SBFL shortlist"),
+                Measure("loop runs ending without a valid case file", claim="mostly ends without a valid case file")),
     "world-model": (Measure("exact next state, held-out games",
                             claim="next-state exact match on held-out games of the SmolLM2 world model"),),
 }
