@@ -30,17 +30,14 @@ def test_no_recorded_commit_is_unknown():
 
 
 def test_head_commit_is_unchanged_and_dirty_is_said():
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = _git("rev-parse", "--short=12", "HEAD").stdout.strip()
     assert "unchanged since" in scale_diff.code_since("g2po", _rep(head))
     assert "uncommitted changes" in scale_diff.code_since("g2po", _rep(head + "+dirty"))
 
 
 def test_a_commit_before_a_change_lists_the_changed_files():
     # the first commit that touched g2po's setup.py: its parent predates that file's current content
-    first = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%h", "--reverse", "--",
-                            "src/divelab/training/g2po/setup.py"], capture_output=True, text=True,
-                           check=True).stdout.split()[0]
+    first = _git("log", "--format=%h", "--reverse", "--", "src/divelab/training/g2po/setup.py").stdout.split()[0]
     assert "setup.py" in scale_diff.code_since("g2po", _rep(first + "~1"))
 
 

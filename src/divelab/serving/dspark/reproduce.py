@@ -734,6 +734,11 @@ def _speed_bound(statement: str, paper: str, ratios: list[np.ndarray], limit: fl
                       f"whose interval is lowest (or wholly below {limit:+.0f}%) decides. Means: {per_load}. {detail}")
 
 
+def _per_user_runs(clock_sweep: dict) -> dict[str, list[np.ndarray]]:
+    """Per scheduler, each load's per-user speeds over the sweep's repeats."""
+    return {s: [np.array(p["per_user_runs"]) for p in pts] for s, pts in clock_sweep.items()}
+
+
 def _claims_scheduling(sweep: dict, loads: list[int], g_main: int, meas_label: str, syn_label: str) -> list[Claim]:
     """Algorithm 1 under load: against the best fixed k and no speculation (wall clock and the synthetic
     clock), STS against raw confidences, stale-K, and the verify budget as load rises."""
@@ -742,7 +747,7 @@ def _claims_scheduling(sweep: dict, loads: list[int], g_main: int, meas_label: s
     for cname, label in (("measured", meas_label), ("synthetic", syn_label)):
         sw = sweep[cname]
         pu = {s: np.array([p["per_user"] for p in pts]) for s, pts in sw.items()}
-        runs = {s: [np.array(p.get("per_user_runs", [p["per_user"]])) for p in pts] for s, pts in sw.items()}
+        runs = _per_user_runs(sw)
         # the best fixed k per load is chosen in hindsight, on the mean over repeats: it favours the baseline
         best_fixed = [max(fixed, key=lambda s, j=j: pu[s][j]) for j in range(len(loads))]
         vs_best = [100 * (runs["dspark"][j] / runs[b][j] - 1) for j, b in enumerate(best_fixed)]
@@ -781,8 +786,7 @@ def _claims_scheduling(sweep: dict, loads: list[int], g_main: int, meas_label: s
                                                why="the paper reports no ablation of STS in serving"),
                      source=f"{SOURCE}, sequential temperature scaling and Algorithm 1",
                      note="t-interval over the loads " + str(loads) + " (virtual clock; each load is one run)"))
-    syn_runs = {s: [np.array(p.get("per_user_runs", [p["per_user"]])) for p in pts]
-                for s, pts in sweep["synthetic"].items()}
+    syn_runs = _per_user_runs(sweep["synthetic"])
     out.append(_speed_bound(
         f"stale-K (budget from confidences 2 steps old) costs little: within 2 % of Algorithm 1 at every load "
         f"({syn_label})", "staleness costs little throughput for d ≤ 2 (expected of the method, not a paper number)",
