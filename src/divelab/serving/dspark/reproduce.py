@@ -785,7 +785,8 @@ def _claims_scheduling(sweep: dict, loads: list[int], g_main: int, meas_label: s
                      ruling=verdicts.direction(100 * float(sts_vs_raw.mean()), (lo, hi),
                                                why="the paper reports no ablation of STS in serving"),
                      source=f"{SOURCE}, sequential temperature scaling and Algorithm 1",
-                     note="t-interval over the loads " + str(loads) + " (virtual clock; each load is one run)"))
+                     note=f"t-interval over the loads {loads} (virtual clock; each load is the mean of "
+                          f"{len(sweep['synthetic']['dspark'][0]['per_user_runs'])} repeat(s) of the sweep)"))
     syn_runs = _per_user_runs(sweep["synthetic"])
     out.append(_speed_bound(
         f"stale-K (budget from confidences 2 steps old) costs little: within 2 % of Algorithm 1 at every load "
