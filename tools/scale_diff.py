@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from import_closure import divelab_files
 from readme_results import FULL, RESULTS, ROOT, _reps, resumed_note
 
 from divelab.registry import get
@@ -47,21 +48,29 @@ def system_section(key: str, quick, full) -> list[str]:
 
 
 def code_since(key: str, rep) -> str:
-    """Whether the system's package changed between the commit the full run recorded and HEAD: a saved result
-    stands for the current code only when nothing changed (shared engines are not followed)."""
+    """Whether the code the system runs changed between the commit the full run recorded and HEAD: its own
+    package, and every divelab module it imports (shared engines included, see import_closure). A saved result
+    stands for the current code only when nothing changed."""
     recorded = str(rep.environment.get("commit") or "")
     if not recorded:
         return "Code: the run recorded no commit, so whether it matches the current code is unknown."
     commit, dirty = recorded.removesuffix("+dirty"), recorded.endswith("+dirty")
-    package = "src/" + get(key).module.replace(".", "/")
-    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "HEAD", "--", package],
+    module = get(key).module
+    package = "src/" + module.replace(".", "/")
+    shared = [f for f in divelab_files(module) if not f.startswith(package + "/")]
+    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", commit, "HEAD", "--", package, *shared],
                           capture_output=True, text=True)
     if diff.returncode != 0:
         return f"Code: commit {commit} is not in this repository, so the comparison is unknown."
     changed = diff.stdout.split()
+    own = [p.removeprefix(package + "/") for p in changed if p.startswith(package + "/")]
+    engines = [p.removeprefix("src/") for p in changed if not p.startswith(package + "/")]
     state = f"run at {commit}{' (uncommitted changes)' if dirty else ''}"
-    return (f"Code: {state}; `{package}` unchanged since." if not changed else
-            f"Code: {state}; changed since in `{package}`: " + ", ".join(p.removeprefix(package + "/") for p in changed))
+    if not changed:
+        return f"Code: {state}; `{package}` and the {len(shared)} shared files it imports unchanged since."
+    parts = ([f"in `{package}`: " + ", ".join(own)] if own else []) + (
+        ["in shared code it imports: " + ", ".join(engines)] if engines else [])
+    return f"Code: {state}; changed since " + "; ".join(parts)
 
 
 def main() -> int:

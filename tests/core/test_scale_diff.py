@@ -10,6 +10,7 @@ sys.path.insert(0, str(ROOT / "tools"))  # scale_diff imports readme_results as 
 
 import pytest  # noqa: E402
 import scale_diff  # noqa: E402
+from import_closure import divelab_files  # noqa: E402
 
 
 def _git(*args):
@@ -43,3 +44,23 @@ def test_a_commit_before_a_change_lists_the_changed_files():
 
 def test_an_unknown_commit_is_said():
     assert "not in this repository" in scale_diff.code_since("g2po", _rep("0123456789ab"))
+
+
+def test_the_closure_follows_shared_engines_and_parent_packages():
+    files = divelab_files("divelab.training.infotree")
+    assert "src/divelab/training/infotree/reproduce.py" in files
+    assert "src/divelab/training/g2po/setup.py" in files  # imported from a sibling system
+    assert "src/divelab/stats.py" in files and "src/divelab/__init__.py" in files
+    assert not any("/coding/" in f for f in files)  # nothing it does not import
+
+
+def test_the_closure_refuses_a_module_that_is_not_there():
+    with pytest.raises(ValueError, match="not a module"):
+        divelab_files("divelab.no_such_system")
+
+
+def test_a_change_in_a_shared_engine_is_listed():
+    # the parent of the last commit that touched stats.py predates that file's current content
+    last = _git("log", "-1", "--format=%h", "--", "src/divelab/stats.py").stdout.strip()
+    said = scale_diff.code_since("g2po", _rep(last + "~1"))
+    assert "shared code it imports" in said and "divelab/stats.py" in said
