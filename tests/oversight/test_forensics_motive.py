@@ -214,3 +214,49 @@ def test_rollouts_per_arm_follow_the_positive_controls_power():
     assert rollouts_per_arm(strong, cfg) == cfg.n_min  # a large effect needs few rollouts
     assert cfg.n_min < rollouts_per_arm({"self": (34, 48), "developer": (6, 48)}, cfg) <= cfg.n_max
     assert rollouts_per_arm(weak, cfg) == rollouts_per_arm(none, cfg) == cfg.n_max  # capped by the budget
+
+
+def test_measure_gives_the_same_numbers_on_one_process_or_two(tiny_chat, tmp_path, monkeypatch):
+    # the measurement's units run as side-by-side stages; how many processes measured them must not matter,
+    # and a second call reads every unit back from the cache (a killed run resumes)
+    from divelab.oversight.forensics import motive_llm
+
+    monkeypatch.setattr(motive_llm, "_model", lambda cfg, label: ((lambda: tiny_chat), f"tiny {label}", None))
+    cfg = MotiveConfig(replicates=4, n_fresh=3, n_min=2, n_max=2, max_new_tokens=6)
+
+    def run(workers, cache):
+        monkeypatch.setenv("DIVELAB_STAGE_WORKERS", str(workers))
+        monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path / cache))
+        claims, details = motive_llm.measure(cfg, seed=3)
+        models = {k: {u: v for u, v in m.items() if u != "compute_s"} for k, m in details["models"].items()}
+        return [(c.statement, c.measured, c.verdict) for c in claims], models, details
+
+    one, two, again = run(1, "a"), run(2, "b"), run(2, "b")
+    assert one[:2] == two[:2] == again[:2]
+    assert all(len(m["investigations"]) == cfg.replicates for m in one[1].values())
+    assert all(m["fresh"]["previous_instance"]["n"] == cfg.n_fresh for m in one[1].values())
+    # the first measurement took time in some process; its per-model total is kept when read back
+    assert [m["compute_s"] for m in again[2]["models"].values()] == [m["compute_s"] for m in two[2]["models"].values()]
+
+
+def test_the_full_path_runs_the_planted_part_beside_the_motive_model(tiny_chat, tmp_path, monkeypatch):
+    # full's shape on a smoke-sized plan and a tiny chat model: the planted claims are those of the serial run,
+    # and the learned-motive claims follow them
+    import dataclasses
+    from functools import partial
+
+    from divelab.oversight.forensics import motive_llm, reproduce
+
+    monkeypatch.setattr(motive_llm, "_model", lambda cfg, label: ((lambda: tiny_chat), f"tiny {label}", None))
+    monkeypatch.setattr(motive_llm, "MotiveConfig",
+                        partial(MotiveConfig, replicates=2, n_fresh=2, n_min=2, n_max=2, max_new_tokens=4))
+    monkeypatch.setattr("divelab.lm.real.is_available", lambda: True)
+    monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("DIVELAB_STAGE_WORKERS", "2")
+    plan = reproduce.PLANS["smoke"]
+    serial = reproduce.run(plan, 0)
+    full = reproduce.run(dataclasses.replace(plan, learned_motive=True), 0)
+    planted = [(c.statement, c.measured, c.verdict) for c in serial.claims if "SmolLM2" not in c.statement]
+    assert [(c.statement, c.measured, c.verdict) for c in full.claims][:len(planted)] == planted
+    assert sum("motive adapter" in c.statement for c in full.claims) >= 3
+    assert full.details["smollm2_learned_motive"]["rollouts_per_arm"] == 2

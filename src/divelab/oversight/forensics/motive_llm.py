@@ -30,6 +30,11 @@ CONTROL = "format-only control adapter"
 UNTUNED = "untuned"
 CACHE_KIND = "forensics-motive"
 CACHE_VERSION = 1  # bump when a measured unit's code changes
+PREPARE_STAGE = "SmolLM2 motive adapter: training and its positive control"
+# seconds on one core at full (2026-11): an adapter's training, one model's fresh rollouts, half of one model's
+# investigations; they weight the stages for the estimate of the time left and balance the side-by-side shares
+W_ADAPTER, W_FRESH, W_HALF = 720.0, 150.0, 450.0
+W_TOTAL = 2 * W_ADAPTER + 3 * W_FRESH + 6 * W_HALF
 
 
 @dataclass(frozen=True)
@@ -134,20 +139,26 @@ def investigation(chat: Any, n: int, cfg: MotiveConfig, seed: int) -> dict[str, 
             "competent": sum(competent(t) for t in inv.transcripts)}
 
 
-def _cached(key: dict[str, Any], compute: Any) -> dict[str, Any]:
-    """A measured unit from the cache, or computed and stored (JSON): a killed run resumes at the next unit."""
+def _cached(key: dict[str, Any], compute: Any, seconds: list[float] | None = None) -> dict[str, Any]:
+    """A measured unit from the cache, or computed and stored (JSON): a killed run resumes at the next unit.
+    ``seconds`` collects the time each unit took when it was computed (from the cache entry when loaded)."""
     import json
 
     from divelab.cache import atomic_write_text, entry_path, stable_hash
 
     path = entry_path(CACHE_KIND, stable_hash(key)) / "result.json"
     if path.exists():
-        return json.loads(path.read_text())["result"]
+        stored = json.loads(path.read_text())
+        if seconds is not None:
+            seconds.append(float(stored.get("seconds", 0.0)))
+        return stored["result"]
     t0 = time.perf_counter()
     out = json.loads(json.dumps(compute(), default=float))  # what the cache gives back, on the first run too
+    took = round(time.perf_counter() - t0, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"key": key, "seconds": round(time.perf_counter() - t0, 1), "result": out},
-                                       default=str))
+    atomic_write_text(path, json.dumps({"key": key, "seconds": took, "result": out}, default=str))
+    if seconds is not None:
+        seconds.append(took)
     return out
 
 
@@ -300,13 +311,27 @@ def _adapter_record(a: Adapter) -> dict[str, Any]:
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
 
 
-def _measure_model(load: Any, who: str, cfg: MotiveConfig, seed: int, n: int | None) -> dict[str, Any]:
-    """Fresh rollouts and ``cfg.replicates`` investigations of one model, each unit cached; ``n=None`` sizes the
-    investigations from this model's own positive control (the motive adapter's)."""
+def _model(cfg: MotiveConfig, label: str) -> tuple[Any, str, Adapter | None]:
+    """``(loader, name in the unit cache, adapter)`` of one of the three models; an adapter that is not cached
+    is trained here."""
+    from divelab.lm import load_model
+
+    if label == UNTUNED:
+        return (lambda: load_model(BASE)), "untuned", None
+    adapter = train_adapter(cfg, label)
+    return partial(adapter.load, merge=True), adapter.key, adapter
+
+
+def _measure_model(label: str, cfg: MotiveConfig, seed: int, n: int, investigations: Any = None,
+                   fresh: bool = True) -> dict[str, Any]:
+    """One model's fresh rollouts and investigations with ``n`` rollouts per arm, each unit cached;
+    ``investigations`` (indices, default all ``cfg.replicates``) and ``fresh`` pick a share of the units, so
+    the shares can be measured side by side and the whole read back from the cache."""
     from divelab.chat.hf_local import HFChatModel
 
-    t0 = time.perf_counter()
+    load, who, _ = _model(cfg, label)
     loaded: list[Any] = []
+    seconds: list[float] = []
 
     def chat(unit: int) -> Any:
         # one chat (and one sampling seed) per cached unit, so a resumed run draws what an unbroken one does;
@@ -319,35 +344,57 @@ def _measure_model(load: Any, who: str, cfg: MotiveConfig, seed: int, n: int | N
     # a unit's key holds what decides it (so a different replicate count or cap reuses the units already measured)
     base = {"v": CACHE_VERSION, "model": who, "seed": seed, "max_new_tokens": cfg.max_new_tokens,
             "temperature": cfg.temperature}
-    res: dict[str, Any] = {"fresh": _cached({**base, "unit": "fresh", "n_fresh": cfg.n_fresh},
-                                            lambda: fresh_rollouts(chat(0), cfg))}
-    per_arm = n if n is not None else rollouts_per_arm(positive_control(res, seed), cfg, seed)
+    res: dict[str, Any] = {}
+    if fresh:
+        res["fresh"] = _cached({**base, "unit": "fresh", "n_fresh": cfg.n_fresh},
+                               lambda: fresh_rollouts(chat(0), cfg), seconds)
     res["investigations"] = [
-        _cached({**base, "unit": r, "n": per_arm}, lambda r=r: investigation(chat(r + 1), per_arm, cfg, seed + r))
-        for r in range(cfg.replicates)]
-    res["wall_s"] = round(time.perf_counter() - t0, 1)
+        _cached({**base, "unit": r, "n": n}, lambda r=r: investigation(chat(r + 1), n, cfg, seed + r), seconds)
+        for r in (range(cfg.replicates) if investigations is None else investigations)]
+    res["compute_s"] = round(sum(seconds), 1)  # when each unit was measured, whichever process measured it
     return res
 
 
+def prepare(cfg: MotiveConfig, seed: int = 0) -> dict[str, Any]:
+    """Train (or load) the motive adapter and measure its fresh rollouts: the positive control whose rates
+    size every investigation, so it comes first (a stage of its own, beside the planted agents)."""
+    return _measure_model(MOTIVE, cfg, seed, 0, investigations=())["fresh"]
+
+
+def _shares(cfg: MotiveConfig, seed: int, n: int) -> list[tuple[str, Any, float]]:
+    """The rest of the measurement as independent stages of about equal cost, for :func:`parallel_stages`:
+    each model's investigations in two halves, the control adapter's training with its first half (so the second
+    half, queued last, finds the adapter trained). Weights are measured seconds on one core."""
+    half = cfg.replicates // 2
+    first, second = range(half), range(half, cfg.replicates)
+
+    def share(label: str, inv: range, fresh: bool) -> Any:
+        return lambda: _measure_model(label, cfg, seed, n, inv, fresh)["compute_s"]
+
+    span = {id(first): f"1-{half}", id(second): f"{half + 1}-{cfg.replicates}"}
+    items = [(CONTROL, first, True, W_ADAPTER + W_FRESH + W_HALF), (UNTUNED, first, True, W_FRESH + W_HALF),
+             (UNTUNED, second, False, W_HALF), (MOTIVE, first, False, W_HALF), (MOTIVE, second, False, W_HALF),
+             (CONTROL, second, False, W_HALF)]
+    return [(f"{_named(label)}: {'training, ' if label == CONTROL and fresh else ''}"
+             f"{'fresh rollouts, ' if fresh else ''}investigations {span[id(inv)]}", share(label, inv, fresh), w)
+            for label, inv, fresh, w in items]
+
+
 def measure(cfg: MotiveConfig | None = None, seed: int = 0) -> tuple[list[Any], dict[str, Any]]:
-    """Train (or load) both adapters, measure the three models, return ``(claims, details)``."""
-    from divelab.lm import load_model
+    """Train (or load) both adapters, measure the three models, return ``(claims, details)``. The units run as
+    stages side by side on the cores (:func:`divelab.stages.parallel_stages`); the numbers do not depend on how
+    many processes measured them."""
+    from divelab.stages import parallel_stages
     from divelab.threads import torch_threads
 
     cfg = cfg or MotiveConfig()
     t0 = time.perf_counter()
-    adapters: dict[str, Adapter] = {}
     with torch_threads():
-        results: dict[str, dict[str, Any]] = {}
-        n: int | None = None  # the motive adapter goes first: its positive control sizes every investigation
-        for label in (MOTIVE, UNTUNED, CONTROL):  # each adapter is trained (or loaded) just before it is measured
-            if label == UNTUNED:
-                load, who = (lambda: load_model(BASE)), "untuned"
-            else:
-                adapters[label] = train_adapter(cfg, label)
-                load, who = partial(adapters[label].load, merge=True), adapters[label].key
-            results[label] = _measure_model(load, who, cfg, seed, n)
-            n = _per_arm(results[label])
+        fresh = prepare(cfg, seed)  # from the cache when the run's first stages measured it (reproduce.run)
+        n = rollouts_per_arm(positive_control({"fresh": fresh}, seed), cfg, seed)
+        parallel_stages(_shares(cfg, seed, n))
+        results = {label: _measure_model(label, cfg, seed, n) for label in (MOTIVE, UNTUNED, CONTROL)}
+    adapters = {label: a for label in (MOTIVE, CONTROL) if (a := _model(cfg, label)[2]) is not None}
     claims = claims_from(results, cfg, seed)
     details = {"config": asdict(cfg), "rollouts_per_arm": n,
                "adapters": {k: _adapter_record(a) for k, a in adapters.items()},

@@ -10,12 +10,14 @@ not written down) gets the dose-response; at ``quick``/``full`` SmolLM2-135M-Ins
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
+from divelab.oversight.forensics import motive_llm
 from divelab.oversight.forensics.agents import MISALIGNED, MOTIVES, PlantedAgent, random_agent
 from divelab.oversight.forensics.envs import get_env, rollout
 from divelab.oversight.forensics.learned import train_learned
@@ -26,8 +28,11 @@ from divelab.oversight.forensics.statistics import (
     posterior_misaligned,
     rollouts_for_power,
 )
+from divelab.stages import parallel_stages
 
 SOURCE = "arXiv 2606.26071; week-in-review E174"
+PLANTED_STAGE = "planted agents and the learned policy"
+W_PLANTED = 1200.0  # its seconds on one core at full; the SmolLM2 part's are motive_llm.W_TOTAL
 DOSES = (5, 10, 25, 50, 100, 258)
 
 
@@ -64,6 +69,19 @@ PLANS = {
 }
 
 
+STAGE_WEIGHT = W_PLANTED + motive_llm.W_TOTAL
+"""The full run's stages (planted part and the SmolLM2 measurement) in seconds on one core, for the ETA."""
+
+
+def _planted(plan: Plan, seed: int) -> tuple[list[Claim], dict, Figure]:
+    """Every claim about the simulated agents and the learned policy, their details and the figure."""
+    details: dict = {}
+    claims = _claims_loyalty(details, plan, seed) + _claims_recovery(details, plan, seed)
+    claims += _claims_dose(details, plan, seed)
+    figure = _figure(details)
+    return claims + _claims_null(details, plan, seed), details, figure
+
+
 def _recovery(plan: Plan, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     cache: dict = {}
@@ -94,8 +112,6 @@ def run(plan: Plan, seed: int) -> Reproduction:
     real = (f"SmolLM2-135M-Instruct on eval_tampering, {plan.real_n} rollouts per arm" if plan.real_n
             else "no real model in this run")
     if plan.learned_motive:
-        from divelab.oversight.forensics import motive_llm
-
         real = motive_llm.setup_text(motive_llm.MotiveConfig())
     rep.setup = (f"Planted-motive agents behind the chat protocol in text mirrors of precommit_hook / eval_tampering; "
                  f"{plan.agents} random agents per CoT faithfulness f in {plan.fs}, {plan.n} rollouts per arm, "
@@ -113,11 +129,16 @@ def run(plan: Plan, seed: int) -> Reproduction:
                         "by an earlier copy of itself); they do not write in whether the motive carries over to the "
                         "held-out wording, nor whether rewind-and-intervene finds it or finds one in the control "
                         "adapter or the untuned model.")
-    rep.claims += _claims_loyalty(rep.details, plan, seed)
-    rep.claims += _claims_recovery(rep.details, plan, seed)
-    rep.claims += _claims_dose(rep.details, plan, seed)
-    rep.figures.append(_figure(rep.details))
-    rep.claims += _claims_null(rep.details, plan, seed)
+    if plan.learned_motive:  # two cores: the planted agents beside the motive adapter and its positive control
+        prepare = partial(motive_llm.prepare, motive_llm.MotiveConfig(), seed)
+        planted, _ = parallel_stages([(PLANTED_STAGE, partial(_planted, plan, seed), W_PLANTED),
+                                      (motive_llm.PREPARE_STAGE, prepare, motive_llm.W_ADAPTER + motive_llm.W_FRESH)])
+    else:
+        planted = _planted(plan, seed)
+    claims, details, figure = planted
+    rep.claims += claims
+    rep.details.update(details)
+    rep.figures.append(figure)
     if plan.learned_motive:  # the learned motive replaces the prompted one: its positive control is learned
         motive_llm.add_to(rep, "full", seed)  # sized by motive_llm.MotiveConfig()
     else:
