@@ -61,7 +61,7 @@ def divelab_files(package: str) -> list[str]:
     start = module_file(package)
     if start is None:
         raise ValueError(f"{package!r} is not a module under {SRC}")
-    pending = [p for p in (SRC.joinpath(*package.split("."))).rglob("*.py")] if start.name == "__init__.py" else [start]
+    pending = list(start.parent.rglob("*.py")) if start.name == "__init__.py" else [start]
     pending += [f for n in _with_parents(package) if (f := module_file(n))]
     seen: set[Path] = set()
     while pending:
