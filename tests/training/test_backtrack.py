@@ -125,6 +125,17 @@ def test_kv_rollout_matches_rereading_the_context() -> None:
     assert [[s.tokens for s in e.segments] for e in a] == [[s.tokens for s in e.segments] for e in b]
 
 
+def test_kv_rollout_keeps_only_the_window_in_its_cache() -> None:
+    # a long walk must not attend over (and copy) its whole history at every step
+    model = build_model("tiny-100k", vocab_size=len(VOCAB), seed=3)
+    seen: list[int] = []
+    model.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(kw["past_key_values"].get_seq_length() if kw["past_key_values"] else 0),
+        with_kwargs=True)
+    rollout(model, sample_mazes([MazeSpec(4, 3, 2)], 4, np.random.default_rng(1)), cap=120, seed=0, window=9)
+    assert len(seen) > 60 and max(seen) <= 9
+
+
 def test_rollout_is_seeded_and_validates() -> None:
     model = build_model("tiny-100k", vocab_size=len(VOCAB), seed=0)
     mazes = sample_mazes([MazeSpec(2, 2, 2)], 4, np.random.default_rng(0))

@@ -132,6 +132,21 @@ class Explorer:
         return p
 
 
+def _drop_older_than_window(past, extra: int) -> int:
+    """Drop the ``extra`` oldest tokens of the KV cache (none if ``extra`` <= 0); returns how many went.
+
+    Every later step masks tokens older than the window for every walker, so keeping them changes no
+    logit but makes each step cost grow with the walk: a 4,000-step walk would attend over 8,000 cached
+    tokens (and copy them at every step) to use the last ``window``. Positions are passed explicitly and
+    rotary keys are cached already rotated, so the kept tokens need no renumbering."""
+    if extra <= 0:
+        return 0
+    for layer in past.layers:
+        layer.keys = layer.keys[:, :, extra:]
+        layer.values = layer.values[:, :, extra:]
+    return extra
+
+
 def rollout(
     model: torch.nn.Module | Explorer | None,
     mazes: list[Maze],
@@ -145,7 +160,8 @@ def rollout(
 
     The LM runs incrementally with its KV cache: each step feeds (move, observation) for every
     walker, and an attention mask hides what lies outside a walker's context (before its latest
-    restart, or older than ``window`` tokens). Llama's rotary positions are relative, so this is
+    restart, or older than ``window`` tokens); the cache keeps only the last ``window`` tokens, so a
+    step costs the same however long the walk. Llama's rotary positions are relative, so this is
     the same computation as re-reading the context from scratch (checked in the tests)."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
@@ -158,9 +174,10 @@ def rollout(
     B = len(walkers)
     segs: list[list[Segment]] = [[Segment(tokens=[TOKEN_ID[w.observation()]])] for w in walkers]
     masks = {L: legal_mask(L) for L in {m.spec.L for m in mazes}}
-    seg_start = torch.zeros(B, dtype=torch.long)  # cache position where each walker's context begins
+    seg_start = torch.zeros(B, dtype=torch.long)  # position where each walker's context begins
     new_ids = torch.tensor([[s[0].tokens[0]] for s in segs])
-    n = 0  # tokens in the cache
+    n = 0  # tokens fed so far (the position after the newest)
+    first = 0  # position of the oldest token still in the cache
     past = None
     active = [i for i, w in enumerate(walkers) if not w.done]
     while active:
@@ -172,13 +189,14 @@ def rollout(
             n += new_ids.shape[1]
             pos = torch.arange(n - new_ids.shape[1], n)
             lo = torch.maximum(seg_start, torch.tensor(n - window))
-            attn = (torch.arange(n)[None, :] >= lo[:, None]).long()
+            attn = (torch.arange(first, n)[None, :] >= lo[:, None]).long()
             with torch.no_grad():
                 out = model(
                     input_ids=new_ids, attention_mask=attn, position_ids=pos[None].expand(B, -1),
                     past_key_values=past, use_cache=True,
                 )
             past = out.past_key_values
+            first += _drop_older_than_window(past, n - first - window)
             logits = out.logits[:, -1].float()
         idx = torch.tensor(active)
         obs_ids = [segs[i][-1].tokens[-1] for i in active]
