@@ -60,9 +60,9 @@ class Plan:
 
 
 # A method comparison (SFT vs RL, distilled vs SFT and the base) replicates the whole training run: every
-# scale trains three or more seeds and judges across them. quick fits its CPU budget by evaluating fewer walks
-# per hitting time and stopping at the deepest trained K: the longest walk of a batch sets its cost, and the
-# walks of SFT and the base beyond K=4 cost more than a seed's training.
+# scale trains three or more seeds and judges across them. quick fits its 3-minute budget by evaluating fewer
+# walks per hitting time and stopping at the deepest trained K: a batch of walks runs until its longest walk
+# ends, and SFT's and the base's hitting times grow about ×L with every level of depth.
 PLANS = {
     "smoke": Plan(L=(2,), W=2, K_train=(1, 2, 3), K_eval={2: (1, 2, 3)}, seeds=3,
                   base=SFTConfig(steps=15, batch=8, walk_cap=24), sft=SFTConfig(steps=15, batch=8),
@@ -83,9 +83,10 @@ PLANS = {
 }
 
 
-# Stage weights (divelab.stages): one (L, seed) run of training and evaluation; at L=3 the base's and SFT's
-# evaluation walks (growing about ×L per level) cost more.
-RUN_WEIGHT = {2: 1.0, 3: 1.5}
+# Stage weights (divelab.stages): one (L, seed) run of training and evaluation. At L=3 the base's and SFT's
+# evaluation walks are longer; since a rollout step costs the same at any walk length, an L=3 run costs only
+# about a quarter more than an L=2 one (the stage times of a full run).
+RUN_WEIGHT = {2: 1.0, 3: 1.25}
 STAGE_WEIGHT = PLANS["full"].seeds * sum(RUN_WEIGHT[L] for L in PLANS["full"].L)
 
 
