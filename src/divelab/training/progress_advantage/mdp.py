@@ -223,40 +223,50 @@ def soft_policy_iteration(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, iter
     ``log=False`` (probabilities in and out, the convenience form) a policy that cannot be represented
     as probabilities raises :class:`PolicyUnderflowError` instead of returning zeros.
 
-    Stopping rule, a guarantee: the improved policy's ``beta log pi/pi_ref`` differs from ``Q* - V*`` by at
-    most ``2 (gamma res + delta) / (1 - gamma)``, where ``res = max|T V - V|`` is the Bellman residual of the
+    Certificate: the improved policy's ``beta log pi/pi_ref`` differs from ``Q* - V*`` by at most
+    ``2 (gamma res + delta) / (1 - gamma)``, where ``res = max|T V - V|`` is the Bellman residual of the
     evaluated values (``|V - V*| <= res / (1 - gamma)``, and both ``Q`` and the normaliser ``T V`` are then
-    within ``gamma |V - V*|`` of ``Q*`` and ``V*``) and ``delta`` bounds float64 rounding. It stops once that
-    bound is at most ``tol`` (absolute). With ``tol=None`` (the default) it returns the iterate with the
-    smallest bound once the residual stops falling (float64's floor); ``with_bound=True`` also returns that
-    bound: ``(pi, bound)``. The floor is set by the exact evaluation, whose linear solve loses up to
-    ``1/(1 - gamma)`` ulps of the values: on random MDPs the bound reaches a few 1e-9 at gamma 0.99 (values
-    near 100) and about 1e-6 at 0.999 (values near 1000), while the actual error stays far smaller (below
-    1e-9 there); :func:`soft_value_iteration` certifies ``V*`` about a hundred times more tightly. A ``tol`` float64 cannot certify raises ``ValueError`` naming the smallest it
-    can; ``RuntimeError`` if ``iters`` are not enough."""
+    within ``gamma |V - V*|`` of ``Q*`` and ``V*``) and ``delta`` bounds float64 rounding.
+
+    Guarantee (tested on random MDPs, slip chains up to 200 states, gamma up to 0.999, beta 1e-3 to 10 and
+    sparse rewards, against value iteration in extended precision): the returned policy is the iterate with
+    the smallest certified bound seen, never an earlier, worse one, and the true error is within that bound.
+    The residual is not monotone (on a slip chain at gamma 0.99 it can rise for several iterations before
+    falling to rounding), so a rise never stops the iteration. It stops when
+
+    - the bound is at most ``tol`` (absolute), when one is given;
+    - the residual is down to rounding (``gamma res <= delta``): another step changes nothing;
+    - or on a true plateau: for three iterations in a row the policy moved by no more than rounding can
+      explain (``beta max|log pi_k - log pi_{k-1}| <= 100 delta / (1 - gamma)``, the exact evaluation's
+      linear solve losing up to ``1/(1 - gamma)`` ulps of the values).
+
+    With ``tol=None`` (the default) it returns the best iterate at float64's floor; ``with_bound=True`` also
+    returns that bound: ``(pi, bound)``. On random MDPs the bound reaches a few 1e-9 at gamma 0.99 (values
+    near 100) and about 1e-6 at 0.999 (values near 1000), while the actual error stays far smaller;
+    :func:`soft_value_iteration` certifies ``V*`` more tightly. A ``tol`` float64 cannot certify raises
+    ``ValueError`` naming the smallest it can; ``RuntimeError`` if ``iters`` are not enough."""
     log_ref = _check_ref(mdp, pi_ref, beta, log)
     if tol is not None and not tol > 0:
         raise ValueError(f"tol must be a positive bound on the identity error or None, got {tol!r}")
     g = mdp.gamma
     lp = log_ref.copy()
     best_lp, best = lp, np.inf
-    stalled = 0
+    still = 0  # iterations in a row in which the policy moved only by rounding
     for _ in range(iters):
         Q, V = soft_policy_evaluation(mdp, lp, log_ref, beta, log=True)
-        logits = log_ref + Q / beta
-        lse = logsumexp(logits, axis=1)
-        lp = logits - lse[:, None]
-        TV = beta * lse
-        _finite(lp, "log pi", f"beta={beta} too small for Q/beta in float64")
+        new_lp, TV = _improve(log_ref, Q, beta)
+        _finite(new_lp, "log pi", f"beta={beta} too small for Q/beta in float64")
         delta = _rounding(mdp, Q, V, TV)
-        bound = 2 * (g * float(np.max(np.abs(TV - V))) + delta) / (1 - g)
-        if tol is not None and bound <= tol:
-            best_lp, best = lp, bound
-            break
-        stalled = stalled + 1 if bound >= best else 0
+        res = float(np.max(np.abs(TV - V)))
+        bound = 2 * (g * res + delta) / (1 - g)
         if bound < best:
-            best_lp, best = lp, bound
-        if stalled >= 3:  # at float64's floor: further iterations only reshuffle rounding
+            best_lp, best = new_lp, bound
+        if tol is not None and best <= tol:
+            break
+        moved = beta * float(np.max(np.abs(new_lp - lp)))
+        still = still + 1 if moved <= 100 * delta / (1 - g) else 0
+        lp = new_lp
+        if g * res <= delta or still >= 3:  # float64's floor: further steps only reshuffle rounding
             if tol is not None:
                 raise _floor_error("soft policy iteration", tol, best, mdp, beta)
             break
@@ -265,6 +275,20 @@ def soft_policy_iteration(mdp: TabularMDP, pi_ref: np.ndarray, beta: float, iter
                            f"{mdp.gamma}, certified identity bound {best:.3g})")
     out = best_lp if log else _to_probs(best_lp, log_ref)
     return (out, best) if with_bound else out
+
+
+def _improve(log_ref: np.ndarray, Q: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The improved log-policy and the soft Bellman backup ``T V = beta logsumexp(log pi_ref + Q / beta)``.
+
+    The largest logit is subtracted before anything else: at small ``beta`` the logits reach 1e4 and more,
+    and ``logits - logsumexp(logits)`` then loses their ulp (about 2e-12) in every entry, leaving the policy
+    summing to 1 +- 1e-12 and the identity error near 3e-9 at gamma 0.99. Shifted, the largest entry is an
+    exact 0 and the normaliser is the log of a sum between 1 and the number of actions."""
+    logits = log_ref + Q / beta
+    top = logits.max(axis=1, keepdims=True)
+    shifted = logits - top
+    norm = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return shifted - norm, beta * (top + norm)[:, 0]
 
 
 def _to_probs(lp: np.ndarray, log_ref: np.ndarray) -> np.ndarray:
