@@ -45,6 +45,8 @@ class LocalizationResult:
     chars_read: int
     recoveries: Counter = field(default_factory=Counter)
     fallback: bool = False
+    answers: int = 0  # model replies received; 0 with ``fallback``: the model never answered at all
+    model_error: str | None = None  # the error that ended the loop when the model raised
 
     @property
     def tokens(self) -> int:
@@ -142,6 +144,8 @@ class SherlocLocalizer:
         turns = 0
         calls0, chars0 = tools.calls, tools.chars_read
         forced = False
+        answers = 0
+        model_error: str | None = None
         while case is None:
             if turns >= self.max_turns:
                 if forced:
@@ -154,7 +158,9 @@ class SherlocLocalizer:
                 resp = self.model.complete(msgs, None if forced else TOOL_SPECS, max_tokens=self.max_tokens)
             except Exception as e:  # noqa: BLE001 - any model failure ends in the fallback, counted
                 rec[f"model_error:{type(e).__name__}"] += 1
+                model_error = f"{type(e).__name__}: {e}"
                 break
+            answers += 1
             m = resp.message
             pt += resp.prompt_tokens if resp.prompt_tokens is not None else sum(len(x.text()) for x in msgs) // 4
             ct += resp.completion_tokens if resp.completion_tokens is not None else len(m.text()) // 4
@@ -195,4 +201,4 @@ class SherlocLocalizer:
         # the guarantee every caller relies on: every finding names a file of this repository
         assert all(tools.relpath(f.file) == f.file for f in case.findings), case.findings
         return LocalizationResult(case, to_locations(case), turns, pt, ct, tools.calls - calls0,
-                                  tools.chars_read - chars0, rec, fallback)
+                                  tools.chars_read - chars0, rec, fallback, answers, model_error)
