@@ -248,6 +248,10 @@ def environment_facts() -> dict[str, str]:
         facts["transformers"] = transformers.__version__
     except ImportError:  # pragma: no cover
         pass
+    # the CPU and kernels: the seeded numbers depend on them (divelab.machine says how)
+    from divelab.machine import numerics_facts
+
+    facts.update(numerics_facts())
     # how busy the machine was: timings (and runtimes) depend on it, the seeded numbers do not
     facts["load_1_5_15_min"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     commit = _source_commit()

@@ -43,3 +43,36 @@ def test_the_runner_records_the_commit_the_run_started_from(fake_system, monkeyp
     monkeypatch.setattr(mod, "run", run_while_a_commit_lands)
     rep = run_reproduction(fake_system.module, "smoke", 0)
     assert rep.environment["commit"] == "a" * 12
+
+
+def test_a_result_records_the_cpu_and_the_kernels_that_decide_its_numbers(monkeypatch):
+    """The same seed gives other numbers under other kernels: the record names them (CPU, the ISA PyTorch
+    dispatches to, MKL/oneDNN, numpy's BLAS, thread counts, and the variables that select them)."""
+    import torch
+
+    from divelab import claims
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    facts = claims.environment_facts()
+    assert facts["cpu_model"]
+    assert facts["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert facts["torch_threads"] == str(torch.get_num_threads())
+    assert re.fullmatch(r"\d+\.\d+(\.\d+)?", facts["mkl"]) and re.fullmatch(r"\d+\.\d+\.\d+", facts["onednn"])
+    assert facts["numpy_blas"] and facts["numpy_blas_threads"]
+    assert "OMP_NUM_THREADS=1" in facts["numerics_env"] and "ATEN_CPU_CAPABILITY" not in facts["numerics_env"]
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert "OMP_NUM_THREADS" not in claims.environment_facts()["numerics_env"]
+
+def test_the_kernel_isa_recorded_is_the_one_a_process_runs(tmp_path):
+    """ATEN_CPU_CAPABILITY is read when torch starts, so check it in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    code = "import json; from divelab.claims import environment_facts as f; print(json.dumps(f()))"
+    env = {**__import__("os").environ, "ATEN_CPU_CAPABILITY": "default"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    facts = json.loads(out.stdout)
+    assert facts["torch_cpu_capability"] == "DEFAULT"
+    assert "ATEN_CPU_CAPABILITY=default" in facts["numerics_env"]

@@ -1,0 +1,66 @@
+"""tools/cross_isa.py: a re-run under another kernel ISA is compared claim by claim with the saved record."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))  # cross_isa imports readme_results as a sibling module
+
+import cross_isa  # noqa: E402
+
+from divelab.claims import Kind, Verdict  # noqa: E402
+
+
+def _rep(isa: str, *claims) -> SimpleNamespace:
+    """What the tool reads of a loaded Reproduction."""
+    return SimpleNamespace(claims=list(claims), environment={"torch_cpu_capability": isa, "commit": "a" * 12})
+
+
+def _claim(measured, verdict, ci=None, statement="s") -> SimpleNamespace:
+    return SimpleNamespace(statement=statement, kind=Kind.EMPIRICAL, measured=measured, verdict=Verdict(verdict),
+                           ci=ci)
+
+
+def test_a_verdict_that_moved_is_flagged_with_its_values():
+    saved = _rep("AVX512", _claim(1.0, "reproduced", (0.5, 1.5)), _claim(2.0, "not reproduced", statement="t"))
+    rerun = _rep("AVX2", _claim(1.2, "reproduced", (0.7, 1.7)), _claim(2.0, "direction holds", statement="t"))
+    e = cross_isa.entry("metis", "quick", 0, "avx2", saved, rerun)
+    assert e["isa"] == "AVX2" and e["saved_isa"] == "AVX512"
+    first, second = e["claims"]
+    assert first["same_verdict"] and not first["same_value"] and first["within_interval"] is True
+    assert not second["same_verdict"] and second["same_value"] and second["within_interval"] is None
+    assert e["summary"] == {"claims": 2, "same_verdict": 1, "same_value": 1}
+
+
+def test_a_value_outside_the_saved_interval_and_a_missing_claim_are_said():
+    saved = _rep("AVX512", _claim(1.0, "reproduced", (0.9, 1.1)), _claim(3.0, "reproduced", statement="gone"))
+    rows = cross_isa.compare_claims(saved, _rep("AVX2", _claim(1.5, "reproduced")))
+    assert rows[0]["within_interval"] is False and rows[0]["same_verdict"]
+    assert rows[1]["verdict"] is None and not rows[1]["same_verdict"]
+
+
+def test_a_run_on_another_isa_than_asked_is_refused():
+    with pytest.raises(RuntimeError, match="asked for ISA avx2 but the run used AVX512"):
+        cross_isa.entry("metis", "quick", 0, "avx2", _rep("AVX512"), _rep("AVX512"))
+
+
+def test_saving_replaces_the_same_system_scale_and_isa_only(tmp_path):
+    path = tmp_path / "stability.json"
+    old = [{"system": "metis", "scale": "quick", "isa": "AVX2", "x": 1},
+           {"system": "metis", "scale": "quick", "isa": "DEFAULT", "x": 1}]
+    path.write_text(json.dumps({"version": 1, "runs": old}))
+    cross_isa.merge(path, [{"system": "metis", "scale": "quick", "isa": "AVX2", "x": 2}])
+    runs = json.loads(path.read_text())["runs"]
+    assert sorted((r["isa"], r["x"]) for r in runs) == [("AVX2", 2), ("DEFAULT", 1)]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_an_unknown_system_is_a_clear_error(capsys):
+    assert cross_isa.main(["no-such-system", "--scale", "quick"]) == 2
+    assert "no saved quick result for no-such-system" in capsys.readouterr().err
