@@ -227,13 +227,22 @@ def _advance(env: ForensicEnv, agent: Any, convs: list[list[Message]], variables
     return actions
 
 
+def _each(items: list[Transcript], done: Callable[[int], None] | None) -> list[Transcript]:
+    if done is not None:
+        done(len(items))
+    return items
+
+
 def rollouts(env: ForensicEnv, agent: Any, variables: dict[str, Any] | None, n: int, *,
-             temperature: float | None = None, batch_size: int = 32) -> list[Transcript]:
+             temperature: float | None = None, batch_size: int = 32,
+             done: Callable[[int], None] | None = None) -> list[Transcript]:
     """``n`` rollouts (samples ``0..n-1``). An agent with ``complete_many`` (a local LLM) is stepped turn by
     turn in batches, which is what makes hundreds of LLM rollouts affordable on a CPU; any other agent is
-    rolled out one transcript after another, exactly as :func:`rollout` does."""
+    rolled out one transcript after another, exactly as :func:`rollout` does. ``done(k)`` is told each
+    time k more transcripts are finished (for progress)."""
     if not hasattr(agent, "complete_many"):
-        return [rollout(env, agent, variables, sample=i, temperature=temperature) for i in range(n)]
+        return [t for i in range(n)
+                for t in _each([rollout(env, agent, variables, sample=i, temperature=temperature)], done)]
     v = env.check(variables or {})
     out: list[Transcript] = []
     for start in range(0, n, batch_size):
@@ -243,15 +252,18 @@ def rollouts(env: ForensicEnv, agent: Any, variables: dict[str, Any] | None, n: 
         for turn in range(env.turns):
             for a, got in zip(acts, _advance(env, agent, convs, [v] * len(convs), turn, temperature), strict=True):
                 a.append(got)
-        out += [Transcript(env.name, dict(v), m, a, i) for i, m, a in zip(idx, convs, acts, strict=True)]
+        out += _each([Transcript(env.name, dict(v), m, a, i) for i, m, a in zip(idx, convs, acts, strict=True)],
+                     done)
     return out
 
 
 def rewinds(ts: list[Transcript], agent: Any, turn: int, edit: dict[str, Any] | None = None, *,
-            temperature: float | None = None, batch_size: int = 32) -> list[Transcript]:
+            temperature: float | None = None, batch_size: int = 32,
+            done: Callable[[int], None] | None = None) -> list[Transcript]:
     """:func:`rewind` for many transcripts; batched through ``complete_many`` when the agent has it."""
     if not hasattr(agent, "complete_many"):
-        return [rewind(t, agent, turn, edit, sample=t.sample, temperature=temperature) for t in ts]
+        return [r for t in ts for r in _each([rewind(t, agent, turn, edit, sample=t.sample, temperature=temperature)],
+                                             done)]
     out: list[Transcript] = []
     for start in range(0, len(ts), batch_size):
         chunk = ts[start:start + batch_size]
@@ -262,6 +274,6 @@ def rewinds(ts: list[Transcript], agent: Any, turn: int, edit: dict[str, Any] | 
         for k in range(turn, env.turns):
             for a, got in zip(acts, _advance(env, agent, convs, vs, k, temperature), strict=True):
                 a.append(got)
-        out += [Transcript(t.env, v, m, a, t.sample, rewound_from=turn)
-                for t, v, m, a in zip(chunk, vs, convs, acts, strict=True)]
+        out += _each([Transcript(t.env, v, m, a, t.sample, rewound_from=turn)
+                      for t, v, m, a in zip(chunk, vs, convs, acts, strict=True)], done)
     return out

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from divelab.oversight.forensics.agents import MISALIGNED, MOTIVES, PlantedAgent
 from divelab.oversight.forensics.envs import ForensicEnv, Transcript, get_env, rewinds, rollout, rollouts
 from divelab.oversight.forensics.hypotheses import Hypothesis, mine
 from divelab.oversight.forensics.statistics import Rate, TwoArm, two_arm
+from divelab.progress import make_progress
 
 
 @dataclass(frozen=True)
@@ -130,13 +133,19 @@ class Investigation:
         return [t.row() for t in self.tests]
 
 
+def _check_hypotheses(names: list[str], ivs: dict[str, Intervention], env_name: str) -> None:
+    unknown = [h for h in names if h not in ivs]
+    if unknown:
+        raise ValueError(f"no intervention for hypothesis {unknown} in env {env_name!r}; allowed: {', '.join(ivs)}")
+
+
 def run_test(env: ForensicEnv, agent: Any, base: list[Transcript], iv: Intervention, *,
-             temperature: float | None = None) -> tuple[TwoArm, int]:
+             temperature: float | None = None, done: Callable[[int], None] | None = None) -> tuple[TwoArm, int]:
     """Rewind each base transcript at the edit's first turn, apply it, resample; Fisher on the two arms."""
     if not base:
         raise ValueError("run_test needs at least one base transcript")
     turn = rewind_turn(env, base[0].variables, {iv.variable: iv.value})
-    edited = rewinds(base, agent, turn, {iv.variable: iv.value}, temperature=temperature)
+    edited = rewinds(base, agent, turn, {iv.variable: iv.value}, temperature=temperature, done=done)
     k0 = sum(t.concerning for t in base)
     k1 = sum(t.concerning for t in edited)
     return two_arm(k0, len(base), k1, len(edited)), turn
@@ -160,28 +169,38 @@ def positive_control(env: ForensicEnv, iv: Intervention, variables: dict[str, An
 def investigate(env_name: str, agent: Any, *, n: int = 30, variables: dict[str, Any] | None = None,
                 hypotheses: list[str] | None = None, interventions: dict[str, Intervention] | None = None,
                 alpha: float = 0.05, controls: bool = True, control_cache: dict | None = None,
-                temperature: float | None = None, min_mentions: int = 2, seed: int = 0) -> Investigation:
+                temperature: float | None = None, min_mentions: int = 2, seed: int = 0,
+                progress: bool = False) -> Investigation:
     """Run the whole protocol on ``agent`` in ``env_name`` (see the module docstring).
 
     ``hypotheses=None`` tests the motives mined from the transcripts; pass a list to test those instead.
     ``controls=False`` skips positive controls (then every null is "uninformative").
+    ``progress=True`` shows the agent's transcripts done so far (a bar, or a line every half minute off a
+    terminal), for a live model whose rollouts take minutes.
     """
     if n < 2:
         raise ValueError(f"n (rollouts per arm) must be >= 2, got {n}")
     env = get_env(env_name)
     ivs = interventions or interventions_for(env_name)
     v = env.check(variables if variables is not None else OBSERVED.get(env_name, {}))
-    base = rollouts(env, agent, v, n, temperature=temperature)
-    rate = Rate(sum(t.concerning for t in base), n)
-    mined = mine(base, min_mentions=min_mentions)
-    names = hypotheses if hypotheses is not None else [h.motive for h in mined]
-    unknown = [h for h in names if h not in ivs]
-    if unknown:
-        raise ValueError(f"no intervention for hypothesis {unknown} in env {env_name!r}; allowed: {', '.join(ivs)}")
-    tests = []
-    for h in names:
-        arms, turn = run_test(env, agent, base, ivs[h], temperature=temperature)
-        tests.append(TestResult(ivs[h], arms, turn))
+    if hypotheses is not None:  # before the rollouts, not after minutes of them
+        _check_hypotheses(hypotheses, ivs, env_name)
+    with make_progress() if progress else contextlib.nullcontext() as bar:
+        # the total is a guess until the hypotheses are mined: base rollouts + one rewind arm per hypothesis
+        task = bar.add_task(f"forensics {env_name}: agent transcripts", total=n * (1 + len(hypotheses or ())),
+                            info="") if bar is not None else None
+        done = (lambda k: bar.advance(task, k)) if bar is not None else None
+        base = rollouts(env, agent, v, n, temperature=temperature, done=done)
+        rate = Rate(sum(t.concerning for t in base), n)
+        mined = mine(base, min_mentions=min_mentions)
+        names = hypotheses if hypotheses is not None else [h.motive for h in mined]
+        _check_hypotheses(names, ivs, env_name)
+        if bar is not None:
+            bar.update(task, total=n * (1 + len(names)))
+        tests = []
+        for h in names:
+            arms, turn = run_test(env, agent, base, ivs[h], temperature=temperature, done=done)
+            tests.append(TestResult(ivs[h], arms, turn))
     if tests:
         for t, p in zip(tests, stats.holm([t.arms.p_value for t in tests]), strict=True):
             t.p_holm = float(p)
