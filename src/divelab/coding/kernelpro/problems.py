@@ -30,12 +30,18 @@ SWEEP = 16  # spike-sweep input sets; together they put a spike on every element
 LARGE = 1e4  # the large-magnitude set: standard normals times this
 
 
+REQUIRED_VARIANT = "ijk"  # the template every problem has; the others are chosen when a config asks for them
+OPTIONAL_VARIANTS = ("ikj", "tiled")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One kernel problem: ``kernel(in0, in1, ..., out)`` over float32 row-major buffers.
 
-    ``templates`` maps a loop variant ("ijk", "ikj", "tiled") to C source of the function body
-    (the signature is generated); ``inputs`` are shapes; ``defines`` are compile-time sizes.
+    ``templates`` maps a loop variant to C source of the function body (the signature is generated):
+    ``"ijk"`` is required (the plain loop order, used by every configuration without a better variant);
+    ``"ikj"`` (a loop interchange) and ``"tiled"`` (a tiled loop nest using the tile size ``T``) are
+    optional. ``inputs`` are shapes; ``defines`` are compile-time sizes.
     """
 
     name: str
@@ -57,6 +63,17 @@ class Problem:
     # there: tiny and 1-element shapes, odd sizes that are no multiple of any vector width
     shapes: Callable[[dict[str, int]], tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] | None = None
     edge_sizes: tuple[dict[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # checked here: a missing "ijk" otherwise surfaces as a bare KeyError once a search starts
+        if REQUIRED_VARIANT not in self.templates:
+            raise ValueError(f"problem {self.name!r}: templates need a {REQUIRED_VARIANT!r} entry (the plain loop "
+                             f"order; {', '.join(repr(v) for v in OPTIONAL_VARIANTS)} are optional); got "
+                             f"{sorted(self.templates) or 'none'}")
+        unknown = sorted(set(self.templates) - {REQUIRED_VARIANT, *OPTIONAL_VARIANTS})
+        if unknown:
+            raise ValueError(f"problem {self.name!r}: unknown template variant(s) {unknown}; allowed: "
+                             f"{REQUIRED_VARIANT!r} (required), {', '.join(repr(v) for v in OPTIONAL_VARIANTS)}")
 
     def driver_source(self) -> str:
         """A host program for valgrind: ``driver path/to/kernel.so`` loads the kernel with dlopen,
