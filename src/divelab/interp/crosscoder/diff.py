@@ -4,6 +4,7 @@ and measure each top feature's effect (steer / ablate) on the sibling's next-tok
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import check_pair, forward, harvest_pairs, layer_hook, left_pad
 from divelab.interp.crosscoder.interventions import ablate_features, recon_patch, steer_features
-from divelab.interp.crosscoder.ranking import rank_features
+from divelab.interp.crosscoder.ranking import is_dead, rank_features
 
 
 def read_prompts(path: str | Path) -> tuple[list[str], np.ndarray]:
@@ -54,6 +55,10 @@ def diff_models(base, sibling, tok_base, tok_sibling, texts, labels, *, layer: i
                                        out_dir=Path(out_dir) / "acts" if out_dir else None)
     cc = train_crosscoder(acts_a, acts_b, config or CrosscoderConfig())
     ranked = rank_features(cc, acts_a, acts_b, labels, partition="A" if cc.n_a else None, top=top)
+    if ranked and all(is_dead(f) for f in ranked):
+        warnings.warn(f"every ranked feature is dead (Cohen's d = 0, AUROC 0.5 on all {len(ranked)}): none fires "
+                      "differently on the two classes, so the ranking and the effects below say nothing. Give more "
+                      "prompts of each label, more --steps, or a smaller --dict-size / larger --k", stacklevel=2)
     pos = [t for t, y in zip(texts, labels, strict=True) if y == 1][:64]
     table = [{**vars(f), "kl_steer": _kl(sibling, base, tok_sibling, pos, layer, steer_features(cc, A, [f.index],
                                                                                                  alpha)),

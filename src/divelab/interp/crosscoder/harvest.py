@@ -107,7 +107,13 @@ def last_token_acts(model: torch.nn.Module, tok, texts: Sequence[str], layer: in
 
 
 def check_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, tok_a=None, tok_b=None) -> None:
-    """Refuse two models a crosscoder cannot pair: different hidden sizes or different tokenizers."""
+    """Refuse two models a crosscoder cannot pair: different architectures, hidden sizes or tokenizers.
+    A crosscoder compares a model with its own fine-tune; two unrelated architectures that happen to share
+    a width would train, but their features would pair directions that mean nothing alike."""
+    ta, tb = getattr(model_a.config, "model_type", None), getattr(model_b.config, "model_type", None)
+    if ta != tb:
+        raise ValueError(f"architectures differ: {ta} ({type(model_a).__name__}) vs {tb} ({type(model_b).__name__}); "
+                         "a crosscoder pairs a model with a fine-tune of it (one architecture, one hidden size)")
     da, db = model_a.config.hidden_size, model_b.config.hidden_size
     if da != db:
         raise ValueError(f"hidden sizes differ: {da} vs {db}; a crosscoder pairs models of one architecture")

@@ -28,6 +28,12 @@ class RankedFeature:
     rel_norm: float
 
 
+def is_dead(f: RankedFeature) -> bool:
+    """A feature that separates nothing: the same activation on both classes (d = 0, AUROC 0.5), most often
+    because it never fires on these rows."""
+    return f.cohens_d == 0.0 and f.auroc == 0.5
+
+
 @torch.no_grad()
 def rank_features(cc: Crosscoder, acts_a: torch.Tensor, acts_b: torch.Tensor, labels: np.ndarray,
                   partition: str | None = "A", top: int = 20) -> list[RankedFeature]:
