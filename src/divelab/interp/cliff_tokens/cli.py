@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -52,7 +53,11 @@ def _run_find_cliffs(model: str, task: Path, checker: str, n: int, per_problem: 
 
     problems = load_task(task)
     check = get_checker(checker)
+    print(f"loading {model} ...", file=sys.stderr, flush=True)
     m, tok = load_model(model)
+    if chat and not getattr(tok, "chat_template", None):
+        raise ValueError(f"--chat: the tokenizer of {model!r} has no chat template, so prompts cannot be wrapped "
+                         "as a chat; drop --chat to feed each prompt as plain text")
     cfg = RolloutConfig(n=n, temperature=temperature, max_new_tokens=max_new_tokens, batch_rows=batch_rows,
                         seed=seed)
     probe = Rollouts(m, tok, check, cfg)

@@ -24,7 +24,7 @@ import torch
 from divelab.interp.cliff_tokens.cliff_test import CliffSpan, find_cliffs
 from divelab.interp.cliff_tokens.task import Checker, Problem, get_checker
 from divelab.lm.sampling import filter_logits
-from divelab.progress import track
+from divelab.progress import make_progress, track
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,8 @@ def sample_traces(rollouts: Rollouts, problems: Sequence[Problem], per_problem: 
     prompts = [encode_prompt(rollouts.tokenizer, p.prompt, chat) for p in problems]
     rows = [(j, prompts[j]) for j in range(len(problems)) for _ in range(per_problem)]
     traces: list[Trace] = []
-    for start in range(0, len(rows), cfg.batch_rows):
+    batches = range(0, len(rows), cfg.batch_rows)
+    for start in track(batches, f"sampling {len(rows)} responses (batches)", total=len(batches)):
         chunk = rows[start:start + cfg.batch_rows]
         gen = torch.Generator().manual_seed(10_007 * int(seed) + start + 1)
         cont = sample_batch(rollouts.model, [c[1] for c in chunk], max_new_tokens=cfg.max_new_tokens,
@@ -276,25 +277,37 @@ def estimate_potentials(rollouts: Rollouts, traces: Sequence[Trace], *, every: i
         raise ValueError(f"zero_patience must be >= 1, got {zero_patience}")
     n = rollouts.config.n
     per_chunk = max(1, rollouts.config.batch_rows // n)
-    for tr in track(list(traces), description, total=len(traces)):
+
+    def positions_of(tr: Trace) -> list[int]:
         T = len(tr.response_ids)
-        ks: list[int | None] = [None] * (T + 1)
         positions = sorted(set(range(0, T + 1, every)) | {T})
-        if tr.finished:
-            ks[T] = n * int(tr.correct)
-            positions = [t for t in positions if t != T]
-        computed: list[int] = []
-        for c in range(0, len(positions), per_chunk):
-            chunk = positions[c:c + per_chunk]
-            counts = rollouts.success_counts([(tr.prompt_ids, tr.response_ids[:t], tr.problem.answer)
-                                              for t in chunk])
-            for t, k in zip(chunk, counts, strict=True):
-                ks[t] = k
-                computed.append(k)
-            if len(computed) >= zero_patience and all(k == 0 for k in computed[-zero_patience:]):
-                break
-        tr.n, tr.ks = n, ks
-        tr.cliffs = find_cliffs(ks, n)
+        return [t for t in positions if t != T] if tr.finished else positions
+
+    traces = list(traces)
+    # progress in prefixes (each n continuations), not traces: one long trace can take minutes
+    with make_progress() as bar:
+        task = bar.add_task(f"{description} ({n} continuations per prefix)",
+                            total=sum(len(positions_of(tr)) for tr in traces), info="")
+        for tr in traces:
+            T = len(tr.response_ids)
+            ks: list[int | None] = [None] * (T + 1)
+            positions = positions_of(tr)
+            if tr.finished:
+                ks[T] = n * int(tr.correct)
+            computed: list[int] = []
+            for c in range(0, len(positions), per_chunk):
+                chunk = positions[c:c + per_chunk]
+                counts = rollouts.success_counts([(tr.prompt_ids, tr.response_ids[:t], tr.problem.answer)
+                                                  for t in chunk])
+                for t, k in zip(chunk, counts, strict=True):
+                    ks[t] = k
+                    computed.append(k)
+                bar.advance(task, len(chunk))
+                if len(computed) >= zero_patience and all(k == 0 for k in computed[-zero_patience:]):
+                    bar.advance(task, len(positions) - c - len(chunk))  # the rest of this trace is skipped
+                    break
+            tr.n, tr.ks = n, ks
+            tr.cliffs = find_cliffs(ks, n)
 
 
 def pass_at_n(k: int) -> float:
