@@ -19,9 +19,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from divelab.cache import atomic_dir
+from divelab.progress import track
 from divelab.serving.dspark.calibration import STSCalibration, fit_sts, survival_labels
 from divelab.serving.dspark.drafter import Drafter, DrafterConfig
 from divelab.serving.dspark.engine import Request, SpecEngine
+from divelab.serving.dspark.identity import check_identity, write_identity
 from divelab.serving.dspark.training import DrafterTrainConfig, TrainLog, train_drafter
 
 CONFIG_FILE = "drafter_config.json"
@@ -70,14 +72,18 @@ def save_drafter(drafter: Drafter, path: str | Path, calibration: STSCalibration
             (tmp / CALIB_FILE).write_text(json.dumps(calibration.to_dict()))
         if meta is not None:
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
+        write_identity(tmp, getattr(drafter, "target_identity", None))
     return path
 
 
 def load_drafter(path: str | Path, target: torch.nn.Module) -> tuple[Drafter, STSCalibration | None]:
-    """Load a saved drafter and bind it to ``target`` (errors if vocab / hidden size differ)."""
+    """Load a saved drafter and bind it to ``target``: an error if it was recorded for another model
+    (architecture, vocabulary, embedding shape) or its sizes differ; a warning for a drafter saved before
+    divelab recorded the target."""
     path = Path(path)
     if not (path / CONFIG_FILE).exists():
         raise FileNotFoundError(f"{path} is not a saved drafter (no {CONFIG_FILE})")
+    check_identity(path, target)
     cfg = json.loads((path / CONFIG_FILE).read_text())
     cfg["target_layers"] = tuple(cfg["target_layers"])
     drafter = Drafter(DrafterConfig(**cfg))
@@ -91,14 +97,14 @@ def load_drafter(path: str | Path, target: torch.nn.Module) -> tuple[Drafter, ST
 
 
 def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int,
-                   temperature: float = 1.0, seed: int = 0, gamma: int | None = None) -> dict:
+                   temperature: float = 1.0, seed: int = 0, gamma: int | None = None, progress: bool = False) -> dict:
     """Decode with full-γ verification (fixed-γ) and log each round: raw confidence logits,
     accepted count. Used for τ, per-position acceptance, and calibration."""
     g = gamma or drafter.config.gamma
     eng = SpecEngine(target, drafter, scheduler=f"fixed-{g}", sps=None, temperature=temperature, gamma=g, seed=seed)
     eng.record_rounds = True
     seq_s, draft_s, step_s, owner = [], [], [], []
-    for i, p in enumerate(prompts):
+    for i, p in enumerate(track(prompts, "calibration prompts") if progress else prompts):
         st = eng.prefill(Request(p, max_new_tokens))
         while not st.done:
             rec = eng.step([st])
@@ -124,9 +130,11 @@ def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list
 
 
 def calibrate(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int = 48,
-              temperature: float = 1.0, seed: int = 0, gamma: int | None = None) -> STSCalibration:
+              temperature: float = 1.0, seed: int = 0, gamma: int | None = None,
+              progress: bool = False) -> STSCalibration:
     """Fit Sequential Temperature Scaling on held-out prompts (blocks of ``gamma``, default the drafter's)."""
-    rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed, gamma=gamma)
+    rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed, gamma=gamma,
+                            progress=progress)
     if len(rounds["accepted"]) == 0:
         raise ValueError("no full-γ verification rounds collected; give longer generations or more prompts")
     return fit_sts(rounds["conf_logits"], rounds["labels"])

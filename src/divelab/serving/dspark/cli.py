@@ -124,5 +124,6 @@ def _train_text_drafter(target: str, out: Path, kind: str, gamma: int, steps: in
     if calibrate_prompts > 0:
         rng = np.random.default_rng(seed)
         starts = rng.integers(0, max(1, len(held) - 40), size=calibrate_prompts)
-        cal = calibrate(model, drafter, [held[s: s + 16].astype(int).tolist() for s in starts], seed=seed)
+        cal = calibrate(model, drafter, [held[s: s + 16].astype(int).tolist() for s in starts], seed=seed,
+                        progress=True)
     save_drafter(drafter, out, cal)

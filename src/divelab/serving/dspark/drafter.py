@@ -203,6 +203,9 @@ class Drafter(nn.Module):
                              f"{tc.num_hidden_layers} layers")
         self._target = {"embed": target.get_input_embeddings(), "head": target.get_output_embeddings()}
         self._head_rows = None
+        from divelab.serving.dspark.identity import target_identity
+
+        self.target_identity = target_identity(target)  # written beside the drafter by save_drafter
         return self
 
     @property
