@@ -388,7 +388,10 @@ def _version(value: bool) -> None:
 
 
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="print divelab's version and exit")) -> None:
+                                       help="print divelab's version and exit"),
+          verbose: bool = typer.Option(False, "--verbose", help="show the libraries' own output: model-loading "
+                                                               "bars, deprecation notices, log warnings "
+                                                               "(put it before the command)")) -> None:
     """divelab: the systems of one week of AI research, built and reproduced.
 
     Start with `divelab reproduce fugu --scale smoke` (seconds), then open divelab-report/report.html.
@@ -418,22 +421,52 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def quiet_libraries() -> None:
-    """Keep libraries' deprecation notices (transformers, torch, peft) out of what a user reads;
-    ``DIVELAB_WARNINGS=1`` shows them. divelab's own warnings are kept."""
-    if os.environ.get("DIVELAB_WARNINGS"):
+VERBOSE_ENV = "DIVELAB_WARNINGS"  # set by --verbose, so that worker processes show the same
+
+
+def quiet_libraries(load_transformers: bool = True) -> None:
+    """Keep libraries' output out of what a user reads: deprecation notices (transformers, torch, peft),
+    transformers' log warnings and its weight-loading / GGUF-conversion bars, Hugging Face hub and
+    datasets bars. ``divelab --verbose`` (or ``DIVELAB_WARNINGS=1``) shows them. divelab's own warnings
+    and progress are kept. ``load_transformers=False`` only sets the environment (which transformers
+    reads when it is imported), for commands that never load a model and should not pay its import."""
+    if os.environ.get(VERBOSE_ENV):
         return
     for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
         warnings.filterwarnings("ignore", category=category)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"^(?!divelab)")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # transformers logs its notices, not warns
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow this at import
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if load_transformers:
+        try:  # transformers' own switches, in case something imported it before the environment was set
+            from transformers.utils import logging as hf_logging
+        except ImportError:  # pragma: no cover - transformers is a dependency
+            return
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+
+
+def top_level_verbose(args: list[str]) -> bool:
+    """``--verbose`` before the command is the top-level flag (after it, e.g. ``reproduce --verbose``,
+    it is the command's own). Read before typer parses, since the quieting must come before any import."""
+    for a in args:
+        if a == "--verbose":
+            return True
+        if not a.startswith("-"):
+            return False
+    return False
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    quiet_libraries()
-    core_only = bool(args) and args[0] in CORE_COMMANDS
+    if top_level_verbose(args):
+        os.environ[VERBOSE_ENV] = "1"
+    command = next((a for a in args if not a.startswith("-")), None)
+    quiet_libraries(load_transformers=command not in (None, *CORE_COMMANDS)
+                    and not {"--help", "-h"} & set(args))
+    core_only = command in CORE_COMMANDS or (bool(args) and args[0] in CORE_COMMANDS)
     make_app(plugins=not core_only)(args=args, prog_name="divelab")
 
 

@@ -35,9 +35,13 @@ happen in Ray's worker processes. One line on verl's command line does it:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import os
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -204,9 +208,28 @@ def _wrap_v1(original: Any) -> Any:
     return _compute_advantage
 
 
+@contextlib.contextmanager
+def _quiet_import() -> Iterator[None]:
+    """verl's import warns about every optional engine it lacks (torchtitan, megatron, ...) and logs that no
+    accelerator was found: notes about verl's own set-up, not about divelab's estimators, so they are
+    hidden while divelab imports it (``DIVELAB_WARNINGS=1`` shows them)."""
+    if os.environ.get("DIVELAB_WARNINGS"):
+        yield
+        return
+    before = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(before)
+
+
 def setup() -> None:
     """Register divelab's estimators in verl and wrap its advantage stage (idempotent)."""
-    from verl.trainer.ppo import core_algos, ray_trainer
+    with _quiet_import():
+        from verl.trainer.ppo import core_algos, ray_trainer
 
     for verl_name, name in VERL_NAMES.items():
         fn = _ESTIMATORS.setdefault(verl_name, make_verl_estimator(name))
@@ -220,7 +243,8 @@ def setup() -> None:
         if m is not None and getattr(m, "compute_advantage", None) is not None:
             m.compute_advantage = wrapped
     try:  # the default (v1) trainer needs TransferQueue; without it only the legacy trainer can run
-        from verl.trainer.ppo.v1 import trainer_base
+        with _quiet_import():
+            from verl.trainer.ppo.v1 import trainer_base
     except ImportError:
         return
     trainer_base.PPOTrainer._compute_advantage = _wrap_v1(trainer_base.PPOTrainer._compute_advantage)
