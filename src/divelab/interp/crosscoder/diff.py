@@ -19,6 +19,8 @@ from divelab.interp.crosscoder.ranking import is_dead, rank_features
 def read_prompts(path: str | Path) -> tuple[list[str], np.ndarray]:
     """JSONL lines ``{"prompt": str, "label": 0 | 1}`` (1 = the sibling's new behaviour)."""
     texts, labels = [], []
+    if not Path(path).is_file():
+        raise ValueError(f"--prompts {path} does not exist; give a JSONL file of {{\"prompt\": str, \"label\": 0|1}}")
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
             continue

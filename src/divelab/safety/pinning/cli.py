@@ -67,9 +67,14 @@ def register(app: typer.Typer) -> None:
                 hard = 1 - rate([r for r in v if r["kind"] == "hard"], "verbatim")[0]
                 t.add_row(c, f"{b:g}", str(p), f"{soft:.0%}", f"{hard:.0%}", str(len(v)))
         else:
-            from divelab.chat import OpenAIChatClient
+            from divelab.chat import ChatClientError, OpenAIChatClient
+            from divelab.chat.endpoint import resolve_model
 
-            agent = OpenAIChatClient(base_url=base_url, model=model)
+            try:  # the server up and serving --model before the benchmark, not a traceback in its first call
+                agent = OpenAIChatClient(base_url=base_url, model=resolve_model(base_url, model))
+            except ChatClientError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from None
             summ = OpenAIChatClient(base_url=base_url, model=summary_model) if summary_model else None
             default = ("full-context", "keep-last-n", "llm-summary", "autogen-buffered",
                        "langchain-summarization", "langmem-summarize")

@@ -24,6 +24,11 @@ def register(app: typer.Typer) -> None:
         from divelab.science.autocog import AutoCog, LoopConfig, ProgrammaticAdvocate, get_strategy
         from divelab.science.autocog.recovery import classify
 
+        try:  # the loop writes the trace after its first cycle: a --trace it cannot create fails now, in one line
+            trace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            typer.echo(f"error: --trace {trace}: {exc.strerror or exc}; choose a writable directory", err=True)
+            raise typer.Exit(2) from None
         loop = AutoCog(get_strategy(strategy), LoopConfig(metric=metric), seed=seed, trace_dir=trace,
                        advocate=ProgrammaticAdvocate(design=design))
 
