@@ -42,9 +42,12 @@ def test_the_target_is_recorded_and_a_same_sized_other_model_is_refused(tmp_path
 
 
 def test_a_renamed_checkpoint_of_the_same_architecture_loads_with_a_warning(tmp_path):
-    path = _saved(_target("/old/place"), tmp_path / "d")
-    with pytest.warns(UserWarning, match="trained for /old/place; loading it for /new/place"):
-        load_drafter(path, _target("/new/place"))
+    path = _saved(_target("/ckpt/model-v1"), tmp_path / "d")
+    with pytest.warns(UserWarning, match="trained for /ckpt/model-v1; loading it for /ckpt/model-v2"):
+        load_drafter(path, _target("/ckpt/model-v2"))
+    with warnings.catch_warnings():  # the same checkpoint in another folder (another cache) is the same model
+        warnings.simplefilter("error")
+        load_drafter(path, _target("/elsewhere/model-v1"))
 
 
 def test_an_old_drafter_without_the_record_loads_with_a_warning(tmp_path):

@@ -65,7 +65,9 @@ def check_identity(folder: Path, target: Any) -> None:
     if diffs:
         raise ValueError(f"the drafter in {folder} was trained for {was}, not for {name}: {'; '.join(diffs)}. "
                          f"Train a drafter for this model (divelab dspark train-drafter --target ...)")
-    if saved.get("name_or_path") and now["name_or_path"] and saved["name_or_path"] != now["name_or_path"]:
+    # by the last path component: the same checkpoint in another folder (or divelab's cache elsewhere) is the same
+    if saved.get("name_or_path") and now["name_or_path"] and \
+            Path(saved["name_or_path"]).name != Path(now["name_or_path"]).name:
         warnings.warn(f"the drafter in {folder} was trained for {was}; loading it for {name}, which has the same "
-                      "architecture and vocabulary (a moved or renamed checkpoint is fine; a different fine-tune "
-                      "drafts worse)", stacklevel=3)
+                      "architecture and vocabulary (a renamed checkpoint is fine; a different fine-tune drafts "
+                      "worse)", stacklevel=3)
