@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import math
 import types
@@ -52,6 +53,31 @@ class Range:
         return f"{kind} {span}" + (f" ({self.what})" if self.what else "")
 
 
+@dataclass(frozen=True)
+class ConstantsRange:
+    """A :class:`Range` whose bounds are constants of the module that enforces them, so the two cannot
+    disagree. That module may load heavy libraries (the tokenizer loads ``transformers``) and ``divelab
+    --help`` must stay fast, so the constants are read the first time a value is checked or the range shown."""
+
+    module: str
+    low: str  # names of the module's constants
+    high: str
+    what: str = ""
+
+    def resolve(self) -> Range:
+        mod = importlib.import_module(self.module)
+        return Range(getattr(mod, self.low), getattr(mod, self.high), what=self.what)
+
+    def allows(self, x: float) -> bool:
+        return self.resolve().allows(x)
+
+    def text(self, integer: bool) -> str:
+        return self.resolve().text(integer)
+
+
+AnyRange = Range | ConstantsRange
+
+
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
@@ -65,17 +91,19 @@ NONNEG = Range(0, INF)
 
 # By option name (the Python parameter name). ``(name, "int")`` / ``(name, "float")`` keys settle a
 # name used with both types (``--budget`` counts kernels in KernelPro, is a fraction in pinning).
-RANGES: dict[str | tuple[str, str], Range] = {
+RANGES: dict[str | tuple[str, str], AnyRange] = {
     "seed": Range(0, MAX_SEED),
     "port": Range(0, 65535, what="0 picks a free port"),
     "threads": Range(1, 1024),
     "retries": Range(0, 100),
     "cycles": COUNT, "episodes": COUNT, "max_steps": COUNT, "steps": COUNT, "n": COUNT, "k": COUNT,
     "per_problem": COUNT, "every": COUNT, "max_new_tokens": COUNT, "batch_size": COUNT, "seq_len": COUNT,
-    "vocab_size": Range(2, MAX_COUNT), "dict_size": COUNT, "filler": COUNT0, "seeds": COUNT, "gamma": COUNT,
+    "dict_size": COUNT, "filler": COUNT0, "seeds": COUNT, "gamma": COUNT,
     "max_turns": COUNT, "max_batch": COUNT, "max_queue": COUNT, "boot": COUNT, "max_flips": COUNT0,
     "folds": Range(2, MAX_COUNT), "cpt_steps": COUNT0, "sft_steps": COUNT0, "rl_steps": COUNT0,
     "regenerate": COUNT0, "calibrate_prompts": COUNT0, "cv_n": COUNT0, "replay_k": COUNT0, "prompts": COUNT,
+    "vocab_size": ConstantsRange("divelab.lm.tokenizer", "MIN_VOCAB", "MAX_VOCAB",
+                                 what="the tokenizer's 256 bytes, special tokens and merges"),
     "draft_vocab": Range(0, MAX_COUNT, what="0 scores the whole vocabulary"),
     "layer": Range(-1, 4096, what="-1 picks the middle layer"),
     ("budget", "int"): COUNT,
@@ -90,7 +118,7 @@ FALLBACK_INT = Range(-(2**63), 2**63 - 1)
 FALLBACK_FLOAT = Range(-INF, INF)
 
 
-def range_for(name: str, integer: bool) -> Range | None:
+def range_for(name: str, integer: bool) -> AnyRange | None:
     """The declared range of an option, or None when the table has none."""
     return RANGES.get((name, "int" if integer else "float")) or RANGES.get(name)
 
@@ -106,7 +134,7 @@ def _numeric(annotation: object) -> bool | None:
     return None
 
 
-def _checker(integer: bool, allowed: Range, then: Callable[..., Any] | None) -> Callable[..., Any]:
+def _checker(integer: bool, allowed: AnyRange, then: Callable[..., Any] | None) -> Callable[..., Any]:
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         if value is not None and not (isinstance(value, bool) or allowed.allows(value)):
             raise typer.BadParameter(f"{value} is out of range; allowed: {allowed.text(integer)}")
@@ -162,7 +190,7 @@ def allowed_text(name: str, message: str) -> str | None:
     return r.text(integer) if r else None
 
 
-def numeric_parameters(callback: Callable[..., Any]) -> list[tuple[str, bool, Range | None]]:
+def numeric_parameters(callback: Callable[..., Any]) -> list[tuple[str, bool, AnyRange | None]]:
     """``(name, is_int, declared range)`` of each numeric parameter of a command (for tests)."""
     hints = typing.get_type_hints(callback)
     out = []

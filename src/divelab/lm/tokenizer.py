@@ -25,12 +25,13 @@ from divelab.lm.corpus import CorpusConfig, load_corpus, manifest
 EOS, PAD, BOS = "<|endoftext|>", "<|pad|>", "<|bos|>"
 SPECIAL_TOKENS = [EOS, PAD, BOS]
 MIN_VOCAB = 256 + len(SPECIAL_TOKENS) + 1
+MAX_VOCAB = 65_535  # every id fits in uint16, the dtype the cached token streams use
 _VERSION = 1  # bump when the training recipe changes, so old cache entries are not reused
 
 
 def _check_vocab(vocab_size: int) -> None:
-    if not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB or vocab_size > 65_535:
-        raise ValueError(f"vocab_size must be an int in [{MIN_VOCAB}, 65535] (256 bytes + "
+    if not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB or vocab_size > MAX_VOCAB:
+        raise ValueError(f"vocab_size must be an int in [{MIN_VOCAB}, {MAX_VOCAB}] (256 bytes + "
                          f"{len(SPECIAL_TOKENS)} special tokens + merges); got {vocab_size!r}")
 
 
