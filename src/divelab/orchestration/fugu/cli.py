@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import typer
 
+from divelab.serving.server.cli_options import (
+    api_key_option,
+    public_metrics_option,
+    resolve_access,
+    ssl_certfile_option,
+    ssl_keyfile_option,
+)
+
 
 def _urls(workers: list[str]) -> dict[str, str]:
     out = {}
@@ -24,20 +32,27 @@ def register(app: typer.Typer) -> None:
               seed: int = typer.Option(0, help="seed of the router"),
               worker: list[str] = typer.Option(None, help="NAME=URL of a real worker served elsewhere (repeat for "
                                                           "each): route over the recorded SmolLM2 pool instead of "
-                                                          "the demo pool")) -> None:
+                                                          "the demo pool"),
+              api_key: str = api_key_option(),
+              public_metrics: bool = public_metrics_option(),
+              ssl_keyfile: str = ssl_keyfile_option(),
+              ssl_certfile: str = ssl_certfile_option()) -> None:
         """Serve /v1/chat/completions over the demo worker pool (programmatic workers), or with --worker over
         the real workers (each behind `divelab serve --model DIR`; see `divelab fugu export-workers`)."""
         import uvicorn
 
         from divelab.orchestration.fugu.serve import create_app, demo_router, routed_pool
 
+        access = resolve_access(host, api_key, ssl_keyfile, ssl_certfile)  # before the router trains
         if worker:
             from divelab.orchestration.fugu.real_workers import PoolConfig, build
 
             model = routed_pool(_urls(worker), build(PoolConfig(seed=seed)), seed=seed)
         else:
             model = demo_router(seed)
-        uvicorn.run(create_app(model, "fugu"), host=host, port=port, log_level="warning")
+        application = create_app(model, "fugu", api_key=access.api_key, public_metrics=public_metrics)
+        typer.echo(f"serving 'fugu' on {access.url(host, port)} ({access.note})", err=True)
+        uvicorn.run(application, host=host, port=port, log_level="warning", **access.tls)
 
     @fugu.command("export-workers")
     def export_workers(out: str = typer.Argument(..., help="directory to write one checkpoint per worker into"),

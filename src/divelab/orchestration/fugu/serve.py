@@ -4,7 +4,8 @@
 Bodies are validated by pydantic with the same rules and the same OpenAI error shape as
 ``divelab serve`` (:mod:`divelab.serving.server.openai_http`): bad types, out-of-range values and
 unsupported fields are a 400 naming the field; the orchestrator's own failures are a 502, never a
-traceback. ``/health`` and ``/metrics`` (Prometheus, responses by route template) come with it.
+traceback. ``/health`` and ``/metrics`` (Prometheus, responses by route template) come with it, and an optional
+API key (:mod:`divelab.serving.server.auth`) closes everything but ``/health``.
 """
 
 import asyncio
@@ -18,6 +19,7 @@ from fastapi.responses import Response
 from pydantic import Field, field_validator
 
 from divelab.chat import ChatModel
+from divelab.serving.server.auth import require_api_key
 from divelab.serving.server.metrics import HTTPMetrics
 from divelab.serving.server.openai_http import APIError, RouteMetrics, guarded, install_errors, read_body
 from divelab.serving.server.schemas import GREEDY_BELOW, ChatMessage, ToolFields
@@ -42,10 +44,14 @@ class FuguChatRequest(ToolFields):
         return 0.0 if v is not None and v < GREEDY_BELOW else v
 
 
-def create_app(model: ChatModel, model_name: str = "fugu") -> Any:
+def create_app(model: ChatModel, model_name: str = "fugu", api_key: str | None = None,
+               public_metrics: bool = False) -> Any:
+    """With ``api_key`` every route but ``/health`` (and ``/metrics`` when ``public_metrics``) needs
+    ``Authorization: Bearer <api_key>``; a missing or wrong key is an OpenAI-shaped 401."""
     app = FastAPI(title="divelab fugu", docs_url=None, redoc_url=None)
     metrics = HTTPMetrics()
     install_errors(app, log)
+    require_api_key(app, api_key, public_metrics=public_metrics, log=log)  # inside RouteMetrics: 401s counted
     app.add_middleware(RouteMetrics, counter=metrics.requests, routes=lambda: app.router.routes)
     guard = guarded(log)
 

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from divelab.chat.hf_local import parse_tool_calls, to_template_messages
 from divelab.chat.types import ToolSpec
+from divelab.serving.server.auth import require_api_key
 from divelab.serving.server.engine_loop import EngineLoop, Job, QueueFull, SamplingParams
 from divelab.serving.server.metrics import ServerMetrics
 from divelab.serving.server.openai_http import APIError, RouteMetrics, guarded, install_errors, read_body
@@ -64,8 +65,9 @@ class Choice:
 
 def create_app(target, tokenizer, model_name: str, drafter=None, calibration=None, scheduler: str = "dspark",
                max_batch: int = 8, max_queue: int = 64, seed: int = 0, sps=None, gamma: int | None = None,
-               max_context: int | None = None) -> FastAPI:
-    """Build the app; the engine loop starts with the app (lifespan) and stops with it."""
+               max_context: int | None = None, api_key: str | None = None, public_metrics: bool = False) -> FastAPI:
+    """Build the app; the engine loop starts with the app (lifespan) and stops with it. With ``api_key``
+    every route but ``/health`` (and ``/metrics`` when ``public_metrics``) needs ``Authorization: Bearer``."""
     metrics = ServerMetrics()
     engine = EngineLoop(target, tokenizer, drafter, calibration, scheduler=scheduler, sps=sps, gamma=gamma,
                         max_batch=max_batch, max_queue=max_queue, seed=seed, metrics=metrics)
@@ -87,6 +89,7 @@ def create_app(target, tokenizer, model_name: str, drafter=None, calibration=Non
     app.state.metrics = metrics
     app.state.model_name = model_name
     install_errors(app, log)
+    require_api_key(app, api_key, public_metrics=public_metrics, log=log)  # inside RouteMetrics: 401s counted
     app.add_middleware(RouteMetrics, counter=metrics.requests, routes=lambda: app.router.routes)
     guard = guarded(log)
 

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import typer
 
+from divelab.serving.server.cli_options import (
+    api_key_option,
+    public_metrics_option,
+    resolve_access,
+    ssl_certfile_option,
+    ssl_keyfile_option,
+)
+
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
@@ -21,23 +29,29 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0),
         threads: int = typer.Option(None, help="torch intra-op threads (default: one per core); on a CPU shared "
                                                "with other work, 1-2 is often much faster"),
+        api_key: str = api_key_option(),
+        public_metrics: bool = public_metrics_option(),
+        ssl_keyfile: str = ssl_keyfile_option(),
+        ssl_certfile: str = ssl_certfile_option(),
     ) -> None:
         """Serve a causal LM behind an OpenAI-compatible API, decoded by DSpark (lossless)."""
         import uvicorn
 
         from divelab.serving.server.runner import build_app
 
+        access = resolve_access(host, api_key, ssl_keyfile, ssl_certfile)  # before the model loads
         try:
             application = build_app(model, drafter, scheduler=scheduler, device=device, max_batch=max_batch,
                                     max_queue=max_queue, seed=seed, name=name,
-                                    threads=threads)
+                                    threads=threads, api_key=access.api_key, public_metrics=public_metrics)
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         speculative = application.state.engine.speculative
-        typer.echo(f"serving {application.state.model_name!r} on http://{host}:{port}/v1 "
-                   f"({'DSpark speculative' if speculative else 'plain'} decoding)", err=True)
+        typer.echo(f"serving {application.state.model_name!r} on {access.url(host, port)} "
+                   f"({'DSpark speculative' if speculative else 'plain'} decoding; {access.note})", err=True)
         if not speculative and drafter == "auto":
             typer.echo(f"no trained drafter for {model!r} in the cache, so no speculation; build one with "
                        f"`divelab dspark train-drafter --target {model}`", err=True)
-        uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        uvicorn.run(application, host=host, port=port, log_level="info", timeout_graceful_shutdown=5,
+                    **access.tls)

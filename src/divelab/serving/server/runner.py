@@ -35,7 +35,8 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
               threads: int | None = None, **kw):
     """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``, "none",
     or None / "auto" (the cached drafter ``divelab dspark train-drafter --target <model>`` built, if any);
-    ``threads``: torch intra-op threads (None: torch's default, one per core).
+    ``threads``: torch intra-op threads (None: torch's default, one per core); ``kw`` goes to
+    :func:`~divelab.serving.server.app.create_app` (e.g. ``api_key``, ``public_metrics``).
     Raises ValueError / FileNotFoundError with a clear message (e.g. a drafter for another model)."""
     import torch
 
@@ -65,21 +66,24 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
 
 
 class BackgroundServer:
-    """uvicorn in a daemon thread on a free loopback port (tests, benchmarks, notebooks).
+    """uvicorn in a daemon thread on a free loopback port (tests, benchmarks, notebooks); an app built with
+    ``api_key=...`` wants that key from its clients.
 
     >>> with BackgroundServer(app) as srv:          # doctest: +SKIP
     ...     openai.OpenAI(base_url=srv.base_url, api_key="-").models.list()
     """
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, **config) -> None:
+        """``config``: more ``uvicorn.Config`` arguments, e.g. ``ssl_keyfile`` / ``ssl_certfile`` for HTTPS."""
         self.host, self.port = host, port or free_port(host)
-        self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
-                                                    lifespan="on"))
+        config = {"log_level": "warning", "lifespan": "on", **config}
+        self.https = bool(config.get("ssl_certfile"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host=self.host, port=self.port, **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{'https' if self.https else 'http'}://{self.host}:{self.port}/v1"
 
     def start(self, timeout_s: float = 30.0) -> BackgroundServer:
         self.thread.start()
