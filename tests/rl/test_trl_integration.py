@@ -127,35 +127,31 @@ def test_rows_per_process_when_a_prompt_group_spans_two_processes(docs_run) -> N
         fn(["go north"] * 4, view)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory) -> dict[int, dict]:
     """trl_two_process_job.py under ``accelerate launch`` with 2 CPU processes: each rank's evidence.
 
     accelerate 1.15's ``--cpu`` starts one process unless given an MPI hostfile; ``--multi_gpu`` is its
     torchrun launcher, and the job's ``use_cpu=True`` makes the two processes a gloo (MULTI_CPU) group,
-    which the job records and the tests check."""
-    import subprocess
+    which the job records and the tests check. The port and the one failure worth a relaunch (the port
+    taken under the job) are two_process_launch's; any other failure fails here with the job's stderr."""
     import sys
     from pathlib import Path
+
+    from two_process_launch import launch
 
     pytest.importorskip("accelerate", reason="accelerate is not installed")
     out = tmp_path_factory.mktemp("trl-two-processes")
     job = Path(__file__).with_name("trl_two_process_job.py")
     threads = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env = {**os.environ, **threads, "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--num_cpu_threads_per_process", "1", "--main_process_port", str(_free_port()), str(job), str(out)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    def command(port: int) -> list[str]:
+        return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--num_cpu_threads_per_process", "1", "--main_process_port", str(port), str(job), str(out)]
+
+    launch(command, env=env, timeout_s=600)  # far above a run on an idle machine: room for a loaded one
     return {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)}
 
 

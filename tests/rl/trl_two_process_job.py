@@ -2,16 +2,17 @@
 
 Not a test module (pytest does not collect it): ``test_trl_integration.py`` launches it as
 
-    accelerate launch --cpu --num_processes 2 tests/rl/trl_two_process_job.py OUT_DIR [--rollout-file F]
+    accelerate launch --multi_gpu --num_processes 2 tests/rl/trl_two_process_job.py OUT_DIR [--rollout-file F]
 
-and reads ``OUT_DIR/rank{0,1}.json``. Each process trains the tiny Llama of the docs' TRL example for two
-steps with per_device_train_batch_size=2 and num_generations=4, so every prompt group of 4 is split over
-the two processes (2 slots each). It records, per process, what TRL handed the rollout_func and what came
-back, how many rows TRL's reward stage scored locally and after gathering from all processes, and a
-one-process reference of the first group (the same rollout_func settings given all 4 slots at once),
-which the two processes' rows together must equal. A second case builds a trainer with
-``repetition_penalty=1.1``, which the rollout_func must refuse on every process. ``--rollout-file``
-loads ``trl_rollout_func`` from another file (e.g. an older version) instead of divelab's.
+and reads ``OUT_DIR/rank{0,1}.json`` (``--multi_gpu`` is accelerate's torchrun launcher; the job's
+``use_cpu=True`` makes the two processes a gloo group). Each process trains the tiny Llama of the docs' TRL
+example for two steps with per_device_train_batch_size=2 and num_generations=4, so every prompt group of 4 is
+split over the two processes (2 slots each). It records, per process, what TRL handed the rollout_func and
+what came back, how many rows TRL's reward stage scored locally and after gathering from all processes, and a
+one-process reference of the first group (the same rollout_func settings given all 4 slots at once), which the
+two processes' rows together must equal. A second case builds a trainer with ``repetition_penalty=1.1``, which
+the rollout_func must refuse on every process. ``--rollout-file`` loads ``trl_rollout_func`` from another file
+(e.g. an older version) instead of divelab's.
 """
 
 from __future__ import annotations
