@@ -148,48 +148,23 @@ def test_verl_default_v1_trainer_advantage_stage_on_its_own_rollout_rows() -> No
     back and computes g2po; equal to the native estimator (~60 s: starts Ray and TransferQueue)."""
     _verl()
     pytest.importorskip("transfer_queue", reason="verl's v1 trainer needs TransferQueue")
-    import asyncio
     from types import SimpleNamespace
 
-    import ray
     from omegaconf import OmegaConf
+    from verl_v1_rows import advantage_config, transfer_queue, write_steps
 
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)  # TQ's controller and store hold a CPU each
-    try:
-        import transfer_queue as tq
+    with transfer_queue() as tq:
         from transfer_queue.metadata import KVBatchMeta
+        from verl.trainer.ppo.v1 import trainer_base
 
-        tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
-        from verl.trainer.ppo.v1 import agent_loop_tq, trainer_base
-
-        import divelab.rl.verl_plugin as plugin
-
-        worker_cls = agent_loop_tq.AgentLoopWorkerTQ.__ray_metadata__.modified_class
-
-        async def nothing(*args, **kwargs):  # no reward model, no teacher: the loop set the reward itself
-            return None
-
-        worker = SimpleNamespace(processor=None, _compute_score=nothing, _compute_teacher_logprobs=nothing)
-        worker._compute_multi_modal_inputs = worker_cls._compute_multi_modal_inputs.__get__(worker)
-        worker._compute_position_ids = worker_cls._compute_position_ids.__get__(worker)
         ns = run_examples("steps")
         rows, step_reward = ns["rows"], ns["step_reward"]
-        keys = []
-        for session, traj in enumerate(dict.fromkeys(rows["traj_uid"])):
-            idx = [i for i, t in enumerate(rows["traj_uid"]) if t == traj]
-            steps = [{"prompt_ids": [1, 2, 3 + j], "response_ids": [4] * (2 + j), "state_key": rows["state_key"][i]}
-                     for j, i in enumerate(idx)]
-            outputs = plugin.step_outputs(steps, reward_score=sum(step_reward[i] for i in idx))
-            asyncio.run(worker_cls._agent_loop_postprocess(worker, outputs, False, uid="task-1", session_id=session,
-                                                           global_steps=1))
-            keys += [f"task-1_{session}_{j}" for j in range(len(idx))]
+        keys = write_steps(rows, step_reward)
         meta = KVBatchMeta(keys=keys, tags=[{}] * len(keys), partition_id="train")
         advantages = {}
         for estimator, gamma in (("grpo_steps", 1.0), ("g2po", 0.9)):
-            cfg = OmegaConf.create({"algorithm": {"adv_estimator": estimator, "gamma": gamma, "lam": 1.0,
-                                                  "use_kl_in_reward": False, "norm_adv_by_std_in_grpo": True},
-                                    "actor_rollout_ref": {"rollout": {"n": 3}}})
-            trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=cfg), meta, {})
+            trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=advantage_config(estimator, gamma)),
+                                                       meta, {})
             got = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages"])["advantages"]
             advantages[estimator] = np.array([float(a[0]) for a in got.unbind()])
         batch = _native(rows, step_reward)
@@ -199,6 +174,3 @@ def test_verl_default_v1_trainer_advantage_stage_on_its_own_rollout_rows() -> No
                                               "use_kl_in_reward": True}})
         with pytest.raises(ValueError, match="use_kl_in_reward=True cannot be combined"):
             trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=cfg), meta, {})
-        tq.close()
-    finally:
-        ray.shutdown()
