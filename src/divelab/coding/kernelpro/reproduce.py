@@ -94,6 +94,15 @@ class Searches:
         """Log callgrind-cost speedup of each (problem, seed) run of ``method``, in ``jobs`` order."""
         return np.log(np.array([self.results[method][j].speedup for j in self.jobs]))
 
+    def anytime_log_speedups(self, method: str, budget: int) -> np.ndarray:
+        """Mean over evaluations 1..``budget`` of each run's log best-so-far speedup (the area under its search
+        curve; a run that stopped early keeps its last value), in ``jobs`` order."""
+        out = []
+        for j in self.jobs:
+            h = self.results[method][j].history
+            out.append(float(np.mean(np.log((h + [h[-1]] * budget)[:budget]))))
+        return np.array(out)
+
     @property
     def problem_of(self) -> list[str]:
         return [p for p, _ in self.jobs]
@@ -149,7 +158,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _claims_wall_clock(logs, plan, seed, searches.seeds)
     rep.claims += _claims_mcts_vs_other_searches(searches, plan, seed)
     rep.claims += _claims_search_memory(searches, seed)
-    rep.claims += _claims_diagnoses_as_input(searches, seed)
+    rep.claims += _claims_diagnoses_as_input(searches, seed, plan.budget)
     rep.claims += _claims_scalar_fallback(searches)
     rep.claims += _claims_correctness_wall(searches, plan)
     rep.claims += _claims_not_checkable_here()
@@ -346,22 +355,33 @@ def _claims_search_memory(searches: Searches, seed: int) -> list[Claim]:
         ruling=mem_rule, baseline=f"MCTS without memory: geomean {math.exp(float(ln.mean())):.2f}x", note=mem_note)]
 
 
-def _claims_diagnoses_as_input(searches: Searches, seed: int) -> list[Claim]:
-    """Diagnoses vs no profiling as the proposer's input (same greedy search)."""
-    lnp = searches.log_speedups("greedy-noprofile")
-    eff, lo, hi = stats.cluster_diff_ci(searches.log_speedups("greedy"), lnp, searches.problem_of, seed=seed)
+def _claims_diagnoses_as_input(searches: Searches, seed: int, budget: int) -> list[Claim]:
+    """Diagnoses vs no profiling as the proposer's input (same greedy search), over the whole search.
+
+    Measured as the area under the best-so-far curve (mean log speedup after each of the ``budget``
+    evaluations), because the proposal order is what the diagnoses change: with a budget that covers every
+    applicable edit, greedy search reaches the same kernel from either order, so the final speedups tie
+    exactly (that difference is kept in the note)."""
+    lnp = searches.anytime_log_speedups("greedy-noprofile", budget)
+    eff, lo, hi = stats.cluster_diff_ci(searches.anytime_log_speedups("greedy", budget), lnp, searches.problem_of,
+                                        seed=seed)
+    end, end_lo, end_hi = stats.cluster_diff_ci(searches.log_speedups("greedy"), searches.log_speedups(
+        "greedy-noprofile"), searches.problem_of, seed=seed)
     return [
         Claim(
             statement="diagnoses as the proposer's input beat no profiling (greedy search, rule proposer ranked by "
-                      "diagnoses vs a fixed edit order)",
+                      "diagnoses vs a fixed edit order): mean log best-so-far speedup over the search budget",
             paper_value="micro-tools vs none: 3.3x without profiling, tools better (p<0.0001)", measured=eff,
             ci=(lo, hi), unit="log", kind=Kind.EMPIRICAL, source=SOURCE,
             ruling=(verdicts.uninformative(few) if (few := _too_few(searches)) else
                     verdicts.direction(eff, (lo, hi), expected_sign=1, why="the paper's numbers are LLM speedups "
                                        "on KernelBench, not comparable with a rule proposer's log-speedup difference")),
-            baseline=f"no profiling: geomean {math.exp(float(lnp.mean())):.2f}x",
+            baseline=f"no profiling: mean log best-so-far {float(lnp.mean()):.3f} over {budget} evaluations",
             note="a rule proposer, not an LLM: this shows the diagnoses carry ranking information, not how an LLM "
-                 "uses them"),
+                 f"uses them. At the end of the budget ({budget} kernels) the difference is {end:.3g} "
+                 f"[{end_lo:.3g}, {end_hi:.3g}]: greedy search reaches the same kernel from either edit order once "
+                 "the budget covers the applicable edits, so only the area under the search curve can show the "
+                 "order's effect"),
         not_checkable("raw counters made the LLM worse than no profiling", "1.8x vs 3.3x",
                       "needs an LLM that reads raw counters; the one offline LLM (SmolLM2-135M) cannot write "
                       "kernels, and a rule proposer cannot read raw counters without the tools' knowledge",
