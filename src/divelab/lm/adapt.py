@@ -53,6 +53,13 @@ class LoraSpec:
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     """names of the linear layers that get adapters (the attention projections of Llama-style models)"""
 
+    def peft_config(self) -> Any:
+        """This shape as a ``peft.LoraConfig`` for a causal LM (``peft.get_peft_model(model, it)``)."""
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                          target_modules=list(self.target_modules), task_type="CAUSAL_LM")
+
 
 @dataclass(frozen=True)
 class AdaptConfig:
@@ -276,10 +283,8 @@ def _trainer_args(config: AdaptConfig, output_dir: Path) -> Any:
 def _trainer(model: Any, tok: Any, rows: list[dict[str, Any]], config: AdaptConfig,
              reward_funcs: list[Callable[..., Any]], output_dir: Path) -> Any:
     from datasets import Dataset
-    from peft import LoraConfig
 
-    lora = LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                      target_modules=list(config.lora.target_modules), task_type="CAUSAL_LM")
+    lora = config.lora.peft_config()
     args = _trainer_args(config, output_dir)
     data = Dataset.from_list(rows)
     if tok.pad_token is None:  # batching needs one; the end-of-text token is the usual choice

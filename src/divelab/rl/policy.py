@@ -2,9 +2,11 @@
 
 ``log pi(a | ctx) = log_softmax_a( sum_tokens log p_LM(a_tokens, <eos> | ctx, <sep>) )`` over the
 admissible candidates, the way LLM agents on ALFWorld/TextWorld are usually scored. Any HF causal
-LM works (``model(input_ids, attention_mask).logits``); the default here is a tiny divelab Llama
-(:func:`divelab.lm.models.build_model`) with a word-level tokenizer trained with ``tokenizers`` on
-the games' own text (observations and commands), so nothing is downloaded.
+LM works (``model(input_ids, attention_mask).logits``), with its own Hugging Face tokenizer (``<sep>``,
+``<eos>`` and padding map to that tokenizer's special tokens, see :mod:`divelab.rl.tokens`), also wrapped
+in peft LoRA adapters. The default here is a tiny divelab Llama (:func:`divelab.lm.models.build_model`)
+with a word-level tokenizer trained with ``tokenizers`` on the games' own text (observations and
+commands), so nothing is downloaded.
 
 The context is the last ``history`` (action, observation) pairs and the current observation,
 each passed through ``view`` (an optional observation-to-text function, e.g. TextWorld's
@@ -18,10 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from divelab.rl.tokens import as_tokens
 
 SPECIALS = ["[PAD]", "[UNK]", "[SEP]", "[EOS]"]
 
@@ -47,19 +52,17 @@ class PolicyConfig:
 
 
 class LMPolicy:
-    """Wraps a causal LM and a ``tokenizers.Tokenizer`` that has ``[PAD] [SEP] [EOS]``."""
+    """Wraps a causal LM (plain or peft-wrapped) and its tokenizer: a ``tokenizers.Tokenizer`` that has
+    ``[PAD] [SEP] [EOS]`` (:func:`train_word_tokenizer`) or any Hugging Face tokenizer with an eos token."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, config: PolicyConfig | None = None,
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | Any, config: PolicyConfig | None = None,
                  view: Callable[[str], str] | None = None) -> None:
         self.model = model
         self.view = view or (lambda obs: obs)
         self.tokenizer = tokenizer
+        self.tokens = as_tokens(tokenizer)
         self.config = config or PolicyConfig()
-        ids = {t: tokenizer.token_to_id(t) for t in ("[PAD]", "[SEP]", "[EOS]")}
-        missing = [t for t, i in ids.items() if i is None]
-        if missing:
-            raise ValueError(f"tokenizer lacks special tokens {missing}; train it with train_word_tokenizer()")
-        self.pad_id, self.sep_id, self.eos_id = ids["[PAD]"], ids["[SEP]"], ids["[EOS]"]
+        self.pad_id, self.sep_id, self.eos_id = self.tokens.pad_id, self.tokens.sep_id, self.tokens.eos_id
         self._probs_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._enc_cache: dict[str, list[int]] = {}
 
@@ -107,7 +110,7 @@ class LMPolicy:
     def _encode(self, text: str) -> list[int]:
         ids = self._enc_cache.get(text)
         if ids is None:
-            ids = self.tokenizer.encode(text).ids
+            ids = self.tokens.encode(text)
             if len(self._enc_cache) > 200_000:
                 self._enc_cache.clear()
             self._enc_cache[text] = ids
@@ -156,11 +159,12 @@ class LMPolicy:
         input_ids, attn, score_mask = input_ids.to(device), attn.to(device), score_mask.to(device)
         targets = input_ids[:, 1:]
         pred_mask = score_mask[:, 1:]  # position t predicts token t + 1
-        head = _plain_lm_head(self.model)
-        if head is not None:
+        split = _body_and_plain_head(self.model)
+        if split is not None:
             # project only the positions that are scored (a few per row) through the LM head:
             # the same numbers as full logits, without the (rows x width x vocab) tensor
-            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attn).last_hidden_state[:, :-1]
+            body, head = split
+            hidden = body(input_ids=input_ids, attention_mask=attn).last_hidden_state[:, :-1]
             rows_i, cols_i = pred_mask.nonzero(as_tuple=True)
             logits = head(hidden[rows_i, cols_i]).float()
             tok_lp = torch.log_softmax(logits, dim=-1).gather(-1, targets[rows_i, cols_i].unsqueeze(-1)).squeeze(-1)
@@ -174,8 +178,13 @@ class LMPolicy:
 _PLAIN_HEAD_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 
 
-def _plain_lm_head(model: torch.nn.Module) -> torch.nn.Module | None:
-    cfg = getattr(model, "config", None)
-    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD_TYPES or not hasattr(model, "get_output_embeddings"):
+def _body_and_plain_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(transformer body, LM head) of a causal LM whose logits are ``head(body(...).last_hidden_state)``,
+    else None. A peft model is unwrapped first: its ``base_model`` is peft's tuner, whose call returns
+    logits, not hidden states, while the wrapped HF model carries the LoRA layers in place, so its body and
+    head are the adapted ones and gradients reach the adapters through them."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = getattr(inner, "config", None)
+    if getattr(cfg, "model_type", None) not in _PLAIN_HEAD_TYPES or not hasattr(inner, "get_output_embeddings"):
         return None
-    return model.get_output_embeddings()
+    return inner.base_model, inner.get_output_embeddings()
