@@ -135,3 +135,35 @@ def test_fugu_serve_refuses_bad_tls_options(tmp_path, monkeypatch, args, needle)
 @needs_openssl
 def test_fugu_serve_passes_tls_files_to_uvicorn(launched, tmp_path):
     check_tls_reaches_uvicorn(launched, tmp_path)
+
+
+def test_fugu_serve_sends_the_worker_key_to_its_workers_not_its_own(monkeypatch):
+    """Workers behind `divelab serve --api-key` refuse a router that sends no key: --worker-api-key (or
+    DIVELAB_WORKER_API_KEY) is what the router sends them; its own --api-key never leaves this server."""
+    import divelab.orchestration.fugu.real_workers as real_workers
+    from divelab.cli import app as cli
+
+    sent: list = []
+    monkeypatch.setattr(real_workers, "build", lambda cfg: "recorded pool")
+    monkeypatch.setattr(serve, "routed_pool", lambda urls, pool, *, seed, api_key: sent.append(api_key) or scripted())
+    monkeypatch.setattr(uvicorn, "run", lambda application, **kw: None)
+    worker = ["--worker", "smol-add=http://127.0.0.1:9/v1"]
+    result = CliRunner().invoke(cli, ["fugu", "serve", *worker, "--api-key", KEY, "--worker-api-key", WRONG])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("DIVELAB_WORKER_API_KEY", "from-env")
+    assert CliRunner().invoke(cli, ["fugu", "serve", *worker]).exit_code == 0
+    monkeypatch.delenv("DIVELAB_WORKER_API_KEY")
+    assert CliRunner().invoke(cli, ["fugu", "serve", *worker, "--api-key", KEY]).exit_code == 0
+    assert sent == [WRONG, "from-env", None]
+
+
+def test_export_workers_refuses_an_unwritable_folder_before_training(tmp_path, monkeypatch):
+    import divelab.orchestration.fugu.real_workers as real_workers
+    from divelab.cli import app as cli
+
+    monkeypatch.setattr(real_workers, "train_worker", lambda *a: pytest.fail("trained before the folder check"))
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    result = CliRunner().invoke(cli, ["fugu", "export-workers", str(blocked / "out")])
+    assert result.exit_code == 2
+    assert "error: cannot write worker checkpoints" in result.output

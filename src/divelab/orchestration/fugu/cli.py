@@ -33,6 +33,10 @@ def register(app: typer.Typer) -> None:
               worker: list[str] = typer.Option(None, help="NAME=URL of a real worker served elsewhere (repeat for "
                                                           "each): route over the recorded SmolLM2 pool instead of "
                                                           "the demo pool"),
+              worker_api_key: str = typer.Option(None, envvar="DIVELAB_WORKER_API_KEY", show_default=False,
+                                                 help="the key the --worker servers require (each started with "
+                                                      "`divelab serve --api-key KEY`); env DIVELAB_WORKER_API_KEY. "
+                                                      "Kept apart from --api-key, which guards this router"),
               api_key: str = api_key_option(),
               public_metrics: bool = public_metrics_option(),
               ssl_keyfile: str = ssl_keyfile_option(),
@@ -47,7 +51,8 @@ def register(app: typer.Typer) -> None:
         if worker:
             from divelab.orchestration.fugu.real_workers import PoolConfig, build
 
-            model = routed_pool(_urls(worker), build(PoolConfig(seed=seed)), seed=seed)
+            model = routed_pool(_urls(worker), build(PoolConfig(seed=seed)), seed=seed,
+                                api_key=worker_api_key or None)
         else:
             model = demo_router(seed)
         application = create_app(model, "fugu", api_key=access.api_key, public_metrics=public_metrics)
@@ -64,6 +69,14 @@ def register(app: typer.Typer) -> None:
         from divelab.orchestration.fugu.real_data import eval_pool
         from divelab.orchestration.fugu.real_workers import PoolConfig, save_checkpoint_dir, train_worker
 
+        try:  # before minutes of training, not after: the folder must be writable
+            Path(out).mkdir(parents=True, exist_ok=True)
+            Path(out, ".write-check").touch()
+            Path(out, ".write-check").unlink()
+        except OSError as exc:
+            typer.echo(f"error: cannot write worker checkpoints into {out!r} ({exc.strerror or exc}); pass a "
+                       "writable directory", err=True)
+            raise typer.Exit(2) from None
         cfg = PoolConfig(seed=seed)
         held_out = eval_pool(cfg.per_family, cfg.seed)
         for spec in cfg.specs:
