@@ -56,10 +56,9 @@ class Snippet:
 
 def section(text: str) -> tuple[str, int]:
     """The "Use it on your own model" section and the 0-based line it starts on ("" when the page has none)."""
-    start = text.find(f"\n{SECTION}\n")
-    if start < 0:
+    start = 0 if text.startswith(f"{SECTION}\n") else text.find(f"\n{SECTION}\n") + 1
+    if start == 0 and not text.startswith(SECTION):
         return "", 0
-    start += 1
     nxt = text.find("\n## ", start + len(SECTION))
     return text[start:] if nxt < 0 else text[start:nxt + 1], text.count("\n", 0, start)
 
@@ -117,6 +116,42 @@ def placeholders(snippet: Snippet, earlier: str = "") -> list[str]:
     return problems
 
 
+def free_names(code: str) -> set[str]:
+    """Names ``code`` reads that it does not define itself (what it needs from earlier snippets)."""
+    from pyflakes import api, messages, reporter
+
+    class Collect(reporter.Reporter):
+        def __init__(self) -> None:
+            self.names: set[str] = set()
+
+        def flake(self, message: Any) -> None:
+            if isinstance(message, messages.UndefinedName):
+                self.names.add(message.message_args[0])
+
+        def syntaxError(self, *args: Any) -> None:  # noqa: N802 (pyflakes' name)
+            pass
+
+        def unexpectedError(self, *args: Any) -> None:  # noqa: N802
+            pass
+
+    collect = Collect()
+    api.check(code, "<snippet>", collect)
+    return collect.names
+
+
+def model_free_blocks(items: list[Snippet], model_name: str) -> set[int]:
+    """Blocks that neither name ``model_name`` nor feed a later block that does: a second run of the page with
+    another model can leave them out, since they run the same whatever the model."""
+    skip: set[int] = set()
+    for i, s in enumerate(items):
+        later = [t for t in items[i + 1:] if t.not_run is None]
+        # s feeds t when a name t needs from outside is one that s defines
+        if model_name in s.code or any(free_names(t.code) - free_names(s.code + "\n" + t.code) for t in later):
+            continue
+        skip.add(s.index)
+    return skip
+
+
 @dataclass
 class PageRun:
     """What running a page did: the snippets run, the ones stopped by the missing chat template, the namespace."""
@@ -137,10 +172,11 @@ def working_dir(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
-def run_snippets(items: list[Snippet], workdir: Path, *, chat_template: bool = True) -> PageRun:
+def run_snippets(items: list[Snippet], workdir: Path, *, chat_template: bool = True,
+                 leave_out: set[int] = frozenset()) -> PageRun:  # type: ignore[assignment]
     """Check and execute ``items`` in order in one namespace, in ``workdir``. Raises :class:`SnippetError` on a
     placeholder, on an error, and when a block marked ``needs-chat-template`` runs without one although the
-    model has no chat template."""
+    model has no chat template. Blocks in ``leave_out`` are checked but not run."""
     run = PageRun(namespace={"__name__": "__docs_snippet__"})
     earlier = ""
     for s in items:
@@ -150,6 +186,8 @@ def run_snippets(items: list[Snippet], workdir: Path, *, chat_template: bool = T
         earlier += s.code
         if s.not_run is not None:
             run.skipped.append((s.index, s.not_run))
+            continue
+        if s.index in leave_out:
             continue
         code = compile(s.code, s.where, "exec")
         with working_dir(workdir):
