@@ -161,3 +161,7 @@ def test_cli_verify_or_ship_with_loopback_server(tasks, tmp_path):
     assert json.loads((tmp_path / "t.json").read_text())[0]["task_id"] == "HumanEval/0"
     bad = CliRunner().invoke(app, ["verify-or-ship", "--base-url", "http://x/v1", "--model", "x", "--controller", "nope"])
     assert bad.exit_code == 2 and "allowed" in bad.output
+    # a server that is down is one error before the first task, exit 2 (was exit 1 after the episode failed)
+    down = CliRunner().invoke(app, ["verify-or-ship", "--base-url", f"http://127.0.0.1:{srv.server_port}/v1",
+                                    "--model", "x", "--tasks", "HumanEval/0"])
+    assert down.exit_code == 2 and "no OpenAI-compatible server answers" in down.output

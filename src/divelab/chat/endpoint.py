@@ -18,7 +18,7 @@ START_HINT = "start one (e.g. `divelab serve --model smoke`) or check the URL (i
 
 def list_models(base_url: str, api_key: str | None = None, timeout_s: float = 10.0,
                 transport: httpx.BaseTransport | None = None) -> list[str] | None:
-    """The model ids ``GET {base_url}/models`` lists; None when the server has no such route (404/405),
+    """The model ids ``GET {base_url}/models`` lists; None when the server has no such route (404/405/501),
     which some OpenAI-compatible servers lack. Raises ChatClientError when the server cannot be reached
     or refuses the request."""
     url = base_url.rstrip("/") + "/models"
@@ -30,7 +30,7 @@ def list_models(base_url: str, api_key: str | None = None, timeout_s: float = 10
     except httpx.HTTPError as exc:
         raise ChatClientError(f"no OpenAI-compatible server answers at {base_url} ({type(exc).__name__}: {exc}); "
                               f"{START_HINT}") from None
-    if r.status_code in (404, 405):
+    if r.status_code in (404, 405, 501):  # 501: a server that implements no GET at all
         return None
     if r.status_code in (401, 403):
         raise ChatClientError(f"{url} refused the API key (HTTP {r.status_code}); set DIVELAB_API_KEY or "

@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from divelab.chat import ChatClientError, OpenAIChatClient
+        from divelab.chat.endpoint import resolve_model
         from divelab.coding.bayes_control.belief import BeliefModel
         from divelab.coding.bayes_control.controllers import (
             AlwaysVerify,
@@ -54,8 +55,10 @@ def register(app: typer.Typer) -> None:
             task_list = load_task_list(tasks, task_file)
             belief = (BeliefModel.from_dict(json.loads(calibration.read_text())) if calibration
                       else default_model())
+            # a server that is down or does not serve --model is one error before the first task, not a failed episode
+            model = resolve_model(base_url, model, api_key=os.environ.get(api_key_env))
             chat = OpenAIChatClient(base_url=base_url, model=model, api_key=os.environ.get(api_key_env))
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, ChatClientError) as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
         traces = []
@@ -74,7 +77,7 @@ def register(app: typer.Typer) -> None:
                 res = run_episode(ctl, env, belief, costs, max_steps=max_steps)
             except ChatClientError as exc:
                 err.print(f"[red]error:[/red] {task.task_id}: {exc}")
-                raise typer.Exit(1) from None
+                raise typer.Exit(2) from None
             typer.echo(f"{task.task_id}: {' -> '.join(res.actions)} | shipped correct: {res.shipped_correct} "
                        f"| cost {res.cost:.3f} | utility {res.utility:+.3f}")
             traces.append({"task_id": task.task_id, "actions": res.actions, "beliefs": res.beliefs,
