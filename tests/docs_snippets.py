@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import ast
 import copy
-import os
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import chdir
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,8 +85,6 @@ def pages() -> list[str]:
 def placeholders(snippet: Snippet, earlier: str = "") -> list[str]:
     """What keeps ``snippet`` from running as pasted after the ``earlier`` snippets: ``...`` expressions and
     names nothing defines."""
-    from pyflakes import api, messages, reporter
-
     try:
         tree = ast.parse(snippet.code)
     except SyntaxError as exc:
@@ -95,48 +92,38 @@ def placeholders(snippet: Snippet, earlier: str = "") -> list[str]:
     problems = [f"line {n.lineno}: a '...' placeholder" for n in ast.walk(tree)
                 if isinstance(n, ast.Constant) and n.value is Ellipsis]
 
+    head = earlier.count("\n")
+    problems += [f"line {m.lineno - head}: undefined name {m.message_args[0]!r}"
+                 for m in _undefined(earlier + snippet.code, snippet.where) if m.lineno > head]
+    return problems
+
+
+def _undefined(code: str, where: str) -> list[Any]:
+    """pyflakes' undefined-name messages on ``code`` (none when it does not parse: that is reported apart)."""
+    from pyflakes import api, messages, reporter
+
     class Collect(reporter.Reporter):
         def __init__(self) -> None:
             self.found: list[Any] = []
 
         def flake(self, message: Any) -> None:
-            self.found.append(message)
+            if isinstance(message, messages.UndefinedName):
+                self.found.append(message)
 
         def syntaxError(self, *args: Any) -> None:  # noqa: N802 (pyflakes' name)
-            problems.append("syntax error")
+            pass
 
         def unexpectedError(self, *args: Any) -> None:  # noqa: N802
-            problems.append("pyflakes failed")
+            pass
 
     collect = Collect()
-    head = earlier.count("\n")
-    api.check(earlier + snippet.code, snippet.where, collect)
-    problems += [f"line {m.lineno - head}: undefined name {m.message_args[0]!r}" for m in collect.found
-                 if isinstance(m, messages.UndefinedName) and m.lineno > head]
-    return problems
+    api.check(code, where, collect)
+    return collect.found
 
 
 def free_names(code: str) -> set[str]:
     """Names ``code`` reads that it does not define itself (what it needs from earlier snippets)."""
-    from pyflakes import api, messages, reporter
-
-    class Collect(reporter.Reporter):
-        def __init__(self) -> None:
-            self.names: set[str] = set()
-
-        def flake(self, message: Any) -> None:
-            if isinstance(message, messages.UndefinedName):
-                self.names.add(message.message_args[0])
-
-        def syntaxError(self, *args: Any) -> None:  # noqa: N802 (pyflakes' name)
-            pass
-
-        def unexpectedError(self, *args: Any) -> None:  # noqa: N802
-            pass
-
-    collect = Collect()
-    api.check(code, "<snippet>", collect)
-    return collect.names
+    return {m.message_args[0] for m in _undefined(code, "<snippet>")}
 
 
 def model_free_blocks(items: list[Snippet], model_name: str) -> set[int]:
@@ -162,16 +149,6 @@ class PageRun:
     namespace: dict[str, Any] = field(default_factory=dict)
 
 
-@contextmanager
-def working_dir(path: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def run_snippets(items: list[Snippet], workdir: Path, *, chat_template: bool = True,
                  leave_out: set[int] = frozenset()) -> PageRun:  # type: ignore[assignment]
     """Check and execute ``items`` in order in one namespace, in ``workdir``. Raises :class:`SnippetError` on a
@@ -190,7 +167,7 @@ def run_snippets(items: list[Snippet], workdir: Path, *, chat_template: bool = T
         if s.index in leave_out:
             continue
         code = compile(s.code, s.where, "exec")
-        with working_dir(workdir):
+        with chdir(workdir):
             try:
                 exec(code, run.namespace)  # noqa: S102 (documentation code, run on purpose)
             except Exception as exc:
