@@ -10,7 +10,9 @@ keeps targets short and makes "nothing else changes" one token. The prompt is Ma
 over predicted states, which is what makes it cheap to expand in batches. The optional ``[WHY]``
 part is the SFT stage's explicit "what happens next" prediction (which fields change, and whether
 the step wins), written before the observation as the paper's ``<predicted_observation>`` follows
-its reasoning. Any HF causal LM with a matching tokenizer works; the default is a tiny divelab Llama.
+its reasoning. Any HF causal LM works, with a word-level tokenizer (:func:`train_tokenizer`, where each
+marker is one token) or with its own Hugging Face tokenizer (the markers are then plain text, and the
+tokenizer's eos token follows ``[END]`` so generation stops there); the default is a tiny divelab Llama.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +29,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from divelab.lm.fitting import fit
 from divelab.lm.models import build_model
 from divelab.rl.pg_loss import policy_gradient_loss
+from divelab.rl.tokens import as_tokens, is_hf_tokenizer
 from divelab.training.world_model.transitions import State, Transition
 
 MARKERS = ["[FB]", "[ROOM]", "[INV]", "[ACT]", "[DO]", "[R]", "[WHY]"]
@@ -33,6 +37,9 @@ SPECIALS = ["[PAD]", "[UNK]", "[SEP]", "[EOS]", "[END]", *MARKERS]
 # a small Llama (~90k parameters with a ~400-word vocabulary): trains in seconds on 2 CPU cores
 WM_LM = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 160,
          "max_position_embeddings": 256}
+# longest generated next state in tokens: a word-level token is a word or a marker; a subword tokenizer
+# spends several tokens on a marker such as "[ROOM]" and on many words
+MAX_NEW_WORDS, MAX_NEW_SUBWORDS = 80, 200
 
 
 def state_text(s: State, with_feedback: bool) -> str:
@@ -124,48 +131,75 @@ def train_tokenizer(transitions: Iterable[Transition]) -> Tokenizer:
 
 
 class WorldModel:
-    """A causal LM + tokenizer in the format above; ``predict`` is memoised (greedy is deterministic)."""
+    """A causal LM + tokenizer in the format above; ``predict`` is memoised (greedy is deterministic).
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, max_new_tokens: int = 80) -> None:
+    ``tokenizer``: a word-level ``tokenizers.Tokenizer`` from :func:`train_tokenizer` (every marker one
+    token; ``[END]`` ends a generation), or any Hugging Face tokenizer with an eos token (the markers are
+    text; targets are followed by its eos, which ends a generation). ``max_new_tokens`` defaults to
+    80 with a word-level tokenizer and 200 with a subword one."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | Any, max_new_tokens: int | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.max_new_tokens = max_new_tokens
-        ids = {t: tokenizer.token_to_id(t) for t in SPECIALS}
-        missing = [t for t, i in ids.items() if i is None]
-        if missing:
-            raise ValueError(f"tokenizer lacks the world-model special tokens {missing}; use train_tokenizer()")
-        self.pad_id, self.end_id = ids["[PAD]"], ids["[END]"]
+        self.subword = is_hf_tokenizer(tokenizer)
+        if not self.subword and isinstance(tokenizer, Tokenizer):
+            missing = [t for t in SPECIALS if tokenizer.token_to_id(t) is None]
+            if missing:
+                raise ValueError(f"tokenizer lacks the world-model special tokens {missing}; use train_tokenizer(), "
+                                 "or pass a Hugging Face tokenizer (transformers.AutoTokenizer) instead")
+        # word-level: [END] is the format's own end token; a subword tokenizer ends a target with its eos
+        self.tokens = as_tokens(tokenizer, word_specials=("[PAD]", "[SEP]", "[END]"),
+                                hint="divelab.training.world_model.train_tokenizer()")
+        self.pad_id, self.end_id = self.tokens.pad_id, self.tokens.eos_id
+        self.max_new_tokens = max_new_tokens or (MAX_NEW_SUBWORDS if self.subword else MAX_NEW_WORDS)
         self._cache: dict[str, Prediction] = {}
         self.generated = 0  # predictions actually generated (the rest came from the memo)
 
     @classmethod
-    def new(cls, tokenizer: Tokenizer, seed: int = 0, **overrides: object) -> WorldModel:
-        return cls(build_model("tiny-100k", tokenizer.get_vocab_size(), seed=seed, **{**WM_LM, **overrides}),
-                   tokenizer)
+    def new(cls, tokenizer: Tokenizer | Any, seed: int = 0, **overrides: object) -> WorldModel:
+        """A fresh tiny divelab Llama sized to ``tokenizer``'s vocabulary."""
+        vocab = as_tokens(tokenizer, word_specials=("[PAD]", "[SEP]", "[END]"),
+                          hint="divelab.training.world_model.train_tokenizer()").vocab_size
+        return cls(build_model("tiny-100k", vocab, seed=seed, **{**WM_LM, **overrides}), tokenizer)
 
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(folder)
-        self.tokenizer.save(str(folder / "tokenizer.json"))
+        if self.subword:
+            self.tokenizer.save_pretrained(folder)  # tokenizer_config.json marks a Hugging Face tokenizer
+        else:
+            self.tokenizer.save(str(folder / "tokenizer.json"))
 
     @classmethod
     def load(cls, folder: str | Path) -> WorldModel:
         from transformers import AutoModelForCausalLM
 
         folder = Path(folder)
-        if not (folder / "tokenizer.json").exists():
-            raise FileNotFoundError(f"no world model at {folder} (expected config.json, weights, tokenizer.json)")
-        return cls(AutoModelForCausalLM.from_pretrained(folder).eval(), Tokenizer.from_file(str(folder / "tokenizer.json")))
+        hf_tok, word_tok = (folder / "tokenizer_config.json").exists(), (folder / "tokenizer.json").exists()
+        if not (folder / "config.json").exists() or not (hf_tok or word_tok):
+            raise FileNotFoundError(f"no world model at {folder} (expected config.json, weights and a tokenizer: "
+                                    "tokenizer.json or a Hugging Face tokenizer_config.json)")
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        if hf_tok:
+            from transformers import AutoTokenizer
+
+            return cls(model, AutoTokenizer.from_pretrained(folder, local_files_only=True))
+        return cls(model, Tokenizer.from_file(str(folder / "tokenizer.json")))
 
     def invalidate(self) -> None:
         self._cache.clear()
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text).ids
+        return self.tokens.encode(text)
+
+    def encode_target(self, text: str) -> list[int]:
+        """A target's ids, ending with the id that stops generation (word-level: its own ``[END]``)."""
+        ids = self.encode(text)
+        return ids + [self.end_id] if self.subword else ids
 
     def decode(self, ids: Sequence[int]) -> str:
-        return " ".join(self.tokenizer.id_to_token(i) for i in ids if i != self.pad_id)
+        return self.tokens.decode([i for i in ids if i != self.pad_id])
 
     # -- generation ------------------------------------------------------------------------------
     @torch.no_grad()
@@ -188,7 +222,8 @@ class WorldModel:
                                       pad_token_id=self.pad_id)
             for row in gen[:, width:].tolist():
                 cut = row.index(self.end_id) + 1 if self.end_id in row else len(row)
-                out.append([t for t in row[:cut] if t != self.pad_id])
+                # (a subword tokenizer may pad with its eos: the end id stays, it is part of the completion)
+                out.append([t for t in row[:cut] if t != self.pad_id or t == self.end_id])
         return out
 
     def predict(self, queries: Sequence[tuple[State, str]]) -> list[Prediction]:
@@ -232,7 +267,7 @@ def lm_train(wm: WorldModel, transitions: Sequence[Transition], stage: str, step
     data = []
     for t in transitions:
         p = wm.encode(prompt_text(t.state, t.action))
-        c = wm.encode(target_text(t, reasoning=stage == "sft"))
+        c = wm.encode_target(target_text(t, reasoning=stage == "sft"))
         data.append((p, c))
     weights = np.array([win_weight if t.reward > 0 else 1.0 for t in transitions])
     probs = weights / weights.sum()
