@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from soft_reference import extended_soft_values
 
 from divelab.training.progress_advantage import mdp as M
 
@@ -26,21 +27,8 @@ def _problem(seed: int, gamma: float) -> tuple[M.TabularMDP, np.ndarray]:
 
 
 def _reference(mdp: M.TabularMDP, log_ref: np.ndarray, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q*, V*)`` by value iteration in extended precision, run until the contraction bound is far
-    below anything float64 resolves (1e-15 of the value scale)."""
-    ld = np.longdouble
-    P, g, b = mdp.P.astype(ld), ld(mdp.gamma), ld(beta)
-    base = log_ref.astype(ld) + mdp.R.astype(ld) / b
-    V = np.zeros(mdp.n_states, dtype=ld)
-    for _ in range(400_000):
-        x = base + (g / b) * (P @ V)
-        m = x.max(axis=1)
-        V_new = b * (m + np.log(np.exp(x - m[:, None]).sum(axis=1)))
-        change = np.abs(V_new - V).max()
-        V = V_new
-        if g / (1 - g) * change < 1e-15 * max(ld(1), np.abs(V).max()):
-            break
-    return mdp.R.astype(ld) + g * (P @ V), V
+    """``(Q*, V*)`` by value iteration in extended precision, from zero (see soft_reference)."""
+    return extended_soft_values(mdp, log_ref, beta)
 
 
 @pytest.fixture(scope="module")
