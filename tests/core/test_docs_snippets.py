@@ -25,12 +25,7 @@ NOT_RUN: dict[tuple[str, int], str] = {
 }
 
 # Pages another change is about to make runnable; strict, so the mark must go once they pass.
-PENDING: dict[str, str] = {
-    "g2po": "block 1 (the LMPolicy over an HF model, new with the RL policy's HF-tokenizer support) gives LoRA "
-            "SmolLM2's layer names (layers.26-29), which another model lacks",
-    "infotree": "block 1 passes make_env and game_ids, which the page never defines (the page is being reworked "
-                "with the RL engine's HF-tokenizer support)",
-}
+PENDING: dict[str, str] = {}
 
 # a page names its model by the one redirected name
 MODEL_CALL = re.compile(r"[\"']" + re.escape(ds.REDIRECTED) + r"[\"']")
