@@ -12,6 +12,7 @@ import re
 import pytest
 
 import docs_snippets as ds
+import hf_tiny
 from divelab import lm
 from divelab.lm import real
 
@@ -57,7 +58,9 @@ def loader(request, monkeypatch, tmp_path):
     """Redirect ``divelab.lm.load_model`` to the small models (a random Qwen2 for pages that load none, so a
     page that loads one without saying ``load_model(`` still runs small)."""
     arch = request.param or "qwen2"
-    tok = request.getfixturevalue("smollm2_tok")
+    # GPT-2 gets another tokenizer too: divelab's small byte-level BPE, which has no chat template (and a
+    # 512-token vocabulary, so the second run costs seconds where SmolLM2's 49k-token head cost minutes)
+    tok = hf_tiny.bpe_tokenizer() if arch == "gpt2" else request.getfixturevalue("smollm2_tok")
     fake = ds.fake_loader(arch, tok, lm.load_model)
     monkeypatch.setattr(lm, "load_model", fake)
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path / "cache"))  # a cache of its own: nothing built for one model
