@@ -19,6 +19,9 @@ from soft_reference import extended_soft_values
 
 from divelab.training.progress_advantage import mdp as M
 
+# deterministic examples (the same ones every run), each a few solves: a slow example is expected
+PROPERTY = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
 
 def _reference(mdp: M.TabularMDP, log_ref: np.ndarray, beta: float) -> np.ndarray:
     """``Q* - V*`` by value iteration in extended precision, started from float64 value iteration's answer only
@@ -108,7 +111,7 @@ def test_slip_chains_reach_float64s_floor(name, n, slip, gamma, beta):
     assert bound <= 1e-8 * scale / (1 - gamma), (bound, scale)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@PROPERTY
 @given(seed=st.integers(0, 2**31 - 1), S=st.integers(2, 12), A=st.integers(2, 5),
        gamma=st.sampled_from([0.5, 0.9, 0.99, 0.999]), log_beta=st.floats(-3, 1),
        sparse=st.booleans())
@@ -122,7 +125,7 @@ def test_random_and_sparse_mdps_are_solved_within_the_bound(seed, S, A, gamma, l
     assert bound <= 1e-8 * scale / (1 - gamma), (bound, scale)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@PROPERTY
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 60), slip=st.floats(0.0, 1.0),
        gamma=st.sampled_from([0.5, 0.9, 0.99, 0.999]), log_beta=st.floats(-3, 1),
        step_cost=st.sampled_from([0.0, 0.05, 1.0]))

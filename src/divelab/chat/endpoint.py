@@ -7,11 +7,9 @@ fallback quietly papers over.
 
 from __future__ import annotations
 
-import os
-
 import httpx
 
-from divelab.chat.openai_client import API_KEY_ENV_VARS, ChatClientError
+from divelab.chat.openai_client import ChatClientError, env_api_key
 
 START_HINT = "start one (e.g. `divelab serve --model smoke`) or check the URL (it usually ends in /v1)"
 
@@ -22,7 +20,7 @@ def list_models(base_url: str, api_key: str | None = None, timeout_s: float = 10
     which some OpenAI-compatible servers lack. Raises ChatClientError when the server cannot be reached
     or refuses the request."""
     url = base_url.rstrip("/") + "/models"
-    key = api_key or next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
+    key = api_key or env_api_key()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         with httpx.Client(timeout=timeout_s, transport=transport) as http:

@@ -24,6 +24,11 @@ API_KEY_ENV_VARS = ("DIVELAB_API_KEY", "OPENAI_API_KEY")
 NO_KEY = "no-key"  # the SDK needs some key; local servers ignore it
 
 
+def env_api_key() -> str | None:
+    """The first of ``API_KEY_ENV_VARS`` that is set and not empty, else None."""
+    return next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
+
+
 class ChatClientError(RuntimeError):
     """The endpoint could not be used; the message names the URL and the reason."""
 
@@ -77,7 +82,7 @@ class OpenAIChatClient:
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.api_key is None:
-            self.api_key = next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
+            self.api_key = env_api_key()
         self.url = self.base_url.rstrip("/") + "/chat/completions"
         openai = _sdk()
         self._http = httpx.Client(timeout=self.timeout_s, transport=self.transport)

@@ -240,11 +240,12 @@ def rollouts(env: ForensicEnv, agent: Any, variables: dict[str, Any] | None, n: 
     turn in batches, which is what makes hundreds of LLM rollouts affordable on a CPU; any other agent is
     rolled out one transcript after another, exactly as :func:`rollout` does. ``done(k)`` is told each
     time k more transcripts are finished (for progress)."""
-    if not hasattr(agent, "complete_many"):
-        return [t for i in range(n)
-                for t in _each([rollout(env, agent, variables, sample=i, temperature=temperature)], done)]
-    v = env.check(variables or {})
     out: list[Transcript] = []
+    if not hasattr(agent, "complete_many"):
+        for i in range(n):
+            out += _each([rollout(env, agent, variables, sample=i, temperature=temperature)], done)
+        return out
+    v = env.check(variables or {})
     for start in range(0, n, batch_size):
         idx = range(start, min(n, start + batch_size))
         convs: list[list[Message]] = [[system(SYSTEM_PROMPT)] for _ in idx]
@@ -261,10 +262,11 @@ def rewinds(ts: list[Transcript], agent: Any, turn: int, edit: dict[str, Any] | 
             temperature: float | None = None, batch_size: int = 32,
             done: Callable[[int], None] | None = None) -> list[Transcript]:
     """:func:`rewind` for many transcripts; batched through ``complete_many`` when the agent has it."""
-    if not hasattr(agent, "complete_many"):
-        return [r for t in ts for r in _each([rewind(t, agent, turn, edit, sample=t.sample, temperature=temperature)],
-                                             done)]
     out: list[Transcript] = []
+    if not hasattr(agent, "complete_many"):
+        for t in ts:
+            out += _each([rewind(t, agent, turn, edit, sample=t.sample, temperature=temperature)], done)
+        return out
     for start in range(0, len(ts), batch_size):
         chunk = ts[start:start + batch_size]
         env = get_env(chunk[0].env)

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from divelab.serving.dspark.identity import target_identity
+
 DRAFTER_KINDS = ("parallel", "markov", "rnn", "ar")
 
 
@@ -203,8 +205,6 @@ class Drafter(nn.Module):
                              f"{tc.num_hidden_layers} layers")
         self._target = {"embed": target.get_input_embeddings(), "head": target.get_output_embeddings()}
         self._head_rows = None
-        from divelab.serving.dspark.identity import target_identity
-
         self.target_identity = target_identity(target)  # written beside the drafter by save_drafter
         return self
 

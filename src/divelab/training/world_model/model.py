@@ -130,6 +130,13 @@ def train_tokenizer(transitions: Iterable[Transition]) -> Tokenizer:
     return tok
 
 
+def _tokens(tokenizer: Tokenizer | Any) -> Any:
+    """The world model's view of a tokenizer: word-level, its ``[END]`` ends a generation; a Hugging Face
+    tokenizer's eos does (see :mod:`divelab.rl.tokens`)."""
+    return as_tokens(tokenizer, word_specials=("[PAD]", "[SEP]", "[END]"),
+                     hint="divelab.training.world_model.train_tokenizer()")
+
+
 class WorldModel:
     """A causal LM + tokenizer in the format above; ``predict`` is memoised (greedy is deterministic).
 
@@ -148,8 +155,7 @@ class WorldModel:
                 raise ValueError(f"tokenizer lacks the world-model special tokens {missing}; use train_tokenizer(), "
                                  "or pass a Hugging Face tokenizer (transformers.AutoTokenizer) instead")
         # word-level: [END] is the format's own end token; a subword tokenizer ends a target with its eos
-        self.tokens = as_tokens(tokenizer, word_specials=("[PAD]", "[SEP]", "[END]"),
-                                hint="divelab.training.world_model.train_tokenizer()")
+        self.tokens = _tokens(tokenizer)
         self.pad_id, self.end_id = self.tokens.pad_id, self.tokens.eos_id
         self.max_new_tokens = max_new_tokens or (MAX_NEW_SUBWORDS if self.subword else MAX_NEW_WORDS)
         self._cache: dict[str, Prediction] = {}
@@ -158,9 +164,8 @@ class WorldModel:
     @classmethod
     def new(cls, tokenizer: Tokenizer | Any, seed: int = 0, **overrides: object) -> WorldModel:
         """A fresh tiny divelab Llama sized to ``tokenizer``'s vocabulary."""
-        vocab = as_tokens(tokenizer, word_specials=("[PAD]", "[SEP]", "[END]"),
-                          hint="divelab.training.world_model.train_tokenizer()").vocab_size
-        return cls(build_model("tiny-100k", vocab, seed=seed, **{**WM_LM, **overrides}), tokenizer)
+        return cls(build_model("tiny-100k", _tokens(tokenizer).vocab_size, seed=seed, **{**WM_LM, **overrides}),
+                   tokenizer)
 
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
