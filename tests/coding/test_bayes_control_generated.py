@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from divelab.codetasks.harness import evaluate
 from divelab.coding.bayes_control import attempts, live_generated
-from divelab.coding.bayes_control.harness import evaluate
 from divelab.coding.bayes_control.live_generated import GenConfig, analyse, eval_tasks, split
 from divelab.coding.bayes_control.tasks_generated import EVAL_FAMILIES, TRAIN_FAMILIES, generated_tasks
 

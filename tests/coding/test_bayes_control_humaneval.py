@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from divelab.chat import ChatClientError, OpenAIChatClient, ScriptedChatModel
+from divelab.codetasks.harness import evaluate
+from divelab.codetasks.humaneval import load_tasks
+from divelab.codetasks.mutation import make_mutants
 from divelab.coding.bayes_control import AlwaysVerify, Costs, DPController, run_episode
-from divelab.coding.bayes_control.harness import evaluate
-from divelab.coding.bayes_control.humaneval import load_tasks
 from divelab.coding.bayes_control.live import LiveEnv
-from divelab.coding.bayes_control.mutation import make_mutants
 from divelab.coding.bayes_control.pool import PoolConfig, build_pools, pyflakes_messages
 from divelab.coding.bayes_control.replay import GeneratorModel, ReplayEnv, estimate_model, public_indices
 

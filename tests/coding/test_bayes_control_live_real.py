@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from divelab.chat import ScriptedChatModel
+from divelab.codetasks.humaneval import load_tasks
 from divelab.coding.bayes_control import live_real, runtime
 from divelab.coding.bayes_control.belief import BeliefModel, Likelihood, RefineModel
-from divelab.coding.bayes_control.humaneval import load_tasks
 
 BELIEF = BeliefModel(prior=0.5, critics=(Likelihood(0.99, 0.9), Likelihood(0.95, 0.8), Likelihood(0.9, 0.4),
                                          Likelihood(0.95, 0.3)), refine=RefineModel(0.9, 0.3))

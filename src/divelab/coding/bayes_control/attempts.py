@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from divelab.cache import atomic_write_text, entry_path, stable_hash
-from divelab.coding.bayes_control.harness import evaluate
+from divelab.codetasks.harness import evaluate
 from divelab.coding.bayes_control.live import SYSTEM
 from divelab.coding.bayes_control.pool import pyflakes_messages, syntax_ok
 from divelab.coding.bayes_control.tasks_generated import GeneratedTask

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from divelab.chat import ChatModel, assistant, system, user
-from divelab.coding.bayes_control.harness import evaluate
-from divelab.coding.bayes_control.humaneval import Task
+from divelab.codetasks.harness import evaluate
+from divelab.codetasks.humaneval import Task
 from divelab.coding.bayes_control.pool import pyflakes_messages, syntax_ok
 from divelab.coding.bayes_control.replay import available, public_indices
 

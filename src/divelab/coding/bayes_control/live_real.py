@@ -29,6 +29,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.chat.types import ChatModel, ChatResponse, Message, ToolSpec
 from divelab.claims import Claim, Kind
+from divelab.codetasks.humaneval import Task, load_tasks
 from divelab.coding.bayes_control.belief import BeliefModel, calibrate
 from divelab.coding.bayes_control.controllers import (
     AlwaysVerify,
@@ -41,7 +42,6 @@ from divelab.coding.bayes_control.controllers import (
     VerifyIfCriticsPass,
 )
 from divelab.coding.bayes_control.episode import run_episode
-from divelab.coding.bayes_control.humaneval import Task, load_tasks
 from divelab.coding.bayes_control.live import LiveEnv
 from divelab.coding.bayes_control.replay import CRITIC_NAMES, critic_costs, public_indices
 from divelab.comparisons import against_strongest

@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from divelab.cache import atomic_write_text, entry_path, stable_hash
-from divelab.coding.bayes_control.harness import HARNESS_VERSION, Evaluation, evaluate
-from divelab.coding.bayes_control.humaneval import Task
-from divelab.coding.bayes_control.mutation import make_mutants
+from divelab.codetasks.harness import HARNESS_VERSION, Evaluation, evaluate
+from divelab.codetasks.humaneval import Task
+from divelab.codetasks.mutation import make_mutants
 from divelab.progress import make_progress
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from divelab.cache import stable_hash
+from divelab.codetasks.humaneval import Task
 from divelab.coding.bayes_control.belief import BeliefModel, RefineModel, calibrate
 from divelab.coding.bayes_control.controllers import (
     AlwaysVerify,
@@ -36,7 +37,6 @@ from divelab.coding.bayes_control.controllers import (
     VerifyIfCriticsPass,
 )
 from divelab.coding.bayes_control.episode import run_episode
-from divelab.coding.bayes_control.humaneval import Task
 from divelab.coding.bayes_control.pool import Candidate, Pool
 
 CRITIC_NAMES = ("syntax", "pyflakes", "docstring-examples", "public-tests")

@@ -18,6 +18,7 @@ import numpy as np
 
 from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
+from divelab.codetasks.humaneval import load_tasks
 from divelab.coding.bayes_control.controllers import (
     Controller,
     Costs,
@@ -27,7 +28,6 @@ from divelab.coding.bayes_control.controllers import (
     known_failure_value,
     simple_rules,
 )
-from divelab.coding.bayes_control.humaneval import load_tasks
 from divelab.coding.bayes_control.pool import PoolConfig, build_pools
 from divelab.coding.bayes_control.replay import (
     CRITIC_NAMES,

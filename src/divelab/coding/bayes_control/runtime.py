@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from divelab.codetasks.humaneval import Task, load_tasks, make_task
 from divelab.coding.bayes_control.belief import BeliefModel
-from divelab.coding.bayes_control.humaneval import Task, load_tasks, make_task
 
 
 def load_task_list(ids: str, task_file: Path | None = None) -> list[Task]:

@@ -7,7 +7,7 @@ hidden tests made by running the reference on seeded inputs. Tasks come in FAMIL
 several parameter values): a family is either a training family (only for fitting the coder) or an
 evaluation family, never both, so the coder is never tuned on the templates it is measured on.
 
-Every task is a :class:`~divelab.coding.bayes_control.humaneval.Task`, so the harness, the critics and
+Every task is a :class:`~divelab.codetasks.humaneval.Task`, so the harness, the critics and
 :class:`~divelab.coding.bayes_control.live.LiveEnv` run on it unchanged.
 """
 
@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from divelab.coding.bayes_control.humaneval import Task, make_task
+from divelab.codetasks.humaneval import Task, make_task
 
 GENERATOR_VERSION = 1  # bump when a template, an input generator or the test layout changes
 

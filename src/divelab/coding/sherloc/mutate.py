@@ -1,11 +1,11 @@
-"""Plant one bug in a real source file, as a minimal line-level edit, using E170's mutation operators.
+"""Plant one bug in a real source file, as a minimal line-level edit, using the shared mutation operators.
 
-E170's :mod:`divelab.coding.bayes_control.mutation` mutates a *function* and returns the function
+:mod:`divelab.codetasks.mutation` (the operators E170 also uses) mutates a *function* and returns the function
 re-printed by ``ast.unparse`` (comments and layout lost). A planted bug in a real repository must
-leave the rest of the file as it was, so here the function is cut out (dedented), mutated by E170's
+leave the rest of the file as it was, so here the function is cut out (dedented), mutated by that
 code, and the two ASTs are compared to find the one node that changed; only that node's source
 span is rewritten in the file (or, for a dropped statement, only its lines removed). The result is
-re-parsed and must equal E170's mutant, else the mutant is discarded. The gold patch is the
+re-parsed and must equal that mutant, else the mutant is discarded. The gold patch is the
 inverse edit.
 """
 
@@ -17,7 +17,7 @@ import textwrap
 import warnings
 from dataclasses import dataclass
 
-from divelab.coding.bayes_control.mutation import apply_mutation, mutation_sites
+from divelab.codetasks.mutation import apply_mutation, mutation_sites
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The program world: writers are programs for a HumanEval task, judges are evolving test suites.
 
-Everything that is executed runs in :mod:`divelab.sandbox` (through the E170 harness,
-:func:`divelab.coding.bayes_control.harness.evaluate`): one sandbox call per program runs *all*
+Everything that is executed runs in :mod:`divelab.sandbox` (through the shared code-task harness,
+:func:`divelab.codetasks.harness.evaluate`): one sandbox call per program runs *all*
 its tests (the official hidden tests and the judges' whole test pool) and the outcomes are cached
 on disk by program hash, so a search only looks results up.
 
@@ -13,8 +13,8 @@ on disk by program hash, so a search only looks results up.
   test writer gets some wrong).
 - **Truth**: the official hidden tests. Every third one is held out as the **anchor** slice (it labels
   the anchor's programs); true quality of a writer is its pass rate on the other hidden tests.
-- **Writers**: programs from a finite pool built by real AST mutation (:mod:`~divelab.coding.
-  bayes_control.mutation`): the canonical solution, single and double mutants, and constant
+- **Writers**: programs from a finite pool built by real AST mutation (:mod:`~divelab.codetasks.
+  mutation`): the canonical solution, single and double mutants, and constant
   ``return c`` stubs. A mutation moves along mutation edges (apply or revert one AST mutation),
   or replaces the body with a constant stub (the reward hack). The initial writer is a seeded
   buggy single mutant. An optional chat-model mutator (:class:`ChatMutator`) proposes arbitrary
@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from divelab.cache import atomic_write_text, entry_path, stable_hash
-from divelab.coding.bayes_control.harness import HARNESS_VERSION, evaluate
-from divelab.coding.bayes_control.humaneval import Task, load_tasks
-from divelab.coding.bayes_control.mutation import apply_mutation, mutation_sites
+from divelab.codetasks.harness import HARNESS_VERSION, evaluate
+from divelab.codetasks.humaneval import Task, load_tasks
+from divelab.codetasks.mutation import apply_mutation, mutation_sites
 from divelab.sandbox import Limits, run_python
 
 WORLD_VERSION = 1

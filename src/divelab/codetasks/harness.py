@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from divelab.coding.bayes_control.humaneval import Task
+from divelab.codetasks.humaneval import Task
 from divelab.sandbox import Limits, run_python
 
 HARNESS_VERSION = 3
