@@ -61,6 +61,10 @@ def register(app: typer.Typer) -> None:
         boot: int = typer.Option(2000, help="bootstrap resamples for confidence intervals"),
         threads: int = typer.Option(1, help="torch intra-op threads"),
         seed: int = typer.Option(0, help="seed"),
+        save_guard: Path = typer.Option(None, help="also write the probe, fitted on every prompt, as a guard "
+                                                   "file for 'divelab serve --guard'"),
+        guard_position: str = typer.Option("first", help="where the guard reads the layer: 'first' (the first "
+                                                         "thinking token) or 'prompt_last' (the last prompt token)"),
     ) -> None:
         """Probe the first thinking token of a model for its refuse/comply decision."""
         from rich.console import Console
@@ -86,6 +90,8 @@ def register(app: typer.Typer) -> None:
             from divelab.oversight.first_token.pipeline import check_prompts
 
             check_prompts(texts, folds)
+            if guard_position not in ("first", "prompt_last"):
+                raise ValueError(f"--guard-position must be 'first' or 'prompt_last', got {guard_position!r}")
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         from divelab.lm import load_model
@@ -93,12 +99,18 @@ def register(app: typer.Typer) -> None:
 
         try:
             m, tok = load_model(model)
-            result = run_probe(m, tok, texts, lab, settings, metas=metas, threads=threads)
+            result = run_probe(m, tok, texts, lab, settings, metas=metas, threads=threads,
+                               guard_position=guard_position if save_guard is not None else None)
         except ValueError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
         result["model"] = model
+        guard = result.pop("guard", None)
         out.mkdir(parents=True, exist_ok=True)
+        if guard is not None:
+            guard.save(save_guard)
+            console.print(f"wrote the guard probe {save_guard} (layer {guard.layer}, {guard.position}, threshold "
+                          f"{guard.threshold:.3f})")
         atomic_write_text(out / "results.json", json.dumps(result, indent=2, default=float))
         p, t, v = result["probe"], result["text_control"], result["valley"]
         console.print(f"first-token AUROC {p['auroc']:.3f} [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}] "

@@ -64,17 +64,39 @@ def check_prompts(prompts: Sequence[str], folds: int) -> None:
 
 def run_probe(model: Any, tokenizer: Any, prompts: Sequence[str], labeler: Labeler,
               settings: ProbeSettings | None = None, metas: Sequence[dict] | None = None,
-              threads: int = 1) -> dict:
+              threads: int = 1, guard_position: str | None = None) -> dict:
     """Sample one trace per prompt and measure: first-token AUROC (+ text control), the valley J(t),
-    optionally CV(B) and cut-replay of stance flips. Torch runs with ``threads`` intra-op threads."""
+    optionally CV(B) and cut-replay of stance flips. Torch runs with ``threads`` intra-op threads. With
+    ``guard_position`` (``"first"`` or ``"prompt_last"``) the dict also holds ``"guard"``: the probe at that
+    position fitted on every prompt, as a :class:`divelab.guard.GuardProbe` for ``divelab serve --guard``."""
     from divelab.threads import torch_threads
 
     with torch_threads(threads):
-        return _run_probe(model, tokenizer, prompts, labeler, settings, metas)
+        return _run_probe(model, tokenizer, prompts, labeler, settings, metas, guard_position)
+
+
+def guard_probe(model: Any, X: np.ndarray, y: np.ndarray, s: ProbeSettings, layer: int, position: str):
+    """The probe fitted on all of ``X`` as a guard; its threshold is the Youden point of the out-of-fold scores
+    (so it is chosen on scores of prompts each fold's probe did not see)."""
+    from sklearn.metrics import roc_curve
+
+    from divelab.guard import from_sklearn, model_identity
+
+    probe = FirstTokenProbe(folds=s.folds, seed=s.seed, n_resamples=s.boot)
+    oof = probe.fit_oof(X, y)
+    fpr, tpr, thr = roc_curve(y, oof.scores)
+    threshold = float(thr[int(np.argmax(tpr - fpr))])
+    pipe, _ = probe.pipeline(X.shape[1], X.shape[0])
+    pipe.fit(X, y)
+    meta = {"n": int(y.size), "refusals": int(y.sum()), "oof_auroc": oof.auroc, "oof_auroc_ci": list(oof.ci),
+            "template": s.fmt.template, "chat": s.fmt.chat, "system": s.fmt.system, "seed": s.seed}
+    return from_sklearn(pipe, layer=layer, position=position, threshold=threshold, model=model_identity(model),
+                        meta=meta)
 
 
 def _run_probe(model: Any, tokenizer: Any, prompts: Sequence[str], labeler: Labeler,
-               settings: ProbeSettings | None, metas: Sequence[dict] | None) -> dict:
+               settings: ProbeSettings | None, metas: Sequence[dict] | None,
+               guard_position: str | None = None) -> dict:
     s = settings or ProbeSettings()
     check_prompts(prompts, s.folds)
     rs = sample_rollouts(model, tokenizer, list(prompts), labeler, fmt=s.fmt, max_new_tokens=s.max_new_tokens,
@@ -105,6 +127,10 @@ def _run_probe(model: Any, tokenizer: Any, prompts: Sequence[str], labeler: Labe
     text = text_control([tokenizer.decode(r.gen_ids[:1]) for r in rs], y, probe)
     out["text_control"] = text.to_dict()
     out["oof_scores_text"] = text.scores.tolist()
+    if guard_position is not None:
+        n_states = acts.first.shape[1]
+        k = s.layer if s.layer is not None else ((n_states - 1) // 2 + 1 if n_states > 2 else n_states - 1)
+        out["guard"] = guard_probe(model, acts.layer(s.layer, at=guard_position), y, s, k % n_states, guard_position)
     out["valley"] = valley_test(acts.curve, y, acts.positions, seed=s.seed, n_resamples=min(s.boot, 500)).to_dict()
     judge = stance_judge(s.refuse_words, s.comply_words)
     flips = find_flips(tokenizer, rs, judge, unit=s.unit)
