@@ -333,6 +333,8 @@ def _jsonable(x: Any) -> Any:
     return float(x)
 
 
+# Every rule records its arguments under its own parameter names (``{"name": ..., "args": {...}}``), so
+# re-applying one is calling it with them: a new rule is one function plus one entry here.
 RULES: dict[str, Callable[..., Ruling]] = {
     "direction": direction, "value": value, "bound": bound, "found": found, "outcome": outcome,
     "uninformative": uninformative,
@@ -344,15 +346,4 @@ def reapply(rule: dict[str, Any]) -> Ruling:
     name = rule.get("name")
     if name not in RULES:
         raise ValueError(f"unknown verdict rule {name!r}; allowed: {', '.join(RULES)}")
-    args = dict(rule.get("args", {}))
-    if name == "direction":
-        return direction(args.pop("effect"), args.pop("ci"), **args)
-    if name == "value":
-        return value(args.pop("measured"), **args)
-    if name == "bound":
-        return bound(args.pop("measured"), args.pop("limit"), **args)
-    if name == "found":
-        return found(args["count"], args["trials"])
-    if name == "uninformative":
-        return uninformative(args["reason"])
-    return outcome(args["passed"], test=args["test"])
+    return RULES[name](**rule.get("args", {}))

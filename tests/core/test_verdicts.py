@@ -65,6 +65,20 @@ def test_reapply_reproduces_every_rule(ruling):
     assert V.reapply(ruling.rule) == ruling
 
 
+def test_a_rule_added_to_the_table_is_reapplied(monkeypatch):
+    """A new rule is one entry in ``RULES``: ``reapply`` calls it with its recorded arguments."""
+
+    def at_least_half(share: float, *, label: str) -> V.Ruling:
+        ok = share >= 0.5
+        return V.Ruling(Verdict.REPRODUCED if ok else Verdict.NOT_REPRODUCED, "holds" if ok else "fails", "n/a",
+                        {"name": "at_least_half", "args": {"share": share, "label": label}})
+
+    monkeypatch.setitem(V.RULES, "at_least_half", at_least_half)
+    for share in (0.7, 0.2):
+        ruling = at_least_half(share, label="a share")
+        assert V.reapply(ruling.rule) == ruling
+
+
 def test_reapply_rejects_unknown_rules():
     with pytest.raises(ValueError, match="allowed: direction, value, bound, found, outcome, uninformative"):
         V.reapply({"name": "vibes", "args": {}})
