@@ -28,12 +28,16 @@ class Scored:
 
 @torch.no_grad()
 def score_prompts(model: Any, probe: GuardProbe, prompts: Sequence[Sequence[int]],
-                  first_tokens: Sequence[int] | None = None) -> list[Scored]:
-    """One score per token-id prompt, each run alone (batch of one, no padding)."""
+                  first_tokens: Sequence[int] | None = None, tap: LayerTap | None = None) -> list[Scored]:
+    """One score per token-id prompt, each run alone (batch of one, no padding). ``tap``: an existing tap on
+    ``probe.layer`` to read through (a server's), else one is made and removed."""
     if first_tokens is not None and len(first_tokens) != len(prompts):
         raise ValueError(f"{len(first_tokens)} first tokens for {len(prompts)} prompts")
     dev = next(model.parameters()).device
-    tap = LayerTap(model, probe.layer)
+    own = tap is None
+    tap = tap or LayerTap(model, probe.layer)
+    if tap.layer != probe.layer:
+        raise ValueError(f"the tap reads layer {tap.layer}, the probe layer {probe.layer}")
     out: list[Scored] = []
     try:
         for k, prompt in enumerate(prompts):
@@ -55,5 +59,6 @@ def score_prompts(model: Any, probe: GuardProbe, prompts: Sequence[Sequence[int]
             s = float(probe.scores(np.asarray(seen[-1]))[0])
             out.append(Scored(s, probe.flagged(s), first))
     finally:
-        tap.remove()
+        if own:
+            tap.remove()
     return out

@@ -23,7 +23,7 @@ def check_policy(policy: str) -> str:
 class GuardVerdict:
     """One request's score and what happened (the ``divelab.guard`` object of a response)."""
 
-    score: float
+    score: float | None  # None: no forward read the position (a ``first`` request that ended at its first token)
     flagged: bool
     layer: int
     position: str
@@ -32,7 +32,7 @@ class GuardVerdict:
 
     @property
     def decision(self) -> str:
-        return "flag" if self.flagged else "pass"
+        return "unscored" if self.score is None else "flag" if self.flagged else "pass"
 
     @property
     def action(self) -> str:

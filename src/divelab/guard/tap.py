@@ -39,7 +39,8 @@ def _tensor(x: Any) -> torch.Tensor:
 
 
 class LayerTap:
-    """A hook that hands ``hidden_states[layer]`` (batch, time, d) to a reader while armed, on one thread.
+    """A hook that hands ``hidden_states[layer]`` (batch, time, d) to a reader while armed; each thread arms its
+    own reader, so a server's engine thread and a scoring thread can share one tap.
 
     >>> tap = LayerTap(model, 16)                                  # doctest: +SKIP
     >>> with tap.reading(lambda h: rows.append(h[:, -1])):        # doctest: +SKIP
@@ -51,8 +52,7 @@ class LayerTap:
         if not 0 <= layer <= n:
             raise ValueError(f"layer {layer} out of range; this model has hidden states 0..{n}")
         self.layer = layer
-        self._reader: Callable[[torch.Tensor], None] | None = None
-        self._tid: int | None = None
+        self._readers: dict[int, Callable[[torch.Tensor], None]] = {}
         if layer == 0:
             block = decoder_blocks(model)[0]
             self._handle = block.register_forward_pre_hook(self._pre, with_kwargs=True)
@@ -67,16 +67,16 @@ class LayerTap:
         self._read(_tensor(output))
 
     def _read(self, h: torch.Tensor) -> None:
-        if self._reader is not None and threading.get_ident() == self._tid:
-            self._reader(h)
+        reader = self._readers.get(threading.get_ident())
+        if reader is not None:
+            reader(h)
 
     def arm(self, reader: Callable[[torch.Tensor], None]) -> None:
         """Hand the layer's output of every forward run on this thread to ``reader`` until :meth:`disarm`."""
-        self._tid = threading.get_ident()
-        self._reader = reader
+        self._readers[threading.get_ident()] = reader
 
     def disarm(self) -> None:
-        self._reader = None
+        self._readers.pop(threading.get_ident(), None)
 
     def reading(self, reader: Callable[[torch.Tensor], None]) -> _Armed:
         return _Armed(self, reader)
