@@ -189,12 +189,17 @@ def is_available(name: str = SMOLLM2) -> bool:
     return True
 
 
-def add_claims_at_full(rep: Any, scale: str, measure: Callable[[], tuple[list[Any], dict[str, Any]]], *,
+def add_claims_at_full(rep: Any, run: bool | str, measure: Callable[[], tuple[list[Any], dict[str, Any]]], *,
                        statement: str, paper_value: str, source: str, details_key: str = "smollm2") -> None:
-    """How a reproduction adds its real-LLM claims: only at ``full`` scale (minutes of CPU); when
-    the model's package is missing, one "not checkable here" claim carrying the install command.
-    ``measure()`` returns ``(claims, details)``; the details go to ``rep.details[details_key]``."""
-    if scale != "full":
+    """How a reproduction adds its real-LLM claims: ``measure()`` runs only when ``run`` is true (a system's
+    Plan sets its real-LLM sub-plan at the scales that run it, minutes of CPU); when the model's package is
+    missing, one "not checkable here" claim carrying the install command instead. ``measure()`` returns
+    ``(claims, details)``; the details go to ``rep.details[details_key]``.
+
+    ``run`` may still be a scale name, for callers that gate by scale: then only ``"full"`` runs."""
+    if isinstance(run, str):
+        run = run == "full"
+    if not run:
         return
     if not is_available():
         from divelab.claims import not_checkable
@@ -206,6 +211,46 @@ def add_claims_at_full(rep: Any, scale: str, measure: Callable[[], tuple[list[An
     for c in claims:
         rep.add(c)
     rep.details[details_key] = details
+
+
+@contextlib.contextmanager
+def live_chat(chat: Any = None, **chat_kw: Any) -> Iterator[tuple[Any, Any]]:
+    """``(chat, tokenizer)`` for a live run: the given ``chat`` (a scripted or remote model; tokenizer None), else
+    SmolLM2-135M-Instruct in process (:class:`divelab.chat.hf_local.HFChatModel` built with ``chat_kw``) and its
+    tokenizer. While the block runs, torch (when loaded) uses one intra-op thread: many times faster on a shared
+    CPU, and greedy decoding stays bit-stable; a scripted model does not import torch for nothing."""
+    tokenizer = None
+    if chat is None:
+        from divelab.chat.hf_local import HFChatModel
+
+        model, tokenizer = load_real()
+        chat = HFChatModel(model, tokenizer, **chat_kw)
+    with _one_thread():
+        yield chat, tokenizer
+
+
+@contextlib.contextmanager
+def loaded(threads: int = 1) -> Iterator[tuple[Any, Any]]:
+    """``(model, tokenizer)`` of SmolLM2-135M-Instruct (from the cache), with torch held to ``threads`` intra-op
+    threads while the block runs (one is many times faster on a shared CPU, and keeps greedy decoding stable)."""
+    from divelab.threads import torch_threads
+
+    model, tokenizer = load_real()
+    with torch_threads(threads):
+        yield model, tokenizer
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    import sys
+
+    if "torch" not in sys.modules:
+        yield
+        return
+    from divelab.threads import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 @contextlib.contextmanager
