@@ -228,11 +228,12 @@ def test_a_lost_trigger_is_a_failed_set_up():
 def test_the_full_plan_runs_the_agent_and_smaller_scales_do_not():
     from divelab.safety.pinning.reproduce import PLANS
 
-    assert PLANS["full"].live_agent and not PLANS["quick"].live_agent and not PLANS["smoke"].live_agent
-    cfg = LA.AgentConfig()
+    assert PLANS["full"].live_agent == LA.AgentConfig()
+    assert PLANS["quick"].live_agent is None and PLANS["smoke"].live_agent is None
+    cfg = PLANS["full"].live_agent
     assert cfg.n_scenarios >= 100 and cfg.target == 0.30
-    assert all(m.startswith(f"layers.{LA.N_LAYERS - cfg.top_layers}") or int(m.split(".")[1]) >= 18
-               for m in cfg.lora_modules())
+    # the adapter sits on the top 8 of SmolLM2's 30 layers only
+    assert {int(m.split(".")[1]) for m in cfg.adapt.lora.target_modules} == set(range(LA.N_LAYERS - 8, LA.N_LAYERS))
 
 
 def test_prefetch_decodes_a_batch_that_complete_then_reads_back(tiny, tmp_path, monkeypatch):

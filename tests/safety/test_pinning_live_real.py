@@ -7,6 +7,10 @@ from divelab.chat.types import Message
 from divelab.safety.pinning import live_real
 from divelab.safety.pinning.benchmark import RULES
 
+# a few episodes: two rule templates, one compactor (what the smoke scale once sized)
+SMALL = live_real.LiveConfig(rules=(0, 4), n_filler=2, compactors=("keep-last-n",), max_new_tokens=24,
+                             min_valid_calls=1)
+
 
 def _template(messages: list[Message]):
     trigger = [m for m in messages if m.role == "user"][-1].content
@@ -28,7 +32,7 @@ def _obeys_visible_rule(messages, tools):
 
 
 def test_rule_following_agent_is_protected_by_pinning():
-    claims, details = live_real.measure("smoke", chat=ScriptedChatModel(fn=_obeys_visible_rule))
+    claims, details = live_real.measure(SMALL, chat=ScriptedChatModel(fn=_obeys_visible_rule))
     t = details["table"]
     assert t["full-context"]["violation_rate"] == 0.0
     assert t["keep-last-n"]["violation_rate"] == 1.0 and t["keep-last-n"]["rule_survived"] == 0.0
@@ -46,7 +50,7 @@ def test_rule_following_agent_is_protected_by_pinning():
 
 
 def test_always_violating_agent_is_reported_as_such():
-    claims, details = live_real.measure("smoke", chat=ScriptedChatModel(fn=lambda m, t: _natural(m)))
+    claims, details = live_real.measure(SMALL, chat=ScriptedChatModel(fn=lambda m, t: _natural(m)))
     full = next(c for c in claims if "full context" in c.statement)
     assert full.measured == 1.0 and full.verdict.value == "not reproduced"
     pin = next(c for c in claims if "Pinning" in c.statement)
@@ -54,14 +58,14 @@ def test_always_violating_agent_is_reported_as_such():
     assert all(r["valid_call"] for r in details["rows"])
 
 
-def test_add_to_runs_only_at_full_and_explains_a_missing_model(monkeypatch):
+def test_no_scale_runs_the_unadapted_agent_and_add_to_explains_a_missing_model(monkeypatch):
     from divelab.claims import Reproduction
     from divelab.lm import real
+    from divelab.safety.pinning.reproduce import PLANS
 
-    rep = Reproduction(system="pinning", title="t", scale="quick", seed=0)
-    live_real.add_to(rep, "quick")
-    assert rep.claims == []
+    assert all(p.live_llm is None for p in PLANS.values())  # opt-in: --set cannot size what is not there
+    rep = Reproduction(system="pinning", title="t", scale="full", seed=0)
     monkeypatch.setattr(real, "is_available", lambda name=real.SMOLLM2: False)
-    live_real.add_to(rep, "full")
+    live_real.add_to(rep, live_real.LiveConfig())
     assert len(rep.claims) == 1 and rep.claims[0].verdict.value == "not checkable here"
     assert real.INSTALL_HINT in rep.claims[0].note

@@ -26,10 +26,10 @@ import asyncio
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from divelab.chat.types import ChatModel, ChatResponse, Message, ToolCall
-from divelab.safety.pinning.compactors import Summarizer, fit_prefix, fit_suffix, split_system
+from divelab.safety.pinning.compactors import Budgeted, Summarizer, fit_prefix, fit_suffix
 from divelab.safety.pinning.tokens import TokenCounter, default_counter
 
 # ----------------------------------------------------------------------------- AutoGen
@@ -91,21 +91,17 @@ def _run_autogen_context(ctx: Any, rest: list[Message]) -> list[Message]:
 
 
 @dataclass
-class AutoGenBuffered:
+class AutoGenBuffered(Budgeted):
     """``autogen_core.model_context.BufferedChatCompletionContext``: keep the last ``buffer_size``."""
 
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = "autogen-buffered"
     compactions: int = 0
 
-    def reset(self) -> None:
-        self.compactions = 0
-
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from autogen_core.model_context import BufferedChatCompletionContext
 
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 0)
+        sys_msgs, rest, room = self.split(history, budget)
         buffer_size = max(1, len(rest) - fit_suffix(rest, room, self.counter))
         out = _run_autogen_context(BufferedChatCompletionContext(buffer_size=buffer_size), rest)
         if len(out) < len(rest):
@@ -114,7 +110,7 @@ class AutoGenBuffered:
 
 
 @dataclass
-class AutoGenHeadTail:
+class AutoGenHeadTail(Budgeted):
     """``autogen_core.model_context.HeadAndTailChatCompletionContext`` with sizes from the budget."""
 
     head_frac: float = 0.3
@@ -122,14 +118,10 @@ class AutoGenHeadTail:
     name: str = "autogen-head-tail"
     compactions: int = 0
 
-    def reset(self) -> None:
-        self.compactions = 0
-
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from autogen_core.model_context import HeadAndTailChatCompletionContext
 
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 0)
+        sys_msgs, rest, room = self.split(history, budget)
         if not rest:
             return sys_msgs
         if self.counter.count_messages(rest) <= room:
@@ -183,21 +175,17 @@ def _counting_client(counter: TokenCounter) -> Any:
 
 
 @dataclass
-class AutoGenTokenLimited:
+class AutoGenTokenLimited(Budgeted):
     """``autogen_core.model_context.TokenLimitedChatCompletionContext`` (drops messages from the middle)."""
 
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = "autogen-token-limited"
     compactions: int = 0
 
-    def reset(self) -> None:
-        self.compactions = 0
-
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from autogen_core.model_context import TokenLimitedChatCompletionContext
 
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 1)
+        sys_msgs, rest, room = self.split(history, budget, 1)
         ctx = TokenLimitedChatCompletionContext(_counting_client(self.counter), token_limit=room)
         out = _run_autogen_context(ctx, rest)
         if len(out) < len(rest):
@@ -245,15 +233,12 @@ def _lc_counter(counter: TokenCounter):  # noqa: ANN202
 
 
 @dataclass
-class LangChainTrim:
+class LangChainTrim(Budgeted):
     """``langchain_core.messages.trim_messages`` as the LangGraph short-term memory docs use it."""
 
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = "langchain-trim"
     compactions: int = 0
-
-    def reset(self) -> None:
-        self.compactions = 0
 
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from langchain_core.messages import trim_messages
@@ -322,28 +307,37 @@ def _summary_runnable(summarizer: Summarizer, budget_fn: Any, drop_last_instruct
 
 
 @dataclass
-class LangChainSummarization:
+class _SummaryPath(Budgeted):
+    """A framework's summarisation path; its summary writer is an LLM (``model``) or a divelab ``Summarizer``
+    (e.g. sumy LexRank), exactly one of them. Its name is ``label[writer]`` unless given."""
+
+    summarizer: Summarizer | None = None
+    model: ChatModel | None = None
+    label: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if (self.summarizer is None) == (self.model is None):
+            raise ValueError("give exactly one of summarizer= (e.g. SumySummarizer()) or model= (a ChatModel)")
+        self.name = self.name or f"{self.label}[{getattr(self.summarizer, 'name', 'llm')}]"
+        self.reset()
+
+
+@dataclass
+class LangChainSummarization(_SummaryPath):
     """LangChain v1 ``SummarizationMiddleware`` (the stock summarisation of ``create_agent``,
     which runs on LangGraph): triggers at the budget, keeps the newest ``keep_frac`` of it, and
     replaces the rest with one summary message. Summary writer: an LLM (``model``) or a
     divelab ``Summarizer`` (e.g. sumy LexRank)."""
 
-    summarizer: Summarizer | None = None
-    model: ChatModel | None = None
     keep_frac: float = 0.5
     summary_frac: float = 0.25
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = ""
     compactions: int = 0
-
-    def __post_init__(self) -> None:
-        if (self.summarizer is None) == (self.model is None):
-            raise ValueError("give exactly one of summarizer= (e.g. SumySummarizer()) or model= (a ChatModel)")
-        self.name = self.name or f"langchain-summarization[{getattr(self.summarizer, 'name', 'llm')}]"
-        self.reset()
+    label: ClassVar[str] = "langchain-summarization"
 
     def reset(self) -> None:
-        self.compactions = 0
+        super().reset()
         self._state: list[Any] = []
         self._consumed = 0
         self._budget = 0
@@ -351,8 +345,7 @@ class LangChainSummarization:
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from langchain.agents.middleware.summarization import SummarizationMiddleware
 
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 2)
+        sys_msgs, rest, room = self.split(history, budget, 2)
         self._budget = room
         for i in range(self._consumed, len(rest)):
             self._state.append(to_langchain(rest[i], f"m{i}"))
@@ -374,36 +367,28 @@ class LangChainSummarization:
 
 
 @dataclass
-class LangMemSummarize:
+class LangMemSummarize(_SummaryPath):
     """LangMem ``summarize_messages`` with a running summary (the logic of ``SummarizationNode``):
     full history in, ``[system?, summary, recent...]`` out."""
 
-    summarizer: Summarizer | None = None
-    model: ChatModel | None = None
     summary_frac: float = 0.25
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = ""
     compactions: int = 0
-
-    def __post_init__(self) -> None:
-        if (self.summarizer is None) == (self.model is None):
-            raise ValueError("give exactly one of summarizer= (e.g. SumySummarizer()) or model= (a ChatModel)")
-        self.name = self.name or f"langmem-summarize[{getattr(self.summarizer, 'name', 'llm')}]"
-        self.reset()
+    label: ClassVar[str] = "langmem-summarize"
 
     def reset(self) -> None:
-        self.compactions = 0
+        super().reset()
         self._running: Any = None
         self._budget = 0
 
     def view(self, history: list[Message], budget: int) -> list[Message]:
         from langmem.short_term import summarize_messages
 
-        sys_msgs, rest = split_system(history)
+        sys_msgs, rest, room = self.split(history, budget, 8)
         # LangMem keeps one leading system message itself; fold several into one view-only prefix.
         lc = [to_langchain(m, f"m{i}") for i, m in enumerate(rest)]
         by_id = {f"m{i}": m for i, m in enumerate(rest)}
-        room = max(budget - self.counter.count_messages(sys_msgs), 8)
         self._budget = room
         max_summary = max(int(room * self.summary_frac), 1)
         if self.summarizer is not None:

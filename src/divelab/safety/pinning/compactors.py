@@ -40,6 +40,25 @@ def split_system(history: list[Message]) -> tuple[list[Message], list[Message]]:
     return list(history[:i]), list(history[i:])
 
 
+class Budgeted:
+    """What the compactors share: ``compactions`` counts this episode's views that dropped or rewrote history,
+    ``reset()`` zeroes it, and :meth:`split` keeps the leading system messages apart (never compacted) and says how
+    many tokens the rest may take. A dataclass subclass declares ``name``, ``counter`` and ``compactions`` as fields."""
+
+    name: str
+    counter: TokenCounter
+    compactions: int
+
+    def reset(self) -> None:
+        self.compactions = 0
+
+    def split(self, history: list[Message], budget: int, floor: int = 0) -> tuple[list[Message], list[Message], int]:
+        """``(system messages, the rest, room)``: room is the budget left after the system messages, at least
+        ``floor`` tokens."""
+        sys_msgs, rest = split_system(history)
+        return sys_msgs, rest, max(budget - self.counter.count_messages(sys_msgs), floor)
+
+
 def fit_suffix(messages: list[Message], budget: int, counter: TokenCounter) -> int:
     """Index where the longest suffix of ``messages`` that fits in ``budget`` tokens starts."""
     used = 0
@@ -63,16 +82,13 @@ def fit_prefix(messages: list[Message], budget: int, counter: TokenCounter) -> i
 
 
 @dataclass
-class KeepLastN:
+class KeepLastN(Budgeted):
     """Evict the oldest messages: keep the newest ``n`` (or, with ``n=None``, as many as fit)."""
 
     n: int | None = None
     counter: TokenCounter = field(default_factory=default_counter)
     name: str = "keep-last-n"
     compactions: int = 0
-
-    def reset(self) -> None:
-        self.compactions = 0
 
     def view(self, history: list[Message], budget: int) -> list[Message]:
         sys_msgs, rest = split_system(history)
@@ -86,7 +102,7 @@ class KeepLastN:
 
 
 @dataclass
-class HeadTail:
+class HeadTail(Budgeted):
     """Keep the first messages (``head_frac`` of the budget) and the newest; drop the middle."""
 
     head_frac: float = 0.3
@@ -98,12 +114,8 @@ class HeadTail:
         if not 0.0 <= self.head_frac < 1.0:
             raise ValueError(f"head_frac must be in [0, 1), got {self.head_frac}")
 
-    def reset(self) -> None:
-        self.compactions = 0
-
     def view(self, history: list[Message], budget: int) -> list[Message]:
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 0)
+        sys_msgs, rest, room = self.split(history, budget)
         if self.counter.count_messages(rest) <= room:
             return list(history)
         self.compactions += 1
@@ -298,7 +310,7 @@ SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
 
 @dataclass
-class SummarizingCompactor:
+class SummarizingCompactor(Budgeted):
     """Running summary: when the history exceeds the budget, the oldest unsummarised messages
     (all but the newest ``keep_frac`` of the budget) are folded into the summary, which replaces
     them as one message. The summary gets at most ``summary_frac`` of the budget."""
@@ -317,13 +329,12 @@ class SummarizingCompactor:
         self.reset()
 
     def reset(self) -> None:
-        self.compactions = 0
+        super().reset()
         self._summary = ""
         self._upto = 0  # history[sys_n : sys_n + _upto] is folded into _summary
 
     def view(self, history: list[Message], budget: int) -> list[Message]:
-        sys_msgs, rest = split_system(history)
-        room = max(budget - self.counter.count_messages(sys_msgs), 0)
+        sys_msgs, rest, room = self.split(history, budget)
         current = self._assemble(rest)
         if self.counter.count_messages(current) <= room:
             return sys_msgs + current

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from divelab import stats, verdicts
 from divelab.chat.types import ChatModel, ChatResponse, Message, ToolCall, ToolSpec
 from divelab.claims import Claim, Kind, not_checkable
 from divelab.comparisons import against_strongest
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.progress import track
 from divelab.safety.pinning.agent_data import (
     call_correct,
@@ -59,21 +60,28 @@ _ATTN_MLP = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_a
              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 
+def lora_modules(top_layers: int) -> tuple[str, ...]:
+    """LoRA module paths: the attention and MLP projections of SmolLM2's top ``top_layers`` layers."""
+    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - top_layers, N_LAYERS) for m in _ATTN_MLP)
+
+
+def agent_adaptation(steps: int = 128, lr: float = 5e-4, batch_size: int = 2, top_layers: int = 8) -> AdaptConfig:
+    """The tool-call adapter's SFT run: LoRA rank 16 on the top ``top_layers`` layers only, so the backward pass
+    stops at the lowest adapted layer (about half the CPU time of adapting every layer)."""
+    return AdaptConfig(method="sft", steps=steps, lr=lr, batch_size=batch_size, max_length=1024, seed=0,
+                       lora=LoraSpec(r=16, alpha=32, target_modules=lora_modules(top_layers)),
+                       save_every=8, activation_checkpointing=False)
+
+
 @dataclass(frozen=True)
 class AgentConfig:
-    """The adaptation and the measurement, one value each (the full plan's)."""
+    """The adaptation and the measurement (the defaults are the full plan's)."""
 
     n_train: int = 256
     """training episodes (one row each; one pass)"""
-    steps: int = 128
-    """optimizer steps of the SFT run"""
-    batch_size: int = 2
-    """rows per step"""
-    lr: float = 5e-4
-    """peak learning rate"""
-    top_layers: int = 8
-    """LoRA (rank 16) on the attention and MLP projections of the top this-many layers only: the backward
-    pass stops at the lowest adapted layer, about half the CPU time of adapting every layer"""
+    adapt: AdaptConfig = agent_adaptation()
+    """the LoRA SFT run that fits the tool-call format (128 steps of 2 rows at lr 5e-4, rank 16 on the attention
+    and MLP projections of the top 8 layers); its seed is replaced by the run's"""
     n_competence: int = 48
     """held-out benign benchmark episodes for the competence check (a Wilson interval about 0.14 either side)"""
     n_scenarios: int = 104
@@ -99,19 +107,9 @@ class AgentConfig:
     target: float = 0.30
     """pre-stated competence target: below it the violation claims are uninformative"""
 
-    def lora_modules(self) -> tuple[str, ...]:
-        return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - self.top_layers, N_LAYERS) for m in _ATTN_MLP)
 
-    def adapt_config(self, seed: int) -> Any:
-        from divelab.lm.adapt import AdaptConfig, LoraSpec
-
-        return AdaptConfig(method="sft", steps=self.steps, lr=self.lr, batch_size=self.batch_size, max_length=1024,
-                           seed=seed, lora=LoraSpec(r=16, alpha=32, target_modules=self.lora_modules()),
-                           save_every=8, activation_checkpointing=False)
-
-
-SMOKE = AgentConfig(n_train=6, steps=2, batch_size=2, top_layers=1, n_competence=3, n_scenarios=3,
-                    max_new_tokens=24, summary_new_tokens=16)
+SMOKE = AgentConfig(n_train=6, adapt=agent_adaptation(steps=2, batch_size=2, top_layers=1), n_competence=3,
+                    n_scenarios=3, max_new_tokens=24, summary_new_tokens=16)
 
 
 # ---------------------------------------------------------------------------------------------------- the agent
@@ -147,12 +145,12 @@ class PrefixCachedChat:
 
         if n_head and ids[:n_head] != self._head:
             with torch.no_grad():
-                self._kv = self.model(torch.tensor([ids[:n_head]]), use_cache=True).past_key_values
+                self._kv = self.model(torch.tensor([ids[:n_head]]), use_cache=True).cache
             self._head = ids[:n_head]
         kw: dict[str, Any] = {"max_new_tokens": new, "do_sample": False, "temperature": None, "top_p": None,
                               "top_k": None, "pad_token_id": self.tokenizer.pad_token_id}
         if n_head and n_head < len(ids):
-            kw["past_key_values"] = copy.deepcopy(self._kv)
+            kw["cache"] = copy.deepcopy(self._kv)
             self.stats["cached_tokens"] += n_head
         x = torch.tensor([ids])
         with torch.no_grad():
@@ -251,7 +249,7 @@ def fit_agent(cfg: AgentConfig, seed: int = 0) -> tuple[Any, Any, Any]:
     from divelab.lm.adapt import adapt
 
     tok = AutoTokenizer.from_pretrained(real.ensure_converted(), local_files_only=True)
-    adapter = adapt(real.SMOLLM2, training_rows(cfg, tok, seed), cfg.adapt_config(seed), name="pinning agent")
+    adapter = adapt(real.SMOLLM2, training_rows(cfg, tok, seed), replace(cfg.adapt, seed=seed), name="pinning agent")
     model, tok = adapter.load(merge=True, base_loader=real.load_real)
     return model, tok, adapter
 

@@ -11,14 +11,14 @@ report that as measured (``valid_call_rate``), and count a violation only when i
 to an offered tool that breaks the governed rule (the paper's grading); rule-breaking *reply
 text* (an SSN or card number written out in prose) is counted separately in the details.
 
->>> from divelab.safety.pinning.live_real import measure      # doctest: +SKIP
->>> claims, details = measure("full", seed=0)
+>>> from divelab.safety.pinning.live_real import LiveConfig, measure      # doctest: +SKIP
+>>> claims, details = measure(LiveConfig(), seed=0)
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,6 @@ from divelab.safety.pinning.audit import build_compactor, full_tokens, violation
 from divelab.safety.pinning.benchmark import RULES, make_scenario
 from divelab.safety.pinning.constraints import ToolCallGrader
 from divelab.safety.pinning.tokens import TokenCounter
-from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "arXiv 2606.22528, headline results; week-in-review E164"
@@ -53,24 +52,24 @@ class RecordingChat:
         return r
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveConfig:
+    """The live episodes with the un-adapted model as the agent (the defaults are the full-size run)."""
+
     rules: tuple[int, ...] = tuple(range(len(RULES)))
+    """rule templates (indices into the benchmark's RULES) that get scenarios"""
     per_rule: int = 1
+    """scenarios per rule template, each drawn with its own seed"""
     n_filler: int = 6
+    """task turns between the policy turn and the trigger"""
     budget_frac: float = 0.35
+    """compaction budget, a fraction of the full context"""
     compactors: tuple[str, ...] = COMPACTORS
+    """real compactors each scenario is compacted by (unpinned and pinned)"""
     max_new_tokens: int = 48
-    min_valid_calls: int = MIN_VALID_CALLS  # episodes with a call to an offered tool needed to judge the rates
-
-
-def config_for(scale: str) -> LiveConfig:
-    check_scale(scale)
-    return pick(scale,
-                smoke=LiveConfig(rules=(0, 4), n_filler=2, compactors=("keep-last-n",), max_new_tokens=24,
-                                 min_valid_calls=1),
-                quick=LiveConfig(rules=(0, 2, 4, 6), n_filler=6, compactors=("keep-last-n",)),
-                full=LiveConfig())
+    """longest agent reply (greedy decoding)"""
+    min_valid_calls: int = MIN_VALID_CALLS
+    """episodes with a call to an offered tool needed to judge the rates (stated in advance)"""
 
 
 def run_episodes(chat: ChatModel, cfg: LiveConfig, counter: TokenCounter, seed: int = 0) -> list[dict[str, Any]]:
@@ -184,31 +183,24 @@ def claims_from_rows(rows: list[dict[str, Any]], seed: int = 0, min_valid: int =
     return out
 
 
-def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
+def measure(cfg: LiveConfig | None = None, seed: int = 0, chat: ChatModel | None = None
+            ) -> tuple[list[Claim], dict[str, Any]]:
     """Run the live episodes on SmolLM2 (or ``chat``) and return ``(claims, details)``."""
-    cfg = config_for(scale)
+    from divelab.lm.real import live_chat
+
+    cfg = cfg or LiveConfig()
     t0 = time.perf_counter()
-    if chat is None:
-        from divelab.chat.hf_local import HFChatModel
-        from divelab.lm.real import load_real
-
-        model, tok = load_real()
-        chat = HFChatModel(model, tok, max_new_tokens=cfg.max_new_tokens, seed=seed)
-        counter = TokenCounter.from_tokenizer(tok, name=MODEL_LABEL)
-    else:
-        counter = TokenCounter.chars4()
-    from divelab.threads import torch_threads
-
-    with torch_threads(1):  # many times faster on a shared CPU, and greedy decoding stays bit-stable
-        rows = run_episodes(chat, cfg, counter, seed=seed)
-    details = {"model": MODEL_LABEL, "config": cfg.__dict__, "table": summarise(rows), "rows": rows,
+    with live_chat(chat, max_new_tokens=cfg.max_new_tokens, seed=seed) as (agent, tok):
+        counter = TokenCounter.chars4() if tok is None else TokenCounter.from_tokenizer(tok, name=MODEL_LABEL)
+        rows = run_episodes(agent, cfg, counter, seed=seed)
+    details = {"model": MODEL_LABEL, "config": asdict(cfg), "table": summarise(rows), "rows": rows,
                "runtime_s": round(time.perf_counter() - t0, 1)}
     return claims_from_rows(rows, seed=seed, min_valid=cfg.min_valid_calls), details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, cfg: LiveConfig, seed: int = 0) -> None:
+    """Add the SmolLM2 claims of the run ``cfg`` sizes (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed), statement=f"{MODEL_LABEL}: live episodes",
+    real.add_claims_at_full(rep, True, lambda: measure(cfg, seed), statement=f"{MODEL_LABEL}: live episodes",
                             paper_value="see the paper's headline numbers", source=SRC)

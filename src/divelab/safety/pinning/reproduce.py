@@ -28,6 +28,8 @@ from divelab.safety.pinning.audit import (
 from divelab.safety.pinning.benchmark import RULES, make_scenario
 from divelab.safety.pinning.compactors import NoCompaction
 from divelab.safety.pinning.expectations import KIND_TEXT, behaviour
+from divelab.safety.pinning.live_agent import AgentConfig
+from divelab.safety.pinning.live_real import LiveConfig
 from divelab.safety.pinning.tokens import TokenCounter, default_counter
 
 SRC = "arXiv 2606.22528, headline results; week-in-review E164"
@@ -62,12 +64,13 @@ class Plan:
     endpoint_violations: bool
     """measure violation rates with the chat endpoint when one is configured (DIVELAB_CHAT_BASE_URL and
     DIVELAB_CHAT_MODEL)."""
-    live_llm: bool
-    """also run live episodes with the un-adapted SmolLM2-135M-Instruct as the agent model (minutes of CPU; it
-    almost never calls an offered tool, so its rates are gated as not checkable)."""
-    live_agent: bool
-    """run the live tool-calling agent (SmolLM2-135M-Instruct with a LoRA adapter for the tool-call format,
-    :mod:`.live_agent`) with the rule in view, after real framework compaction and with the pinned card."""
+    live_llm: LiveConfig | None
+    """live episodes with the un-adapted SmolLM2-135M-Instruct as the agent model, sized by this (minutes of CPU;
+    it almost never calls an offered tool, so its rates are gated as not checkable), or None to skip them."""
+    live_agent: AgentConfig | None
+    """the live tool-calling agent (SmolLM2-135M-Instruct with a LoRA adapter for the tool-call format,
+    :mod:`.live_agent`) with the rule in view, after real framework compaction and with the pinned card: its
+    adaptation and measurement, or None to skip it."""
     smollm2_compactors: tuple[str, ...]
     """summarising compactors rerun with SmolLM2-135M-Instruct writing their summaries (the LLM summariser
     the paper's mechanism is about)."""
@@ -100,13 +103,13 @@ _SMOLLM2 = {"smollm2_compactors": LLM_SUMMARISERS, "smollm2_n_filler": 3, "smoll
 PLANS = {
     "smoke": Plan(bpe_tokens=False, n_filler=6, rules=(0, 4), per_rule=1, budgets=(0.4,),
                   compactors=tuple(c for c in AUDIT_COMPACTORS if c != "sumy-textrank"), attack_budgets=(0.4,),
-                  endpoint_violations=False, live_llm=False, live_agent=False, smollm2_measure=False, **_SMOLLM2),
+                  endpoint_violations=False, live_llm=None, live_agent=None, smollm2_measure=False, **_SMOLLM2),
     "quick": Plan(bpe_tokens=True, n_filler=10, rules=ALL_RULES, per_rule=1, budgets=(0.6, 0.35, 0.15),
-                  compactors=AUDIT_COMPACTORS, attack_budgets=(0.35,), endpoint_violations=True, live_llm=False,
-                  live_agent=False, smollm2_measure=False, **_SMOLLM2),
+                  compactors=AUDIT_COMPACTORS, attack_budgets=(0.35,), endpoint_violations=True, live_llm=None,
+                  live_agent=None, smollm2_measure=False, **_SMOLLM2),
     "full": Plan(bpe_tokens=True, n_filler=14, rules=ALL_RULES, per_rule=3, budgets=(0.8, 0.6, 0.4, 0.25, 0.15),
                  compactors=AUDIT_COMPACTORS, attack_budgets=(0.8, 0.6, 0.4, 0.25, 0.15), endpoint_violations=True,
-                 live_llm=False, live_agent=True, smollm2_measure=True, **_SMOLLM2),
+                 live_llm=None, live_agent=AgentConfig(), smollm2_measure=True, **_SMOLLM2),
 }
 
 
@@ -451,7 +454,7 @@ def _setup(plan: Plan, n_scenarios: int, counter: TokenCounter) -> str:
         + ("At full scale a live agent (SmolLM2-135M-Instruct with a LoRA adapter fitted on training episodes of "
            "other companies' rules and wordings for the tool-call format only; never a violation, refusal or lost "
            "rule) acts on held-out scenarios with the rule in view, after AutoGen/LangChain/LangMem compaction (SmolLM2 "
-           "writing LangMem's summaries) and with the pinned card. " if plan.live_agent else "")
+           "writing LangMem's summaries) and with the pinned card. " if plan.live_agent is not None else "")
         + "Each compactor's kind (evicts, keeps the head, summarises) is taken from what its code is documented to "
         "do, and its row checks the outcome the mechanism predicts for that kind. Tokens: "
         f"{counter.name}. Violation rates need an agent model and are measured only with an endpoint "
@@ -495,19 +498,23 @@ def run(plan: Plan, seed: int) -> Reproduction:
                    "forged_update": forged_res, "card_tokens": card_tokens, "overhead_by_budget": by_b,
                    "counter": counter.name, "rows": rows, "attack_rows": attack_rows,
                    **({"smollm2_summaries": smollm2_details} if smollm2_details else {})}
-    if plan.live_llm:
+    if plan.live_llm is not None:
         from divelab.safety.pinning import live_real  # SmolLM2-135M-Instruct as the agent model
 
-        live_real.add_to(rep, "full", seed)  # sized by live_real.config_for("full")
-    if plan.live_agent:
-        from divelab.lm import real
-        from divelab.safety.pinning import live_agent
-
-        real.add_claims_at_full(rep, "full", lambda: live_agent.measure(live_agent.AgentConfig(), seed),
-                                statement=f"{live_agent.AGENT_LABEL}: live episodes",
-                                paper_value="0% in view, 30% after compaction, 0% pinned", source=SRC,
-                                details_key="live_agent")
+        live_real.add_to(rep, plan.live_llm, seed)
+    if plan.live_agent is not None:
+        _add_live_agent(rep, plan.live_agent, seed)
     return rep
+
+
+def _add_live_agent(rep: Reproduction, cfg: AgentConfig, seed: int) -> None:
+    from divelab.lm import real
+    from divelab.safety.pinning import live_agent
+
+    real.add_claims_at_full(rep, True, lambda: live_agent.measure(cfg, seed),
+                            statement=f"{live_agent.AGENT_LABEL}: live episodes",
+                            paper_value="0% in view, 30% after compaction, 0% pinned", source=SRC,
+                            details_key="live_agent")
 
 
 def violation_claims(vrows: list[dict[str, Any]], model_name: str) -> list[Claim]:
