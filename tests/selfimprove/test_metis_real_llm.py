@@ -7,7 +7,10 @@ import re
 
 from divelab.chat import ScriptedChatModel
 from divelab.claims import Kind
-from divelab.selfimprove.metis.real_llm import claims_from, config_for, measure
+from divelab.selfimprove.metis.real_llm import LiveConfig, claims_from, measure
+
+# a short live run (what the smoke scale once sized)
+SMALL = LiveConfig(n_experience=4, n_test=1, budget=4, k=1)
 
 
 def _reply(msgs, tools):
@@ -23,8 +26,8 @@ def _reply(msgs, tools):
 
 def test_live_path_with_scripted_chat():
     chat = ScriptedChatModel(fn=_reply)
-    claims, d = measure("smoke", seed=0, chat=chat)
-    cfg = config_for("smoke")
+    claims, d = measure(SMALL, seed=0, chat=chat)
+    cfg = SMALL
     assert d["distiller"]["episodes"] == len(d["distiller"]["rows"]) > 0
     assert d["distiller"]["valid"] == d["distiller"]["episodes"]  # every scripted reply passes the schema
     assert d["distiller"]["rejected"] == 0

@@ -78,7 +78,7 @@ def test_a_full_run_records_its_stages_and_a_second_one_loads_them(tmp_path, mon
 
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
     tiny = {"seeds": "1", "n_experience": "4", "n_test": "2", "k_sweep": "2", "novel_worlds": "w1",
-            "live_llm": "false"}
+            "live_llm": "none"}
     first = run_reproduction("divelab.selfimprove.metis", "full", 0, tiny)
     assert [(s["name"], s["cached"]) for s in first.details["stages"]] == [("study seed 1/1", False)]
     again = run_reproduction("divelab.selfimprove.metis", "full", 0, tiny)

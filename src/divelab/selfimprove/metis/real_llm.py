@@ -15,16 +15,14 @@ One live configuration on the study's TextWorld worlds (seed 0):
    the heuristic explorer. A random agent and the heuristic explorer play the same tasks as
    references.
 
-Runs only at ``full`` scale from :func:`divelab.selfimprove.metis.reproduce.run` (its plan's ``live_llm``).
+Runs from :func:`divelab.selfimprove.metis.reproduce.run` where its plan's ``live_llm`` sizes it (full scale).
 
->>> from divelab.selfimprove.metis.real_llm import measure      # doctest: +SKIP
->>> claims, details = measure("full", seed=0)
+>>> from divelab.selfimprove.metis.real_llm import LiveConfig, measure      # doctest: +SKIP
+>>> claims, details = measure(LiveConfig(), seed=0)
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +34,6 @@ from divelab.chat.types import ChatModel, ChatResponse, Message, ToolSpec
 from divelab.claims import Claim, Kind, not_checkable
 from divelab.comparisons import against_strongest
 from divelab.progress import track
-from divelab.scale import check_scale, pick
 from divelab.selfimprove.metis.agent import ChatAgent, ExplorerAgent, NoMemory, play
 from divelab.selfimprove.metis.distill import ChatDistiller, Distilled, Episode, RuleDistiller
 from divelab.selfimprove.metis.metis import Metis, MetisConfig
@@ -48,21 +45,24 @@ MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "arXiv 2606.24151; week-in-review E168"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveConfig:
-    n_experience: int = 8  # recurring w0 experience tasks (2 of each common template)
-    n_test: int = 4  # recurring w0 test tasks per agent arm
-    budget: int = 9  # steps per test task (the study's)
-    k: int = 2  # gate threshold (each template recurs twice in the experience set)
+    """The live configuration's sizes (the defaults are the full-size run)."""
+
+    n_experience: int = 8
+    """recurring w0 experience tasks the plain explorer plays (2 of each common template)"""
+    n_test: int = 4
+    """recurring w0 test tasks per agent arm"""
+    budget: int = 9
+    """steps per test task (the study's)"""
+    k: int = 2
+    """Metis's gate threshold (each template recurs twice in the experience set)"""
     distill_tokens: int = 128
+    """longest distiller reply"""
     codify_tokens: int = 128
+    """longest codifier reply"""
     agent_tokens: int = 12
-
-
-def config_for(scale: str) -> LiveConfig:
-    check_scale(scale)
-    return pick(scale, smoke=LiveConfig(n_experience=4, n_test=1, budget=4, k=1),
-                quick=LiveConfig(n_experience=4, n_test=2), full=LiveConfig())
+    """longest agent reply (one command)"""
 
 
 @dataclass
@@ -257,37 +257,27 @@ def claims_from(d: dict[str, Any], seed: int = 0) -> list[Claim]:
     return out
 
 
-def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
+def measure(cfg: LiveConfig | None = None, seed: int = 0, chat: ChatModel | None = None
+            ) -> tuple[list[Claim], dict[str, Any]]:
     """Run the live configuration on SmolLM2 (or ``chat``) and return ``(claims, details)``."""
-    cfg = config_for(scale)
+    from divelab.lm.real import live_chat
+
+    cfg = cfg or LiveConfig()
     t0 = time.perf_counter()
-    if chat is None:
-        from divelab.chat.hf_local import HFChatModel
-        from divelab.lm import load_model
-
-        model, tok = load_model("smollm2-135m-instruct")
-        hf = HFChatModel(model, tok, seed=seed)
-        chat = hf
-    if "torch" in sys.modules:  # a torch model: one thread is many times faster on a shared CPU
-        from divelab.threads import torch_threads
-
-        ctx: Any = torch_threads(1)
-    else:  # e.g. a scripted or remote chat model: do not import torch for nothing
-        ctx = contextlib.nullcontext()
-    with ctx:
-        details = run_live(chat, cfg, seed=seed)
-    details["chat_stats"] = dict(getattr(chat, "stats", {}))
+    with live_chat(chat, seed=seed) as (model, _):
+        details = run_live(model, cfg, seed=seed)
+    details["chat_stats"] = dict(getattr(model, "stats", {}))
     details["runtime_s"] = round(time.perf_counter() - t0, 1)
     return claims_from(details, seed=seed), details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0, weight: float = 1.0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), as one stage
-    of the run (:mod:`divelab.stages`) of the given weight."""
+def add_to(rep: Any, cfg: LiveConfig, seed: int = 0, weight: float = 1.0) -> None:
+    """Add the SmolLM2 claims of the run ``cfg`` sizes (see :func:`divelab.lm.real.add_claims_at_full`), as one
+    stage of the run (:mod:`divelab.stages`) of the given weight."""
     from divelab.lm import real
     from divelab.stages import stage
 
-    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} live run", lambda: measure(scale, seed),
-                                                      weight=weight),
+    real.add_claims_at_full(rep, True, lambda: stage(f"{MODEL_LABEL} live run", lambda: measure(cfg, seed),
+                                                     weight=weight),
                             statement=f"{MODEL_LABEL}: Metis distiller, codifier and agent, live",
                             paper_value="the paper's LLM-driven Metis", source=SRC)

@@ -14,6 +14,7 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
+from divelab.selfimprove.metis.real_llm import LiveConfig
 from divelab.selfimprove.metis.study import NOVEL_WORLDS, SeedResult, Study, StudyConfig
 from divelab.stages import stage
 
@@ -34,8 +35,9 @@ class Plan:
     """further gate thresholds tried (each one more Metis arm) for the sensitivity figure."""
     novel_worlds: tuple[str, ...]
     """the shifted worlds (w1-w3) that make up the novel workload."""
-    live_llm: bool
-    """also drive distiller, codifier and agent with SmolLM2-135M-Instruct (minutes of CPU)."""
+    live_llm: LiveConfig | None
+    """drive distiller, codifier and agent with SmolLM2-135M-Instruct, sized by this (minutes of CPU), or None to
+    skip it."""
 
     def study(self) -> StudyConfig:
         """The study's configuration: this plan's sizes, the study's defaults for the rest."""
@@ -44,18 +46,18 @@ class Plan:
 
 
 PLANS = {
-    "smoke": Plan(seeds=1, n_experience=8, n_test=3, k=2, k_sweep=(3,), novel_worlds=("w1",), live_llm=False),
+    "smoke": Plan(seeds=1, n_experience=8, n_test=3, k=2, k_sweep=(3,), novel_worlds=("w1",), live_llm=None),
     "quick": Plan(seeds=3, n_experience=16, n_test=12, k=3, k_sweep=(2, 5), novel_worlds=NOVEL_WORLDS,
-                  live_llm=False),
+                  live_llm=None),
     "full": Plan(seeds=10, n_experience=24, n_test=20, k=3, k_sweep=(2, 4, 5, 8), novel_worlds=NOVEL_WORLDS,
-                 live_llm=True),
+                 live_llm=LiveConfig()),
 }
 
 # Stage weights (divelab.stages), in units of one full-scale study seed (about 6 s of CPU); the live SmolLM2 run
 # (model load, distilling, codifying and two chat agents) is a few minutes.
 SEED_WEIGHT = 1.0
 LIVE_WEIGHT = 30.0
-STAGE_WEIGHT = PLANS["full"].seeds * SEED_WEIGHT + LIVE_WEIGHT * PLANS["full"].live_llm
+STAGE_WEIGHT = PLANS["full"].seeds * SEED_WEIGHT + LIVE_WEIGHT * (PLANS["full"].live_llm is not None)
 
 
 def _arr(results: list[SeedResult], wl: str, arm: str, field: str) -> np.ndarray:
@@ -331,8 +333,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
         "experience_success": float(np.mean([w for r in results for w in r.experience_won])),
         "config": cfg.__dict__,
     }
-    if plan.live_llm:
+    if plan.live_llm is not None:
         from divelab.selfimprove.metis import real_llm  # SmolLM2 as distiller, codifier and agent
 
-        real_llm.add_to(rep, "full", seed, weight=LIVE_WEIGHT)  # sized by real_llm.config_for("full")
+        real_llm.add_to(rep, plan.live_llm, seed, weight=LIVE_WEIGHT)
     return rep
