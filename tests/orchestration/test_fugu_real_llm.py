@@ -60,3 +60,15 @@ def test_router_sends_queries_to_a_sixth_worker_only_where_it_is_worth_it():
     useless = {**planted, "reward": np.zeros(len(tasks))}
     _, det0 = real_llm.evaluate(tasks, useless, cfg, seed=0)
     assert det0["routing"]["lambda=0"]["share_to_smollm2"] <= 0.05
+
+
+def test_the_plan_sizes_the_sixth_worker_and_set_reaches_it():
+    from divelab import plans
+    from divelab.orchestration.fugu import reproduce
+
+    assert reproduce.PLANS["full"].live_llm == real_llm.RealConfig()
+    assert reproduce.PLANS["quick"].live_llm is None and reproduce.PLANS["smoke"].live_llm is None
+    plan = plans.apply_overrides(reproduce.PLANS["full"], {"live_llm.per_family": "7", "real_workers.adapt.lr": "2e-3"})
+    assert plan.live_llm.per_family == 7 and plan.real_workers.adapt.lr == 2e-3
+    recorded = plans.to_dict(plan)
+    assert recorded["live_llm"]["per_family"] == 7 and recorded["real_workers"]["adapt"]["lr"] == 2e-3

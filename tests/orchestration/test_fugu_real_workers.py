@@ -3,6 +3,8 @@ pool's resampling and the claim logic, on tiny random Llamas with a character to
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -255,5 +257,16 @@ def test_routed_pool_answers_through_divelab_serve_workers(tmp_path):
 def test_real_workers_run_only_in_the_full_plan():
     from divelab.orchestration.fugu.reproduce import PLANS
 
-    assert PLANS["full"].real_workers and not PLANS["quick"].real_workers and not PLANS["smoke"].real_workers
+    assert PLANS["full"].real_workers == real_workers.PoolConfig()
+    assert PLANS["quick"].real_workers is None and PLANS["smoke"].real_workers is None
     assert PLANS["full"].train_runs >= 2
+
+
+def test_the_specialists_and_the_tiny_worker_share_one_adaptation_but_not_its_targets_or_steps():
+    cfg = real_workers.PoolConfig(seed=5)
+    smol = real_workers._adapt_config(real_workers.SPECS[0], cfg)
+    tiny = real_workers._adapt_config(real_workers.SPECS[-1], cfg)
+    assert smol == dataclasses.replace(cfg.adapt, seed=5)
+    assert all(int(m.split(".")[1]) in real_workers.SMOL_TOP_LAYERS for m in smol.lora.target_modules)
+    assert tiny.steps == cfg.tiny_steps and tiny.lora.target_modules == real_workers.PROJECTIONS
+    assert (tiny.lr, tiny.batch_size, tiny.lora.r, tiny.seed) == (smol.lr, smol.batch_size, smol.lora.r, 5)

@@ -14,8 +14,8 @@ same formula as every other worker. Outcomes are cached like the pool's replays;
 (SFT + sep-CMA-ES, hashing features) is retrained with six workers and compared, paired per query,
 with the five-worker router on the same held-out queries, at free cost and under a cost penalty.
 
->>> from divelab.orchestration.fugu.real_llm import measure     # doctest: +SKIP
->>> claims, details = measure("full", seed=0)
+>>> from divelab.orchestration.fugu.real_llm import RealConfig, measure     # doctest: +SKIP
+>>> claims, details = measure(RealConfig(), seed=0)
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from divelab.claims import Claim, Kind
 from divelab.orchestration.fugu.tasks import Task, make_tasks, score, solve
 from divelab.orchestration.fugu.workers import _corrupt, default_pool
 from divelab.progress import track
-from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "arXiv 2606.21228; week-in-review E166"
@@ -133,22 +132,26 @@ class LoglikChoiceModel:
 
 @dataclass(frozen=True)
 class RealConfig:
-    per_family: int = 20        # queries per task family (5 families)
-    k: int = 4                  # candidates per query
-    n_generate: int = 5         # open greedy generations (one per family first)
+    """SmolLM2 as a sixth worker: its queries and the router retrained with it (the defaults are the full run)."""
+
+    per_family: int = 20
+    """queries per task family (5 families)"""
+    k: int = 4
+    """candidate answers per query (chance is 1/k)"""
+    n_generate: int = 5
+    """open greedy generations recorded beside (one per family first)"""
     gen_tokens: int = 16
-    price: float = 8.0          # per 1k real tokens: the pool's large-model price
+    """longest open generation"""
+    price: float = 8.0
+    """price per 1k real tokens: the pool's large-model price"""
     replicates: int = 4
+    """recorded outcomes per (query, programmatic worker)"""
     n_features: int = 128
+    """hashing dimensions of the routers' prompt features"""
     cma_iters: int = 40
+    """sep-CMA-ES iterations of each router's second stage"""
     popsize: int = 20
-
-
-def config_for(scale: str) -> RealConfig:
-    check_scale(scale)
-    return pick(scale, smoke=RealConfig(per_family=4, n_generate=1, gen_tokens=4, cma_iters=4, popsize=8,
-                                        replicates=2),
-                quick=RealConfig(per_family=8, n_generate=0), full=RealConfig())
+    """sep-CMA-ES population size"""
 
 
 def subset(per_family: int, seed: int = 0) -> list[Task]:
@@ -289,13 +292,13 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
     return claims, details
 
 
-def measure(scale: str = "full", seed: int = 0, *, model: Any = None, tokenizer: Any = None
+def measure(cfg: RealConfig | None = None, seed: int = 0, *, model: Any = None, tokenizer: Any = None
             ) -> tuple[list[Claim], dict[str, Any]]:
     """Record the real worker (cached) and evaluate the router with it; loads SmolLM2 unless given a model."""
-    cfg = config_for(scale)
     from divelab.chat.hf_local import HFChatModel
     from divelab.threads import torch_threads
 
+    cfg = cfg or RealConfig()
     label = "smollm2"
     if model is None:
         from divelab.lm import load_model
@@ -308,16 +311,16 @@ def measure(scale: str = "full", seed: int = 0, *, model: Any = None, tokenizer:
     gen = HFChatModel(model, tokenizer, max_new_tokens=cfg.gen_tokens) if cfg.n_generate else None
     t0 = time.perf_counter()
     with torch_threads(1):
-        real = record_real(chat, gen, tasks, cfg, cache_key=["fugu-real-v2", label, seed, scale])
+        real = record_real(chat, gen, tasks, cfg, cache_key=["fugu-real-v3", label, seed])
     claims, details = evaluate(tasks, real, cfg, seed)
     details["wall_s"] = time.perf_counter() - t0
     return claims, details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, cfg: RealConfig, seed: int = 0) -> None:
+    """Add the SmolLM2 claims of the run ``cfg`` sizes (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed),
+    real.add_claims_at_full(rep, True, lambda: measure(cfg, seed),
                             statement=f"{MODEL_LABEL} as a priced worker in the pool",
                             paper_value="(no paper number)", source=SRC)

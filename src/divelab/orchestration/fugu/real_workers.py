@@ -24,13 +24,14 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from divelab.cache import atomic_write_text, entry_path, stable_hash
 from divelab.chat import ChatResponse, Message, ToolSpec, system, user
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.orchestration.fugu.real_data import chat_renderer, sft_rows, train_tasks
 from divelab.orchestration.fugu.tasks import FAMILIES, Task, extract_answer, score
 
@@ -53,8 +54,11 @@ class WorkerSpec:
     """One worker: its name, the families its adapter is trained on (none: untuned) and its base model."""
 
     name: str
+    """the worker's name in the pool"""
     families: tuple[str, ...] = ()
+    """task families its adapter is trained on (none: the untuned base)"""
     base: str = BASE
+    """the model it is built on (the real model or a zoo name)"""
     system: str | None = None
     """a system message the worker always sends first (the untuned model's format instruction)"""
 
@@ -75,6 +79,20 @@ SPECS = (
 """The pool: four SmolLM2 specialists, the untuned SmolLM2 and a zoo tiny LM tuned on every family."""
 
 
+SMOL_TOP_LAYERS = range(18, 30)
+"""SmolLM2-135M's top 12 of 30 layers carry the specialists' adapters: the backward pass stops at the lowest
+adapted layer, which on a CPU halves a step's time against adapting every layer."""
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""the attention and MLP projections a worker's LoRA adapter sits on"""
+SMOL_TARGETS = tuple(f"layers.{i}.{'self_attn' if m.endswith(('q_proj', 'k_proj', 'v_proj', 'o_proj')) else 'mlp'}.{m}"
+                     for i in SMOL_TOP_LAYERS for m in PROJECTIONS)
+"""the module paths of those projections in SmolLM2's top layers"""
+# without activation checkpointing the backward pass does not reach below the adapted layers
+SPECIALIST_ADAPT = AdaptConfig(method="sft", steps=60, lr=1e-3, batch_size=8, max_length=160, seed=0, save_every=20,
+                               lora=LoraSpec(r=16, alpha=32, target_modules=SMOL_TARGETS),
+                               activation_checkpointing=False)
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     """Everything that decides the recorded pool (each field enters a cache key where it matters)."""
@@ -83,23 +101,27 @@ class PoolConfig:
     """evaluation queries per family (distinct by content); the routers split these into train and test"""
     train_per_family: int = 240
     """SFT rows per family a worker is tuned on (never sharing content with an evaluation query)"""
-    steps: int = 60
-    """LoRA optimizer steps of a SmolLM2 specialist"""
+    adapt: AdaptConfig = SPECIALIST_ADAPT
+    """a SmolLM2 specialist's LoRA SFT run (60 steps of 8 rows at lr 1e-3, rank 16 on the projections of the top
+    12 layers); the tiny worker's run is the same on every layer's projections for ``tiny_steps``, and both take
+    the pool's seed"""
     tiny_steps: int = 400
     """LoRA optimizer steps of the tiny worker"""
-    batch_size: int = 8
-    lr: float = 1e-3
-    lora_r: int = 16
     max_new_tokens: int = 40
     """the token budget of every answer (the untuned model spends all of it)"""
     gen_batch: int = 40
     """queries generated together (one left-padded ``generate`` call; larger batches raise tokens per second
     on a CPU, and half a family's queries keep the padding small)"""
     price_rounds: int = 3
+    """timing rounds behind each worker's measured prices"""
     price_batch: int = 8
+    """queries timed together in one round"""
     price_tokens: int = 16
+    """tokens generated per query when timing the output price"""
     seed: int = 0
+    """seed of the pool's queries, training rows and adapters"""
     specs: tuple[WorkerSpec, ...] = SPECS
+    """the workers"""
 
 
 def _load_base(base: str) -> tuple[Any, Any]:
@@ -113,24 +135,12 @@ def _load_base(base: str) -> tuple[Any, Any]:
     return model, tok
 
 
-SMOL_TOP_LAYERS = range(18, 30)
-"""SmolLM2-135M's top 12 of 30 layers carry the specialists' adapters: the backward pass stops at the lowest
-adapted layer, which on a CPU halves a step's time against adapting every layer."""
-
-
-def _adapt_config(spec: WorkerSpec, cfg: PoolConfig) -> Any:
-    from divelab.lm.adapt import AdaptConfig, LoraSpec
-
-    tiny = spec.base != BASE
-    mods = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+def _adapt_config(spec: WorkerSpec, cfg: PoolConfig) -> AdaptConfig:
     # the tiny model is small enough to adapt every layer; SmolLM2 adapts its top layers (module paths)
-    targets = mods if tiny else tuple(f"layers.{i}.{'self_attn' if m.endswith(('q_proj', 'k_proj', 'v_proj', 'o_proj')) else 'mlp'}.{m}"
-                                      for i in SMOL_TOP_LAYERS for m in mods)
-    # without activation checkpointing the backward pass does not reach below the adapted layers
-    fast = {"activation_checkpointing": False} if "activation_checkpointing" in AdaptConfig.__dataclass_fields__ else {}
-    return AdaptConfig(method="sft", steps=cfg.tiny_steps if tiny else cfg.steps, lr=cfg.lr,
-                       batch_size=cfg.batch_size, max_length=160, seed=cfg.seed, save_every=20,
-                       lora=LoraSpec(r=cfg.lora_r, alpha=2 * cfg.lora_r, target_modules=targets), **fast)
+    if spec.base != BASE:
+        return replace(cfg.adapt, steps=cfg.tiny_steps, seed=cfg.seed,
+                       lora=replace(cfg.adapt.lora, target_modules=PROJECTIONS))
+    return replace(cfg.adapt, seed=cfg.seed)
 
 
 def training_rows(spec: WorkerSpec, cfg: PoolConfig, held_out: Sequence[Task], tokenizer: Any) -> list[dict]:

@@ -12,7 +12,7 @@ The headline holds every baseline to the router's own budget per query.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,9 @@ from divelab.orchestration.fugu.conductor import Conductor, parallel_then_select
 from divelab.orchestration.fugu.features import HashingFeatures
 from divelab.orchestration.fugu.matched import Split, held_to_cascade, train_and_score
 from divelab.orchestration.fugu.orchestrator import FuguRouter
+from divelab.orchestration.fugu.real_llm import RealConfig
+from divelab.orchestration.fugu.real_workers import MODEL_LABEL as REAL_MODEL_LABEL
+from divelab.orchestration.fugu.real_workers import PoolConfig
 from divelab.orchestration.fugu.replay import record
 from divelab.orchestration.fugu.router import LinearRouter, entropy
 from divelab.orchestration.fugu.tasks import make_tasks
@@ -65,11 +68,12 @@ class Plan:
     """weight of the diversity bonus (entropy of the worker choice) in the CMA-ES fitness."""
     live: int = 100
     """held-out queries of the first run re-run live through FuguRouter to check they match the replay."""
-    live_llm: bool = False
-    """also add SmolLM2-135M-Instruct as a priced sixth worker (minutes of CPU)."""
-    real_workers: bool = False
-    """also route over real workers (SmolLM2-135M-Instruct LoRA specialists, the untuned model, a tiny LM;
-    real_workers.PoolConfig): their outcomes recorded once, cached, and resampled by train_runs splits."""
+    live_llm: RealConfig | None = None
+    """SmolLM2-135M-Instruct as a priced sixth worker, sized by this (minutes of CPU), or None to skip it."""
+    real_workers: PoolConfig | None = None
+    """the router over real workers (SmolLM2-135M-Instruct LoRA specialists, the untuned model, a tiny LM): the
+    pool's sizes and adaptation (its seed is the run's), or None to skip it. Their outcomes are recorded once,
+    cached, and resampled by train_runs splits."""
 
 
 # quick: as many training runs as 150 s of CPU allow, which is already several times the paired queries the
@@ -80,7 +84,7 @@ PLANS = {
     "smoke": Plan(n_tasks=240, train_runs=3, replicates=3, cma_iters=8, popsize=12, live=20),
     "quick": Plan(n_tasks=2400, train_runs=20),
     "full": Plan(n_tasks=4000, train_runs=20, replicates=8, n_features=256, cma_iters=120, live=400,
-                 live_llm=True, real_workers=True),
+                 live_llm=RealConfig(), real_workers=PoolConfig()),
 }
 
 
@@ -441,30 +445,29 @@ def run(plan: Plan, seed: int) -> Reproduction:
             rep.figures.append(_figure(table, runs[0].fugu, runs[0].nodiv))
         except Exception:  # noqa: BLE001  (a figure must never sink the reproduction)
             pass
-        if plan.live_llm:
+        if plan.live_llm is not None:
             from divelab.orchestration.fugu import real_llm  # SmolLM2-135M-Instruct as a priced sixth worker
 
-            real_llm.add_to(rep, "full", seed)  # sized by real_llm.config_for("full")
-        if plan.real_workers:
-            _add_real_workers(rep, plan, seed)
+            real_llm.add_to(rep, plan.live_llm, seed)
+        if plan.real_workers is not None:
+            _add_real_workers(rep, plan, plan.real_workers, seed)
     return rep
 
 
-def _add_real_workers(rep: Reproduction, plan: Plan, seed: int) -> None:
+def _add_real_workers(rep: Reproduction, plan: Plan, pool: PoolConfig, seed: int) -> None:
     """The router over real workers (SmolLM2-135M-Instruct adapters, the untuned model, a tiny LM)."""
     from divelab.lm import real
     from divelab.orchestration.fugu import real_pool
-    from divelab.orchestration.fugu.real_workers import MODEL_LABEL, PoolConfig
 
-    rep.setup += (f" A second pool, of real workers, is measured too (full scale only): {MODEL_LABEL} LoRA "
+    rep.setup += (f" A second pool, of real workers, is measured too (full scale only): {REAL_MODEL_LABEL} LoRA "
                   "specialists fine-tuned on one family or a pair, the untuned model and a zoo tiny LM, priced by "
                   "their measured seconds per token, answers recorded once and resampled by the same training runs; "
                   "its headroom is measured, not planted (real_workers.py, real_pool.py).")
     real.add_claims_at_full(
-        rep, "full", lambda: real_pool.measure(PoolConfig(seed=seed), seed, plan.train_runs,
-                                               n_features=plan.n_features, tau=plan.tau, cma_iters=plan.cma_iters,
-                                               popsize=plan.popsize, w_div=plan.w_div),
-        statement=f"router over {MODEL_LABEL} LoRA specialists, the untuned model and a tiny LM",
+        rep, True, lambda: real_pool.measure(replace(pool, seed=seed), seed, plan.train_runs,
+                                             n_features=plan.n_features, tau=plan.tau, cma_iters=plan.cma_iters,
+                                             popsize=plan.popsize, w_div=plan.w_div),
+        statement=f"router over {REAL_MODEL_LABEL} LoRA specialists, the untuned model and a tiny LM",
         paper_value="(no paper number)", source=SOURCE, details_key="real_workers")
 
 
