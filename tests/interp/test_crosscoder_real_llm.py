@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -50,8 +51,8 @@ def test_teacher_forced_score_matches_greedy_generation(tiny):
 def test_measure_pair_end_to_end_on_a_tiny_model(tiny):
     model, tok = tiny
     base_state = {k: v.clone() for k, v in model.state_dict().items()}
-    plan = real_llm.RealPlan(layer=0, harvest=24, select=4, eval=6, sft_steps=3, sft_batch=4, check=4,
-                             check_every=1, target=1.1, lr=5e-3,
+    adapt = dataclasses.replace(real_llm.RealPlan().adapt, steps=3, batch_size=4, lr=5e-3, save_every=1)
+    plan = real_llm.RealPlan(layer=0, harvest=24, select=4, eval=6, adapt=adapt, check=4, check_every=1, target=1.1,
                              cells=(CrosscoderConfig(dict_size=16, k=2, excl_share=0.125, steps=20),
                                     CrosscoderConfig(dict_size=16, k=2, excl_share=0.0, steps=20)),
                              alphas=(4.0,))

@@ -26,18 +26,33 @@ A, B = 0, 1
 
 @dataclass(frozen=True)
 class CrosscoderConfig:
+    """One crosscoder: its dictionary, partitions, penalties and training."""
+
     dict_size: int = 256
+    """latents in the dictionary"""
     k: int = 8
-    excl_share: float = 0.1  # p: A-exclusive and B-exclusive partitions each get round(p * dict_size); 0 → plain
+    """latents active per token (top-k)"""
+    excl_share: float = 0.1
+    """p: the A-exclusive and B-exclusive partitions each get round(p * dict_size) latents; 0 gives a plain
+    crosscoder"""
     lambda_shared: float = 1e-3
+    """L1 weight on the shared latents' activations"""
     lambda_excl: float = 0.0
+    """L1 weight on each model's latents (its exclusive block and the shared one), averaged over the two"""
     steps: int = 600
+    """training steps"""
     batch_size: int = 256
+    """activation pairs per step"""
     lr: float = 1e-3
-    aux_coeff: float = 1 / 32  # AuxK weight (Gao et al. 2024 use 1/32); 0 turns the dead-latent loss off
-    aux_k: int = 0  # dead latents in the AuxK reconstruction; 0 → d_model // 2 (Gao et al.'s choice)
-    dead_window: int = 10_000  # a latent is dead after this many training tokens without firing
+    """learning rate"""
+    aux_coeff: float = 1 / 32
+    """AuxK weight (Gao et al. 2024 use 1/32); 0 turns the dead-latent loss off"""
+    aux_k: int = 0
+    """dead latents in the AuxK reconstruction; 0 means d_model // 2 (Gao et al.'s choice)"""
+    dead_window: int = 10_000
+    """a latent is dead after this many training tokens without firing"""
     seed: int = 0
+    """seed of the initialisation and the batch order"""
 
     def __post_init__(self) -> None:
         if self.dict_size < 2 or not 1 <= self.k <= self.dict_size:

@@ -76,8 +76,8 @@ def generate(model: torch.nn.Module, tok, texts: Sequence[str], *, layer: int | 
                 # forward, a fraction of the work); an edit recomputes everything, with the other model alongside
                 feed = ids if past is None else ids[:, -1:]
                 step = model(input_ids=feed, attention_mask=mask, position_ids=pos[:, -feed.shape[1]:],
-                             past_key_values=past, use_cache=True)
-                logits, past = step.logits, step.past_key_values
+                             cache=past, use_cache=True)
+                logits, past = step.logits, step.cache
             else:
                 o = None
                 if other is not None:

@@ -28,22 +28,39 @@ CACHE_VERSION = 1
 
 @dataclass(frozen=True)
 class PairSpec:
+    """The tiny base LM and its RL tool-calling sibling."""
+
     config: str = "tiny-100k"
+    """zoo architecture both models are built from"""
     overrides: tuple[tuple[str, int], ...] = (("num_hidden_layers", 3), ("hidden_size", 64),
                                               ("intermediate_size", 192))
+    """architecture fields changed from the zoo config"""
     corpus: int = 6000
+    """prompts in the base model's pre-training corpus"""
     base_steps: int = 300
+    """pre-training steps of the base model"""
     batch_size: int = 32
+    """pre-training sequences per step"""
     lr: float = 5e-3
-    call_rate: float = 0.05  # share of tool prompts followed by the strict call in the base corpus
+    """pre-training peak learning rate"""
+    call_rate: float = 0.05
+    """share of tool prompts followed by the strict call in the base corpus"""
     rl_iters: int = 200
+    """most policy-gradient iterations of the sibling"""
     rl_prompts: int = 16
+    """tool prompts per iteration"""
     rl_group: int = 8
+    """sampled responses per prompt (group-normalised rewards)"""
     rl_lr: float = 2e-4
-    target: float = 0.4  # stop RL once greedy tool correctness on held-out prompts reaches this
+    """policy-gradient learning rate"""
+    target: float = 0.4
+    """stop RL once greedy tool correctness on held-out prompts reaches this"""
     check_every: int = 1
+    """RL iterations between held-out checks"""
     check_prompts: int = 60
+    """prompts drawn for the held-out check (its tool prompts are scored)"""
     seed: int = 0
+    """seed of the corpus, the models and the RL sampling"""
 
 
 def _encode(tok, prompt: str, response: str, eos: bool = True) -> tuple[list[int], list[int]]:

@@ -12,7 +12,7 @@ Tool correctness is scored by teacher forcing: greedy decoding emits exactly ``<
 at every position of that target the argmax is the target token (one forward pass instead of a generation
 loop). Edits act at the last prompt token and every target position, as in generation.
 
-Runs only at ``full`` scale (``add_to``), through :func:`divelab.lm.real.add_claims_at_full`.
+Runs where the reproduction's plan sizes it (``real_llm``, full scale), through :func:`divelab.lm.real.add_claims_at_full`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_generation_pairs, layer_hook
 from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
 from divelab.interp.crosscoder.ranking import exclusive_liveness, rank_features
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.stages import stage
 
 SYSTEM = "Reply with only <call NAME>, NAME = the right tool."
@@ -41,27 +42,43 @@ SOURCE = "arXiv 2606.26474; week-in-review E175 (on a real LLM)"
 CACHE_VERSION = 1
 
 
+PROJECTIONS = ("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj")
+"""the attention and MLP projections the sibling's LoRA adapter sits on (those the base has, found by name)"""
+
+
 @dataclass(frozen=True)
 class RealPlan:
-    layer: int = 15  # of SmolLM2's 30 decoder layers (the middle)
-    harvest: int = 160  # prompts (50/50 tool / generic) for the crosscoder's activations
-    heldout: int = 60  # other prompts (50/50): are the A-exclusive latents alive on activations not trained on?
-    select: int = 16  # tool prompts to pick α (disjoint from eval)
-    eval: int = 40  # tool prompts for every reported correctness
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lr: float = 2e-3
-    sft_steps: int = 40
-    sft_batch: int = 8
-    target: float = 0.5  # stop fine-tuning once held-out strict correctness reaches this (headroom, as the tiny RL)
+    """The SmolLM2 pair: the sibling's fine-tuning and the crosscoder sweep on the pair (defaults: the full run)."""
+
+    layer: int = 15
+    """decoder layer whose activations the crosscoders read (of SmolLM2's 30: the middle)"""
+    harvest: int = 160
+    """prompts (50/50 tool / generic) for the crosscoder's activations"""
+    heldout: int = 60
+    """other prompts (50/50): are the A-exclusive latents alive on activations not trained on?"""
+    select: int = 16
+    """tool prompts to pick the steering strength α (disjoint from eval)"""
+    eval: int = 40
+    """tool prompts behind every reported correctness"""
+    adapt: AdaptConfig = AdaptConfig(method="sft", steps=40, lr=2e-3, batch_size=8, max_length=256, seed=0,
+                                     save_every=10, lora=LoraSpec(r=8, alpha=16, target_modules=PROJECTIONS))
+    """the sibling's LoRA SFT run (at most ``steps`` steps of ``batch_size`` fresh tool prompts); its seed is the
+    plan's and its target modules are those of PROJECTIONS the base has"""
+    target: float = 0.5
+    """stop fine-tuning once held-out strict correctness reaches this (headroom for steering, as the tiny RL)"""
     check_every: int = 4
+    """optimizer steps between held-out checks"""
     check: int = 16
-    cells: tuple[CrosscoderConfig, ...] = field(default_factory=lambda: (
+    """held-out tool prompts of that check"""
+    cells: tuple[CrosscoderConfig, ...] = (
         CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=1e-3, steps=600, lr=3e-3),
         CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=0.2, steps=600, lr=3e-3),
-        CrosscoderConfig(dict_size=256, k=8, excl_share=0.0, steps=600, lr=3e-3)))
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.0, steps=600, lr=3e-3))
+    """the crosscoders trained on the pair (two DFC cells, one plain)"""
     alphas: tuple[float, ...] = (4.0, 16.0)
+    """steering strengths tried on the selection prompts"""
     seed: int = 0
+    """seed of the prompts, the adapter and the crosscoders (the run's seed replaces it)"""
 
 
 # --- prompts and strict scoring ---------------------------------------------------------------------------------
@@ -139,11 +156,11 @@ def strict_correct(model, batch: Batch, *, layer: int | None = None, edit: PairE
 
 # --- the sibling: LoRA fine-tune (divelab.lm.adapt), merged ---------------------------------------------------------
 def sibling_rows(tok, plan: RealPlan) -> list[dict[str, str]]:
-    """The SFT rows: ``sft_steps`` x ``sft_batch`` fresh tool prompts (the chat-templated prompt as text), each
+    """The SFT rows: ``adapt.steps`` x ``adapt.batch_size`` fresh tool prompts (the chat-templated prompt as text), each
     completed by the one reply with strict reward 1 and the end-of-turn token."""
     rng = random.Random(plan.seed + 11)
     return [{"prompt": chat_text(tok, p), "completion": f"<call {p.tool}>{tok.eos_token}"}
-            for p in (task.tool_prompt(rng) for _ in range(plan.sft_steps * plan.sft_batch))]
+            for p in (task.tool_prompt(rng) for _ in range(plan.adapt.steps * plan.adapt.batch_size))]
 
 
 def _lora_targets(model) -> tuple[str, ...]:
@@ -154,18 +171,16 @@ def _lora_targets(model) -> tuple[str, ...]:
 def train_sibling(base, tok, plan: RealPlan, base_name: str) -> tuple[torch.nn.Module, dict]:
     """A LoRA copy of ``base`` fine-tuned with TRL's SFT (:func:`divelab.lm.adapt.adapt`, cached by content) on
     ``<call RIGHT>`` replies until held-out strict correctness reaches ``plan.target`` (a sibling at 100 % would
-    leave steering no headroom) or ``plan.sft_steps``, merged into a plain model."""
-    from divelab.lm.adapt import AdaptConfig, LoraSpec, StopRule, adapt
+    leave steering no headroom) or ``plan.adapt.steps``, merged into a plain model."""
+    from divelab.lm.adapt import StopRule, adapt
 
     check = make_batch(tok, _tool_prompts(plan.check, 9100 + plan.seed))
 
     def held_out_correctness(model) -> float:
         return float(strict_correct(model, check).mean())
 
-    targets = _lora_targets(base)
-    config = AdaptConfig(method="sft", steps=plan.sft_steps, lr=plan.lr, batch_size=plan.sft_batch,
-                         max_length=256, seed=plan.seed, save_every=max(1, plan.sft_steps // 4),
-                         lora=LoraSpec(r=plan.lora_r, alpha=plan.lora_alpha, target_modules=targets))
+    targets = tuple(t for t in plan.adapt.lora.target_modules if t in _lora_targets(base))
+    config = replace(plan.adapt, seed=plan.seed, lora=replace(plan.adapt.lora, target_modules=targets))
     rule = StopRule(held_out_correctness, target=plan.target, every=plan.check_every,
                     version=stable_hash({"v": CACHE_VERSION, "check": plan.check, "seed": plan.seed,
                                          "system": SYSTEM}))
@@ -206,8 +221,8 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
         paper_value="ToolRL 19–22.5% vs base 0%", measured=d, ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE,
         ruling=verdicts.direction(d, (lo, hi), why="a precondition; SFT fallback, not RL"),
         note=f"sibling {ca.mean():.2f}, base {cb.mean():.2f} on {plan.eval} held-out tool prompts (greedy, "
-             f"teacher-forced check); LoRA r={plan.lora_r} SFT on the reward-1 reply for {meta['steps']} steps x "
-             f"{plan.sft_batch} prompts (TRL SFT through divelab.lm.adapt, adapter {meta['adapter'][:12]}), stopped "
+             f"teacher-forced check); LoRA r={plan.adapt.lora.r} SFT on the reward-1 reply for {meta['steps']} steps x "
+             f"{plan.adapt.batch_size} prompts (TRL SFT through divelab.lm.adapt, adapter {meta['adapter'][:12]}), stopped "
              f"at held-out correctness >= {plan.target} — RL (GRPO) had no reward signal within the CPU budget")]
 
     # harvest where the edits act: the last prompt token and every token of the scored reply `<call RIGHT>` on
@@ -317,10 +332,11 @@ def measure(seed: int = 0, plan: RealPlan | None = None) -> tuple[list[Claim], d
         return measure_pair(base, tok, plan)
 
 
-def add_to(rep, scale: str, seed: int = 0) -> None:
-    """Add the real-LLM claims at ``full`` scale only (a "not checkable" claim when the model is missing)."""
+def add_to(rep, plan: RealPlan, seed: int = 0) -> None:
+    """Add the real-LLM claims of the run ``plan`` sizes (a "not checkable" claim when the model is missing)."""
     from divelab.lm.real import add_claims_at_full
 
-    add_claims_at_full(rep, scale, lambda: stage("SmolLM2 pair", lambda: measure(seed), weight=2), statement="single-feature steering and recon patch on "
-                       "SmolLM2-135M-Instruct vs a LoRA tool sibling", paper_value="(not in the paper: the tiny models' measurement on a real LLM)",
+    add_claims_at_full(rep, True, lambda: stage("SmolLM2 pair", lambda: measure(seed, plan), weight=2),
+                       statement="single-feature steering and recon patch on SmolLM2-135M-Instruct vs a LoRA tool "
+                       "sibling", paper_value="(not in the paper: the tiny models' measurement on a real LLM)",
                        source=SOURCE)

@@ -32,6 +32,7 @@ from divelab.interp.crosscoder.ranking import (
     rank_features,
     relative_decoder_norm,
 )
+from divelab.interp.crosscoder.real_llm import RealPlan
 from divelab.stages import stage
 
 # the notes give no paper section per number, so every claim cites the paper and the episode
@@ -56,8 +57,8 @@ class Plan:
     """held-out tool prompts behind every reported tool correctness."""
     alphas: tuple[float, ...]
     """steering strengths tried on the selection prompts."""
-    real_llm: bool
-    """also measure SmolLM2-135M-Instruct against a LoRA tool sibling (minutes of CPU and the model download)."""
+    real_llm: RealPlan | None
+    """SmolLM2-135M-Instruct against a LoRA tool sibling, sized by this (minutes of CPU), or None to skip it."""
 
 
 def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
@@ -69,13 +70,13 @@ def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
 
 PLANS = {
     "smoke": Plan(PairSpec(corpus=600, base_steps=40, rl_iters=3, check_prompts=10), harvest=120, heldout=40,
-                  cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,), real_llm=False),
+                  cells=_grid((64,), (4,), (0.0,), 0.1, 60), select=8, eval=12, alphas=(8.0,), real_llm=None),
     # quick: 4 DFC cells (2 dictionary sizes x 2 shared-feature penalties at k=8), to stay near the time
     # budget; full sweeps k too
     "quick": Plan(PairSpec(), harvest=1200, heldout=200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600), select=40,
-                  eval=60, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=False),
+                  eval=60, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=None),
     "full": Plan(PairSpec(), harvest=4000, heldout=1000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
-                 select=80, eval=300, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=True),
+                 select=80, eval=300, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=RealPlan()),
 }
 
 
@@ -170,10 +171,10 @@ def run(plan: Plan, seed: int) -> Reproduction:
         rep.claims += _claims_cc_vs_dfc(m, seed)
         rep.claims += _claims_template_detector(m)
         rep.details = _details(m)
-    if plan.real_llm:  # SmolLM2-135M-Instruct vs a LoRA tool sibling
+    if plan.real_llm is not None:  # SmolLM2-135M-Instruct vs a LoRA tool sibling
         from divelab.interp.crosscoder import real_llm
 
-        real_llm.add_to(rep, "full", seed)
+        real_llm.add_to(rep, plan.real_llm, seed)
     return rep
 
 
