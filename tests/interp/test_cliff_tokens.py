@@ -314,5 +314,5 @@ def test_the_plan_sizes_the_real_llm_run_and_only_full_runs_it(monkeypatch) -> N
     seen = []
     monkeypatch.setattr(real, "is_available", lambda: True)
     monkeypatch.setattr(real_llm, "measure_smollm2", lambda cfg=None, **kw: (seen.append(cfg), ([], {}))[1])
-    real_llm.add_to(Reproduction("cliff-tokens", "t", "", 0), "full", 0, cfg=real_llm.RealConfig(problems=2))
+    real_llm.add_to(Reproduction("cliff-tokens", "t", "", 0), real_llm.RealConfig(problems=2), 0)
     assert [c.problems for c in seen] == [2]

@@ -167,13 +167,16 @@ def test_inside_the_window_the_whole_pipeline_runs(tiny, tmp_path, monkeypatch) 
     # everything came from the cache the second time: the same numbers
     assert [c.measured for c in again] == [c.measured for c in claims]
     # a detection chunk's cache key ignores the budgets that do not decide it
-    other = replace(adapted.SMOKE, dpo_runs=5, detect_problems=9, eval_problems=7, sft_steps=3)
+    other = replace(adapted.SMOKE, dpo_runs=5, detect_problems=9, eval_problems=7, sft=replace(adapted.SMOKE.sft, steps=3))
     assert adapted.detection_fields(other) == adapted.detection_fields(adapted.SMOKE)
 
 
-def test_add_to_runs_only_at_full_scale() -> None:
-    from divelab.claims import Reproduction
+def test_only_the_full_plan_sizes_the_adapted_study_and_set_reaches_its_trainers() -> None:
+    from divelab import plans
+    from divelab.interp.cliff_tokens import reproduce
 
-    rep = Reproduction(system="cliff-tokens", title="t", scale="quick", seed=0)
-    adapted.add_to(rep, "quick")
-    assert rep.claims == []
+    assert reproduce.PLANS["smoke"].real_llm is None and reproduce.PLANS["quick"].real_llm is None
+    full = plans.apply_overrides(reproduce.PLANS["full"], {"real_llm.dpo.lr": "1e-4", "real_llm.sft.lora.r": "8"})
+    assert full.real_llm.dpo.lr == 1e-4 and full.real_llm.sft.lora.r == 8
+    recorded = plans.to_dict(full)["real_llm"]
+    assert recorded["dpo"]["method"] == "dpo" and recorded["sft"]["steps"] == adapted.AdaptedConfig().sft.steps

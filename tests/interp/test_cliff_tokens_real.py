@@ -36,15 +36,13 @@ def test_real_llm_path_on_a_known_model() -> None:
     assert "tiny chain model" in rates.baseline and "0.75" in rates.baseline
 
 
-def test_add_to_runs_only_at_full_scale_and_says_how_to_install(monkeypatch) -> None:
+def test_add_to_says_how_to_install_a_missing_model(monkeypatch) -> None:
     from divelab.claims import Reproduction
     from divelab.lm import real
 
-    rep = Reproduction(system="cliff-tokens", title="t", scale="quick", seed=0)
-    add_to(rep, "quick")
-    assert rep.claims == []
+    rep = Reproduction(system="cliff-tokens", title="t", scale="full", seed=0)
     monkeypatch.setattr(real, "is_available", lambda *a, **k: False)
-    add_to(rep, "full")
+    add_to(rep, RealConfig())
     assert len(rep.claims) == 1 and rep.claims[0].verdict.value == "not checkable here"
     assert real.INSTALL_HINT in rep.claims[0].note
 

@@ -44,6 +44,7 @@ from divelab.interp.cliff_tokens.potential import RolloutConfig, Rollouts, sampl
 from divelab.interp.cliff_tokens.real_llm import MODEL_LABEL, SRC, RealConfig, claims_from
 from divelab.interp.cliff_tokens.task import Problem
 from divelab.interp.cliff_tokens.word_problems import problem_sets
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 
 BASE = "smollm2-135m-instruct"
 WINDOW = (0.2, 0.8)
@@ -59,14 +60,9 @@ class AdaptedConfig:
 
     sft_problems: int = 320
     """training-wording problems whose worked traces adapt the model"""
-    sft_steps: int = 40
-    """LoRA SFT optimizer steps"""
-    sft_batch: int = 8
-    """SFT rows per step"""
-    sft_lr: float = 3e-4
-    """SFT peak learning rate"""
-    lora_r: int = 16
-    """adapter rank (SFT and DPO)"""
+    sft: AdaptConfig = AdaptConfig(method="sft", steps=40, batch_size=8, lr=3e-4, max_length=256, seed=0,
+                                   save_every=10, lora=LoraSpec(r=16, alpha=32))
+    """the LoRA SFT run that adapts the model (its seed is the run's)"""
     eval_problems: int = 100
     """held-out evaluation-wording problems: competence and every DPO run's accuracy"""
     detect_problems: int = 8
@@ -92,19 +88,15 @@ class AdaptedConfig:
     """stop a trace's rollouts after this many computed prefixes with potential 0"""
     dpo_runs: int = 3
     """DPO runs per arm (seeds): the units of the comparison"""
-    dpo_steps: int = 10
-    """DPO optimizer steps per run (both arms)"""
-    dpo_batch: int = 4
-    """DPO pairs per step"""
-    dpo_lr: float = 5e-5
-    """DPO peak learning rate (LoRA)"""
-    dpo_beta: float = 0.1
-    """DPO preference temperature"""
+    dpo: AdaptConfig = AdaptConfig(method="dpo", steps=10, batch_size=4, lr=5e-5, beta=0.1, max_length=256, seed=0,
+                                   lora=LoraSpec(r=16, alpha=32))
+    """each DPO run, both arms (LoRA; ``batch_size`` pairs a step, ``beta`` the preference temperature); its seed
+    is the run's"""
 
 
-SMOKE = AdaptedConfig(sft_problems=16, sft_steps=2, sft_batch=4, eval_problems=6, detect_problems=3, per_problem=2,
-                      seq_samples=2, n=4, every=2, top_k=2, max_new_tokens=8, batch_rows=64, dpo_runs=2,
-                      dpo_steps=2, dpo_batch=2)
+SMOKE = AdaptedConfig(sft_problems=16, sft=replace(AdaptedConfig.sft, steps=2, batch_size=4), eval_problems=6,
+                      detect_problems=3, per_problem=2, seq_samples=2, n=4, every=2, top_k=2, max_new_tokens=8,
+                      batch_rows=64, dpo_runs=2, dpo=replace(AdaptedConfig.dpo, steps=2, batch_size=2))
 """A seconds-long configuration for tests (on a tiny model double): exercises every path, measures nothing."""
 
 
@@ -291,8 +283,8 @@ def dpo_claim(label: str, acc: dict[str, np.ndarray], n_pairs: int, cfg: Adapted
                  ruling=verdicts.direction(cmp.effect, cmp.ci, training_runs=runs,
                                            why="the paper compares with the starting model; ours is judged "
                                                "against the strongest arm"),
-                 note=(f"{runs} DPO runs per arm ({n_pairs} pairs each, {cfg.dpo_steps} steps x {cfg.dpo_batch}, "
-                       f"lr {cfg.dpo_lr}, beta {cfg.dpo_beta}, LoRA r {cfg.lora_r}); accuracy per run (points): "
+                 note=(f"{runs} DPO runs per arm ({n_pairs} pairs each, {cfg.dpo.steps} steps x {cfg.dpo.batch_size}, "
+                       f"lr {cfg.dpo.lr}, beta {cfg.dpo.beta}, LoRA r {cfg.dpo.lora.r}); accuracy per run (points): "
                        f"{runs_text}; 95% t-interval over runs, paired by run; {runs} runs detect "
                        f"{cmp.mde:.1f} points with 80% power. {competence}"),
                  **cmp.claim_fields())
@@ -305,7 +297,7 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
             base_loader: Callable[[], tuple[Any, Any]] | None = None, label: str = MODEL_LABEL,
             tiny: dict[str, Any] | None = None) -> tuple[list[Claim], dict[str, Any]]:
     """The whole study: untuned accuracy, SFT (if needed), competence, detection, the DPO comparison."""
-    from divelab.lm.adapt import AdaptConfig, LoraSpec, adapt
+    from divelab.lm.adapt import adapt
 
     cfg = cfg or AdaptedConfig()
     load_base = _loader(base_loader)
@@ -323,8 +315,7 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
     if sft_record["used"]:
         t0 = time.perf_counter()
         rows = sft_rows(tok, cfg, seed)
-        sft_cfg = AdaptConfig(method="sft", steps=cfg.sft_steps, batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=seed,
-                              max_length=256, save_every=10, lora=LoraSpec(r=cfg.lora_r, alpha=2 * cfg.lora_r))
+        sft_cfg = replace(cfg.sft, seed=seed)
         adapter = adapt(base, rows, sft_cfg, name="cliff-tokens: SFT", base_loader=lambda: (model, tok))
         losses = [h["loss"] for h in adapter.record["log"] if "loss" in h]
         sft_record |= {"adapter": adapter.key, "rows": len(rows), "train_s": adapter.record["train_s"],
@@ -405,9 +396,7 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
         start = sft_acc[r] if r in sft_acc else evaluate(model, tok, held, cfg, model_key=subject_key, seed=s)
         acc["SFT start"].append(float(start.mean()))
         for arm, rows in (("Cliff-DPO", cliff_rows), ("full-sequence DPO", seq_rows)):
-            dcfg = AdaptConfig(method="dpo", steps=cfg.dpo_steps, batch_size=cfg.dpo_batch, lr=cfg.dpo_lr,
-                               beta=cfg.dpo_beta, seed=s, max_length=256,
-                               lora=LoraSpec(r=cfg.lora_r, alpha=2 * cfg.lora_r))
+            dcfg = replace(cfg.dpo, seed=s)
             ad = adapt(subject_key, rows, dcfg, name=f"cliff-tokens: {arm} run {r + 1}", base_loader=load_subject)
             tuned, _ = ad.load(merge=True, base_loader=load_subject)
             a = evaluate(tuned, tok, held, cfg, model_key=f"{subject_key}+dpo:{ad.key}", seed=s)
@@ -423,14 +412,13 @@ def measure(cfg: AdaptedConfig | None = None, *, seed: int = 0, base: str = BASE
     return claims, details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0, tiny: dict[str, Any] | None = None,
-           cfg: AdaptedConfig | None = None) -> None:
-    """Add the adapted-SmolLM2 claims at ``full`` scale only (:func:`divelab.lm.real.add_claims_at_full`), as one
+def add_to(rep: Any, cfg: AdaptedConfig, seed: int = 0, tiny: dict[str, Any] | None = None) -> None:
+    """Add the adapted-SmolLM2 claims of the run ``cfg`` sizes (:func:`divelab.lm.real.add_claims_at_full`), as one
     resumable stage; its adapters, evaluations and detection are cached by content besides."""
     from divelab.lm import real
     from divelab.stages import stage
 
-    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} adapted: SFT, cliffs, Cliff-DPO",
-                                                      lambda: measure(cfg, seed=seed, tiny=tiny), weight=3.0),
+    real.add_claims_at_full(rep, True, lambda: stage(f"{MODEL_LABEL} adapted: SFT, cliffs, Cliff-DPO",
+                                                     lambda: measure(cfg, seed=seed, tiny=tiny), weight=3.0),
                             statement=f"{MODEL_LABEL} (adapted): cliffs and Cliff-DPO on multi-step word problems",
                             paper_value="see the paper's claims", source=SRC, details_key="smollm2_adapted")

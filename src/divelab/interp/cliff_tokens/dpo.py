@@ -54,15 +54,26 @@ class SequencePair:
 
 @dataclass(frozen=True)
 class DPOConfig:
+    """The DPO trainer's settings."""
+
     beta: float = 0.1
-    lr: float = 1e-6  # the authors' default for 8B models (5e-6 for 0.6B/1B); tiny models need far more
+    """preference temperature"""
+    lr: float = 1e-6
+    """peak learning rate (the authors' default for 8B models, 5e-6 for 0.6B/1B; tiny models need far more)"""
     epochs: int = 1
+    """passes over the preference pairs"""
     batch_size: int = 16
-    warmup: float = 0.1  # share of steps, then cosine decay
-    lora_r: int | None = 32  # None: full fine-tuning
+    """pairs per step"""
+    warmup: float = 0.1
+    """share of steps spent warming up, then cosine decay"""
+    lora_r: int | None = 32
+    """LoRA rank; None: full fine-tuning"""
     lora_alpha: int = 64
+    """LoRA scale numerator (the update is multiplied by alpha / r)"""
     lora_dropout: float = 0.05
+    """dropout on the adapter's input during training"""
     seed: int = 0
+    """seed of the adapter's initialisation and the batch order"""
 
     def __post_init__(self) -> None:
         if self.beta <= 0 or self.lr <= 0 or self.epochs < 1 or self.batch_size < 1:

@@ -21,17 +21,30 @@ CACHE_VERSION = 1
 
 @dataclass(frozen=True)
 class ChainModelSpec:
+    """The tiny chain-of-thought model: its size, corpus and training."""
+
     config: str = "tiny-100k"
-    overrides: tuple[tuple[str, int], ...] = ()  # e.g. (("hidden_size", 32),) for a smaller sibling
+    """zoo architecture the model is built from"""
+    overrides: tuple[tuple[str, int], ...] = ()
+    """architecture fields changed from the zoo config, e.g. (("hidden_size", 32),) for a smaller sibling"""
     train_lengths: tuple[int, ...] = (3, 4, 5, 6)
+    """operand counts of the training problems"""
     corpus: int = 20_000
+    """worked problems in the training corpus"""
     max_steps: int = 1500
+    """most training steps"""
     batch_size: int = 64
+    """sequences per step"""
     lr: float = 3e-3
-    target_acc: float = 0.65  # stop once sampled accuracy on held-out problems reaches this
+    """peak learning rate"""
+    target_acc: float = 0.65
+    """stop once sampled accuracy on held-out problems reaches this"""
     check_every: int = 50
+    """training steps between accuracy checks"""
     check_problems: int = 200
+    """held-out problems behind each check"""
     seed: int = 0
+    """seed of the corpus, the model and the checks"""
 
 
 class _Reached(Exception):

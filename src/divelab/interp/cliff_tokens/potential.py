@@ -107,9 +107,8 @@ def sample_batch(model: torch.nn.Module, prefixes: Sequence[Sequence[int]], *, m
     try:
         for s in range(max_new_tokens):
             pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.size(1):]
-            o = model(input_ids=step_ids, attention_mask=mask, position_ids=pos, past_key_values=past,
-                      use_cache=True)
-            past = o.past_key_values
+            o = model(input_ids=step_ids, attention_mask=mask, position_ids=pos, cache=past, use_cache=True)
+            past = o.cache
             logits = o.logits[:, -1, :].float().cpu()
             if s == 0 and len(uniq) < n:  # copy each distinct prefix's state to its rows
                 logits, mask = logits[index], mask[index.to(device)]

@@ -65,14 +65,24 @@ def word_problems(k: int | None = None) -> list[Problem]:
 
 @dataclass(frozen=True)
 class RealConfig:
+    """Cliffs in the untuned SmolLM2's own responses to the word problems."""
+
     problems: int = 6
-    per_problem: int = 2  # sampled responses per problem
-    n: int = 8  # continuations per computed prefix (the paper: 64)
-    every: int = 4  # potentials every k response tokens (plus the last)
-    max_new_tokens: int = 24  # responses and continuations
+    """word problems whose responses are searched"""
+    per_problem: int = 2
+    """sampled responses per problem"""
+    n: int = 8
+    """continuations per computed prefix (the paper: 64)"""
+    every: int = 4
+    """potentials every k response tokens (plus the last)"""
+    max_new_tokens: int = 24
+    """responses and continuations"""
     temperature: float = 0.7
-    batch_rows: int = 56  # all computed prefixes of a trace in one batch
+    """sampling temperature of responses and continuations"""
+    batch_rows: int = 56
+    """continuations decoded together (all computed prefixes of a trace in one batch; memory, not results)"""
     zero_patience: int = 2
+    """stop a trace's rollouts after this many computed prefixes with potential 0"""
 
 
 def summarise(det: Detection, ivs: Sequence[Intervention]) -> dict[str, Any]:
@@ -191,21 +201,17 @@ def measure(model, tok, problems: Sequence[Problem], cfg: RealConfig, *, chat: b
 def measure_smollm2(cfg: RealConfig | None = None, *, tiny: dict[str, Any] | None = None,
                     seed: int = 0) -> tuple[list[Claim], dict[str, Any]]:
     """The SmolLM2-135M-Instruct measurement (single-threaded; ~10 minutes on a shared CPU at the default)."""
-    from divelab.lm import load_model
-    from divelab.threads import torch_threads
+    from divelab.lm import real
 
     cfg = cfg or RealConfig()
-    model, tok = load_model("smollm2-135m-instruct")
-    with torch_threads(1):
+    with real.loaded() as (model, tok):
         return measure(model, tok, word_problems(cfg.problems), cfg, tiny=tiny, seed=seed)
 
 
-def add_to(rep: Any, scale: str, seed: int = 0, tiny: dict[str, Any] | None = None,
-           cfg: RealConfig | None = None) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), sized by
-    ``cfg`` (the defaults when None)."""
+def add_to(rep: Any, cfg: RealConfig, seed: int = 0, tiny: dict[str, Any] | None = None) -> None:
+    """Add the SmolLM2 claims of the run ``cfg`` sizes (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure_smollm2(cfg, tiny=tiny, seed=seed),
+    real.add_claims_at_full(rep, True, lambda: measure_smollm2(cfg, tiny=tiny, seed=seed),
                             statement=f"{MODEL_LABEL}: cliffs on arithmetic word problems",
                             paper_value="see the paper's claims", source=SRC)

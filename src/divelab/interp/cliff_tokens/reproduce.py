@@ -132,7 +132,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if plan.real_llm is not None:  # SmolLM2-135M-Instruct beside the tiny model
         from divelab.interp.cliff_tokens import adapted
 
-        adapted.add_to(rep, "full", seed, tiny=rep.details.get("summary"), cfg=plan.real_llm)
+        adapted.add_to(rep, plan.real_llm, seed, tiny=rep.details.get("summary"))
     return rep
 
 
