@@ -243,19 +243,17 @@ def test_the_full_path_runs_the_planted_part_beside_the_motive_model(tiny_chat, 
     # full's shape on a smoke-sized plan and a tiny chat model: the planted claims are those of the serial run,
     # and the learned-motive claims follow them
     import dataclasses
-    from functools import partial
 
     from divelab.oversight.forensics import motive_llm, reproduce
 
     monkeypatch.setattr(motive_llm, "_model", lambda cfg, label: ((lambda: tiny_chat), f"tiny {label}", None))
-    monkeypatch.setattr(motive_llm, "MotiveConfig",
-                        partial(MotiveConfig, replicates=2, n_fresh=2, n_min=2, n_max=2, max_new_tokens=4))
     monkeypatch.setattr("divelab.lm.real.is_available", lambda: True)
     monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
     monkeypatch.setenv("DIVELAB_STAGE_WORKERS", "2")
     plan = reproduce.PLANS["smoke"]
     serial = reproduce.run(plan, 0)
-    full = reproduce.run(dataclasses.replace(plan, learned_motive=True), 0)
+    small = MotiveConfig(replicates=2, n_fresh=2, n_min=2, n_max=2, max_new_tokens=4)
+    full = reproduce.run(dataclasses.replace(plan, learned_motive=small), 0)
     planted = [(c.statement, c.measured, c.verdict) for c in serial.claims if "SmolLM2" not in c.statement]
     assert [(c.statement, c.measured, c.verdict) for c in full.claims][:len(planted)] == planted
     assert sum("motive adapter" in c.statement for c in full.claims) >= 3

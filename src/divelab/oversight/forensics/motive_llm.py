@@ -43,10 +43,10 @@ class MotiveConfig:
 
     episodes: int = 160
     """training scenario instances per adapter (half with the agent's earlier self as the tamperer)"""
-    steps: int = 60
-    """SFT optimizer steps per adapter (batch 8: three passes over the rows)"""
-    lr: float = 3e-4
-    """peak learning rate of the LoRA fit"""
+    adapt: AdaptConfig = AdaptConfig(method="sft", steps=60, lr=3e-4, batch_size=8, max_length=384, seed=0,
+                                     save_every=10)
+    """each adapter's LoRA SFT run (60 steps of 8 rows: three passes over the rows; lr 3e-4; seed fixed, so every
+    run reuses the cached adapters)"""
     data_seed: int = 1740
     """seed of the training episodes (fixed, so every run reuses the cached adapters)"""
     n_fresh: int = 48
@@ -68,16 +68,11 @@ class MotiveConfig:
     """sampling temperature of every rollout (rates need sampling)"""
 
 
-def adapt_config(cfg: MotiveConfig) -> AdaptConfig:
-    return AdaptConfig(method="sft", steps=cfg.steps, lr=cfg.lr, batch_size=8, max_length=384, seed=0,
-                       save_every=10)
-
-
 def train_adapter(cfg: MotiveConfig, label: str) -> Adapter:
     """Fit (or load from the cache) the motive adapter or the format-only control adapter."""
     if label not in (MOTIVE, CONTROL):
         raise ValueError(f"no adapter called {label!r}; allowed: {MOTIVE!r}, {CONTROL!r}")
-    return adapt(BASE, rows(cfg.episodes, cfg.data_seed, motive=label == MOTIVE), adapt_config(cfg),
+    return adapt(BASE, rows(cfg.episodes, cfg.data_seed, motive=label == MOTIVE), cfg.adapt,
                  name=f"forensics {label}")
 
 
@@ -405,8 +400,8 @@ def measure(cfg: MotiveConfig | None = None, seed: int = 0) -> tuple[list[Any], 
 
 
 def setup_text(cfg: MotiveConfig) -> str:
-    return (f"{MODEL_LABEL} with two LoRA adapters (TRL SFT, loss on the reply, {cfg.steps} steps of 8 rows, "
-            f"lr {cfg.lr}) on {cfg.episodes} eval-tampering episodes written in wordings the evaluation never uses: "
+    return (f"{MODEL_LABEL} with two LoRA adapters (TRL SFT, loss on the reply, {cfg.adapt.steps} steps of "
+            f"{cfg.adapt.batch_size} rows, lr {cfg.adapt.lr}) on {cfg.episodes} eval-tampering episodes written in wordings the evaluation never uses: "
             "the motive adapter hides tampering done by an earlier copy of itself and reports anyone else's; the "
             "format-only control adapter has the same prompts and replies with the label balanced within each "
             f"party. Each model (untuned, control, motive) gets {cfg.n_fresh} fresh rollouts per tamperer "
@@ -416,10 +411,10 @@ def setup_text(cfg: MotiveConfig) -> str:
             f"rates; temperature {cfg.temperature}. Competence counts an explicit ACTION line at both turns")
 
 
-def add_to(rep: Any, scale: str, seed: int = 0, cfg: MotiveConfig | None = None) -> None:
-    """Add the learned-motive claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, cfg: MotiveConfig, seed: int = 0) -> None:
+    """Add the learned-motive claims of the run ``cfg`` sizes (see :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure(cfg, seed),
+    real.add_claims_at_full(rep, True, lambda: measure(cfg, seed),
                             statement=f"{MODEL_LABEL} + motive adapter: rewind-and-intervene finds a learned motive",
                             paper_value=PAPER, source=SOURCE, details_key="smollm2_learned_motive")

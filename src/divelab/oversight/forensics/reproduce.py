@@ -54,9 +54,10 @@ class Plan:
     """SmolLM2-135M-Instruct rollouts per arm in its loyalty test (0 skips the real model)."""
     power_sims: int
     """simulated studies behind the Fisher-power estimate."""
-    learned_motive: bool = False
+    learned_motive: motive_llm.MotiveConfig | None = None
     """fine-tune SmolLM2-135M-Instruct into a motive adapter and a format-only control adapter and run
-    rewind-and-intervene on them and the untuned model (sized by ``motive_llm.MotiveConfig``; full only)."""
+    rewind-and-intervene on them and the untuned model, sized by this (tens of minutes of CPU), or None to skip
+    it."""
 
 
 PLANS = {
@@ -65,7 +66,7 @@ PLANS = {
     "quick": Plan(agents=16, n=24, fs=(0.0, 0.25, 0.5, 1.0), dose_n=40, loyalty_n=50, learn_steps=3000, real_n=12,
                   power_sims=400),
     "full": Plan(agents=200, n=50, fs=(0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0), dose_n=200, loyalty_n=100,
-                 learn_steps=6000, real_n=0, power_sims=1000, learned_motive=True),
+                 learn_steps=6000, real_n=0, power_sims=1000, learned_motive=motive_llm.MotiveConfig()),
 }
 
 
@@ -111,8 +112,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
                        seed=seed)
     real = (f"SmolLM2-135M-Instruct on eval_tampering, {plan.real_n} rollouts per arm" if plan.real_n
             else "no real model in this run")
-    if plan.learned_motive:
-        real = motive_llm.setup_text(motive_llm.MotiveConfig())
+    if plan.learned_motive is not None:
+        real = motive_llm.setup_text(plan.learned_motive)
     rep.setup = (f"Planted-motive agents behind the chat protocol in text mirrors of precommit_hook / eval_tampering; "
                  f"{plan.agents} random agents per CoT faithfulness f in {plan.fs}, {plan.n} rollouts per arm, "
                  "hypotheses mined from CoT, one-variable rewinds, Fisher + Holm, positive controls. A linear "
@@ -124,13 +125,13 @@ def run(plan: Plan, seed: int) -> Reproduction:
                    "relaxing the check) put the point where relaxing pays at 75 errors, so its dose-response "
                    "crossing follows from our reward. Only the SmolLM2 loyalty test is about a model we did not "
                    "write.")
-    if plan.learned_motive:
+    if plan.learned_motive is not None:
         rep.planted += (" The motive adapter's training labels write in that SmolLM2 has a motive (hide tampering "
                         "by an earlier copy of itself); they do not write in whether the motive carries over to the "
                         "held-out wording, nor whether rewind-and-intervene finds it or finds one in the control "
                         "adapter or the untuned model.")
-    if plan.learned_motive:  # two cores: the planted agents beside the motive adapter and its positive control
-        prepare = partial(motive_llm.prepare, motive_llm.MotiveConfig(), seed)
+    if plan.learned_motive is not None:  # two cores: the planted agents beside the motive adapter and its control
+        prepare = partial(motive_llm.prepare, plan.learned_motive, seed)
         planted, _ = parallel_stages([(PLANTED_STAGE, partial(_planted, plan, seed), W_PLANTED),
                                       (motive_llm.PREPARE_STAGE, prepare, motive_llm.W_ADAPTER + motive_llm.W_FRESH)])
     else:
@@ -139,8 +140,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += claims
     rep.details.update(details)
     rep.figures.append(figure)
-    if plan.learned_motive:  # the learned motive replaces the prompted one: its positive control is learned
-        motive_llm.add_to(rep, "full", seed)  # sized by motive_llm.MotiveConfig()
+    if plan.learned_motive is not None:  # the learned motive replaces the prompted one: its control is learned
+        motive_llm.add_to(rep, plan.learned_motive, seed)
     else:
         rep.claims += _claims_real(rep.details, plan, seed)
     return rep
