@@ -7,20 +7,13 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 SCALES = ("smoke", "quick", "full")
 DEFAULT_SCALE = "quick"
 
-T = TypeVar("T")
-
 
 def check_scale(scale: str) -> str:
+    """``scale`` itself when it is one of SCALES; otherwise a ValueError naming the allowed ones."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; allowed: {', '.join(SCALES)}")
     return scale
 
-
-def pick(scale: str, smoke: T, quick: T, full: T) -> T:
-    """The value for ``scale`` (a one-line way for reproductions to size their work)."""
-    return {"smoke": smoke, "quick": quick, "full": full}[check_scale(scale)]
