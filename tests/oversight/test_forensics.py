@@ -153,3 +153,19 @@ def test_a_rewound_context_shows_the_edited_fact_everywhere_the_model_reads(env_
         assert users == [env.observation(new, k) for k in range(env.turns)], iv
         assert all(env.observation(old, k) == env.observation(new, k) for k in range(turn)), iv
         assert r.messages[:1 + 2 * turn] == t.messages[:1 + 2 * turn]
+
+
+def test_the_smollm2_loyalty_test_is_not_checkable_when_the_model_cannot_load(monkeypatch):
+    from divelab.lm import real
+    from divelab.oversight.forensics import reproduce
+
+    def missing(*a, **k):
+        raise real.ModelNotInstalledError(f"install with: {real.INSTALL_HINT}")
+
+    monkeypatch.setattr(real, "load_real", missing)
+    plan = reproduce.PLANS["quick"]
+    assert plan.real_n > 0  # quick runs the loyalty test on SmolLM2
+    details: dict = {}
+    (claim,) = reproduce._claims_real(details, plan, seed=0)
+    assert claim.verdict.value == "not checkable here" and "SmolLM2 unavailable" in claim.note
+    assert real.INSTALL_HINT in claim.note and "smollm2" not in details

@@ -9,6 +9,7 @@ not written down) gets the dose-response; at ``quick``/``full`` SmolLM2-135M-Ins
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import partial
 
@@ -309,18 +310,15 @@ def _claims_real(details: dict, plan: Plan, seed: int) -> list[Claim]:
     if plan.real_n == 0:
         claims.append(not_checkable(statement, paper, "the plan skips the real LLM (real_n = 0)", SOURCE))
         return claims
-    try:
-        from divelab.chat.hf_local import HFChatModel
-        from divelab.lm import load_model
-        model, tok = load_model("smollm2-135m-instruct")
-    except Exception as exc:  # noqa: BLE001 - any failure to load means not checkable here
-        claims.append(not_checkable(statement, paper, f"SmolLM2 unavailable: {exc}", SOURCE))
-        return claims
+    from divelab.lm.real import live_chat
     from divelab.oversight.forensics.real import LoyalPrompted
-    from divelab.threads import torch_threads
 
-    chat = HFChatModel(model, tok, max_new_tokens=12, temperature=1.0, seed=seed)
-    with torch_threads():
+    with contextlib.ExitStack() as stack:
+        try:
+            chat, _ = stack.enter_context(live_chat(max_new_tokens=12, temperature=1.0, seed=seed))
+        except Exception as exc:  # noqa: BLE001 - any failure to load means not checkable here
+            claims.append(not_checkable(statement, paper, f"SmolLM2 unavailable: {exc}", SOURCE))
+            return claims
         inv = investigate("eval_tampering", chat, n=plan.real_n, hypotheses=["loyalty"], controls=False,
                           temperature=1.0)
         pc = investigate("eval_tampering", LoyalPrompted(chat), n=plan.real_n, hypotheses=["loyalty"],
