@@ -34,13 +34,11 @@ def test_the_sub_plan_decides_whether_the_real_llm_runs(monkeypatch):
     assert calls == [1] and [c.statement for c in rep.claims] == ["measured"] and rep.details["here"] == {"n": 1}
 
 
-def test_a_scale_name_still_gates_for_callers_that_pass_one(monkeypatch):
-    monkeypatch.setattr(real, "is_available", lambda name=real.SMOLLM2: True)
+def test_a_scale_name_is_refused_rather_than_read_as_true():
     calls: list[int] = []
-    real.add_claims_at_full(_rep(), "quick", _measure(calls), **STATEMENT)
+    with pytest.raises(TypeError, match="run must be True or False"):
+        real.add_claims_at_full(_rep(), "quick", _measure(calls), **STATEMENT)
     assert calls == []
-    real.add_claims_at_full(_rep(), "full", _measure(calls), **STATEMENT)
-    assert calls == [1]
 
 
 def test_a_missing_model_is_one_not_checkable_claim_with_the_install_command(monkeypatch):

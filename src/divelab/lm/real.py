@@ -189,16 +189,14 @@ def is_available(name: str = SMOLLM2) -> bool:
     return True
 
 
-def add_claims_at_full(rep: Any, run: bool | str, measure: Callable[[], tuple[list[Any], dict[str, Any]]], *,
+def add_claims_at_full(rep: Any, run: bool, measure: Callable[[], tuple[list[Any], dict[str, Any]]], *,
                        statement: str, paper_value: str, source: str, details_key: str = "smollm2") -> None:
-    """How a reproduction adds its real-LLM claims: ``measure()`` runs only when ``run`` is true (a system's
-    Plan sets its real-LLM sub-plan at the scales that run it, minutes of CPU); when the model's package is
-    missing, one "not checkable here" claim carrying the install command instead. ``measure()`` returns
-    ``(claims, details)``; the details go to ``rep.details[details_key]``.
-
-    ``run`` may still be a scale name, for callers that gate by scale: then only ``"full"`` runs."""
-    if isinstance(run, str):
-        run = run == "full"
+    """How a reproduction adds its real-LLM claims: ``measure()`` runs only when ``run`` is True (a system's
+    Plan sets its real-LLM sub-plan at the scales that run it, the full scale: minutes of CPU); when the model's
+    package is missing, one "not checkable here" claim carrying the install command instead. ``measure()``
+    returns ``(claims, details)``; the details go to ``rep.details[details_key]``."""
+    if not isinstance(run, bool):  # a scale name would be truthy and run the real LLM at every scale
+        raise TypeError(f"run must be True or False (whether the plan's real-LLM sub-plan is set), got {run!r}")
     if not run:
         return
     if not is_available():
