@@ -45,6 +45,29 @@ NEEDS_MODEL = "needs a chat model acting as the agent; set DIVELAB_CHAT_BASE_URL
 
 
 @dataclass(frozen=True)
+class SummaryRun:
+    """The summarising compactors rerun with SmolLM2-135M-Instruct writing their summaries."""
+
+    compactors: tuple[str, ...] = LLM_SUMMARISERS
+    """the compactors rerun (those that take a chat model as their summary writer)."""
+    measure: bool = True
+    """measure them (one generation per summary, seconds of CPU each); when False their claims say they are not
+    checkable at this scale."""
+    n_filler: int = 3
+    """task turns in these scenarios: few enough that every transcript handed to the summariser fits SmolLM2's
+    8192-token window (a truncated transcript would drop turns before the model reads them)."""
+    budget: float = 0.6
+    """compaction budget, as a fraction of the full context."""
+    new_tokens: int = 128
+    """most tokens one SmolLM2 summary may have (the policy's three rules fit well inside it)."""
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.compactors if c not in LLM_SUMMARISERS]
+        if bad:
+            raise ValueError(f"smollm2.compactors {bad} take no chat model; allowed: {', '.join(LLM_SUMMARISERS)}")
+
+
+@dataclass(frozen=True)
 class Plan:
     bpe_tokens: bool
     """count tokens with divelab's own byte-level BPE (trained once, about half a minute) instead of the
@@ -71,45 +94,30 @@ class Plan:
     """the live tool-calling agent (SmolLM2-135M-Instruct with a LoRA adapter for the tool-call format,
     :mod:`.live_agent`) with the rule in view, after real framework compaction and with the pinned card: its
     adaptation and measurement, or None to skip it."""
-    smollm2_compactors: tuple[str, ...]
-    """summarising compactors rerun with SmolLM2-135M-Instruct writing their summaries (the LLM summariser
-    the paper's mechanism is about)."""
-    smollm2_measure: bool
-    """measure those compactors (one generation per summary, seconds of CPU each); when False their claims
-    say they are not checkable at this scale."""
-    smollm2_n_filler: int
-    """task turns in the SmolLM2 scenarios: few enough that every transcript handed to the summariser fits
-    SmolLM2's 8192-token window (a truncated transcript would drop turns before the model reads them)."""
-    smollm2_budget: float
-    """compaction budget of the SmolLM2 runs, as a fraction of the full context."""
-    smollm2_new_tokens: int
-    """most tokens one SmolLM2 summary may have (the policy's three rules fit well inside it)."""
+    smollm2: SummaryRun
+    """the summarising compactors rerun with SmolLM2-135M-Instruct writing their summaries (the LLM summariser the
+    paper's mechanism is about)."""
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.compactors if c not in AUDIT_COMPACTORS]
         if unknown:
             raise ValueError(f"unknown compactors {unknown}; allowed: {', '.join(AUDIT_COMPACTORS)}")
-        bad_llm = [c for c in self.smollm2_compactors if c not in LLM_SUMMARISERS]
-        if bad_llm:
-            raise ValueError(f"smollm2_compactors {bad_llm} take no chat model; allowed: {', '.join(LLM_SUMMARISERS)}")
         bad = [i for i in self.rules if not 0 <= i < len(RULES)]
         if bad:
             raise ValueError(f"rule indices {bad} out of range; allowed: 0 to {len(RULES) - 1}")
 
 
 ALL_RULES = tuple(range(len(RULES)))
-_SMOLLM2 = {"smollm2_compactors": LLM_SUMMARISERS, "smollm2_n_filler": 3, "smollm2_budget": 0.6,
-            "smollm2_new_tokens": 128}
 PLANS = {
     "smoke": Plan(bpe_tokens=False, n_filler=6, rules=(0, 4), per_rule=1, budgets=(0.4,),
                   compactors=tuple(c for c in AUDIT_COMPACTORS if c != "sumy-textrank"), attack_budgets=(0.4,),
-                  endpoint_violations=False, live_llm=None, live_agent=None, smollm2_measure=False, **_SMOLLM2),
+                  endpoint_violations=False, live_llm=None, live_agent=None, smollm2=SummaryRun(measure=False)),
     "quick": Plan(bpe_tokens=True, n_filler=10, rules=ALL_RULES, per_rule=1, budgets=(0.6, 0.35, 0.15),
                   compactors=AUDIT_COMPACTORS, attack_budgets=(0.35,), endpoint_violations=True, live_llm=None,
-                  live_agent=None, smollm2_measure=False, **_SMOLLM2),
+                  live_agent=None, smollm2=SummaryRun(measure=False)),
     "full": Plan(bpe_tokens=True, n_filler=14, rules=ALL_RULES, per_rule=3, budgets=(0.8, 0.6, 0.4, 0.25, 0.15),
                  compactors=AUDIT_COMPACTORS, attack_budgets=(0.8, 0.6, 0.4, 0.25, 0.15), endpoint_violations=True,
-                 live_llm=None, live_agent=AgentConfig(), smollm2_measure=True, **_SMOLLM2),
+                 live_llm=None, live_agent=AgentConfig(), smollm2=SummaryRun()),
 }
 
 
@@ -231,15 +239,15 @@ def _sumy_twin(comp: str) -> str:
 def _claims_smollm2(plan: Plan, seed: int, counter: TokenCounter) -> tuple[list[Claim], dict[str, Any]]:
     """Rule loss with SmolLM2-135M-Instruct writing the summaries: the LLM summariser the mechanism is about.
 
-    Each compactor in ``plan.smollm2_compactors`` runs with SmolLM2 as its summary writer, and again with
+    Each compactor in ``plan.smollm2.compactors`` runs with SmolLM2 as its summary writer, and again with
     sumy LexRank in the same scenarios and budget (the labelled LLM-free baseline)."""
     from divelab.lm import real
     from divelab.safety.pinning.summary_llm import MODEL_LABEL, smollm2_writer
 
-    comps = plan.smollm2_compactors
+    comps = plan.smollm2.compactors
     if not comps:
         return [], {}
-    if not plan.smollm2_measure:
+    if not plan.smollm2.measure:
         why = ("not checkable at this scale: SmolLM2 writes each summary token by token on one CPU thread (seconds "
                f"of CPU a summary), and the {len(plan.rules)} scenarios per compactor that the rule needs to read an "
                "interval do not fit this scale's CPU budget; the full scale measures it")
@@ -249,16 +257,16 @@ def _claims_smollm2(plan: Plan, seed: int, counter: TokenCounter) -> tuple[list[
         return [not_checkable(_loss_statement(c, MODEL_LABEL), _paper_for(c), why, source=SRC) for c in comps], {}
     from divelab.threads import torch_threads
 
-    scen = [make_scenario(i, seed=seed * 1000, n_filler=plan.smollm2_n_filler) for i in plan.rules]
-    writer = smollm2_writer(plan.smollm2_new_tokens, seed)
-    cfg = AuditConfig(budgets=(plan.smollm2_budget,), compactors=comps, pinned=(False,))
+    scen = [make_scenario(i, seed=seed * 1000, n_filler=plan.smollm2.n_filler) for i in plan.rules]
+    writer = smollm2_writer(plan.smollm2.new_tokens, seed)
+    cfg = AuditConfig(budgets=(plan.smollm2.budget,), compactors=comps, pinned=(False,))
     with torch_threads(1):  # the shared CPU; greedy decoding stays bit-stable
         llm_rows = run_survival_audit(scen, cfg, counter, summary_model=writer)
     twins = tuple(dict.fromkeys(_sumy_twin(c) for c in comps))
-    base_rows = run_survival_audit(scen, AuditConfig(budgets=(plan.smollm2_budget,), compactors=twins,
+    base_rows = run_survival_audit(scen, AuditConfig(budgets=(plan.smollm2.budget,), compactors=twins,
                                                      pinned=(False,)), counter)
-    design = (f"budget {plan.smollm2_budget:g} x {len(scen)} scenarios x 3 rules, {plan.smollm2_n_filler} task "
-              f"turns; greedy summaries of at most {plan.smollm2_new_tokens} tokens")
+    design = (f"budget {plan.smollm2.budget:g} x {len(scen)} scenarios x 3 rules, {plan.smollm2.n_filler} task "
+              f"turns; greedy summaries of at most {plan.smollm2.new_tokens} tokens")
     failed = (f"{writer.stats['truncated']} transcripts were longer than SmolLM2's window and lost their middle "
               "before the model read them" if writer.stats["truncated"] else "")
     out = []
@@ -448,9 +456,9 @@ def _setup(plan: Plan, n_scenarios: int, counter: TokenCounter) -> str:
         "SummarizationMiddleware, the LangGraph create_agent path), LangMem (summarize_messages with a running "
         "summary) and sumy (LexRank/TextRank) plus divelab's keep-last-N and head+tail. The summarising framework "
         "paths write their summaries with sumy LexRank in this audit (an LLM-free stand-in, labelled as such); "
-        + (f"a second run has SmolLM2-135M-Instruct write the summaries of {', '.join(plan.smollm2_compactors)} "
-           f"({len(plan.rules)} scenarios with {plan.smollm2_n_filler} task turns, budget {plan.smollm2_budget:g}, "
-           "greedy, cached by content). " if plan.smollm2_measure else "")
+        + (f"a second run has SmolLM2-135M-Instruct write the summaries of {', '.join(plan.smollm2.compactors)} "
+           f"({len(plan.rules)} scenarios with {plan.smollm2.n_filler} task turns, budget {plan.smollm2.budget:g}, "
+           "greedy, cached by content). " if plan.smollm2.measure else "")
         + ("At full scale a live agent (SmolLM2-135M-Instruct with a LoRA adapter fitted on training episodes of "
            "other companies' rules and wordings for the tool-call format only; never a violation, refusal or lost "
            "rule) acts on held-out scenarios with the rule in view, after AutoGen/LangChain/LangMem compaction (SmolLM2 "
