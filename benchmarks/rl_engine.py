@@ -20,8 +20,8 @@ import torch
 
 from divelab.envs.textworld import TextWorldEnv, generate_game, textworld_env_factory
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
+from divelab.rl.presets import GROUP_SIZE, LR, TESTBEDS
 from divelab.rl.testbed import build_testbed
-from divelab.training.g2po.setup import experiment_config
 
 
 def env_steps_per_s(env, steps: int = 200) -> float:
@@ -43,10 +43,10 @@ def main() -> None:
     ap.add_argument("--out", default="rl_engine.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    tb_cfg, train = experiment_config("quick", 0)
+    tb_cfg = TESTBEDS["quick"]  # warm start seed 0
     tb = build_testbed(tb_cfg)
     spec = tb_cfg.specs()[0]
-    result = {"testbed": tb.game_ids, "group_size": train["group_size"], "iterations": args.iterations,
+    result = {"testbed": tb.game_ids, "group_size": GROUP_SIZE["quick"], "iterations": args.iterations,
               "raw_textworld_steps_per_s": env_steps_per_s(TextWorldEnv(generate_game(spec), max_steps=15)),
               "cached_graph_steps_per_s": env_steps_per_s(
                   textworld_env_factory([spec], max_steps=15, precompute=True,
@@ -55,7 +55,7 @@ def main() -> None:
     for name in ("grpo", "gigpo", "g2po"):
         trainer = GRPOTrainer(tb.new_policy(), tb.make_env, tb.game_ids,
                               GRPOConfig(iterations=args.iterations, estimator=name, seed=0,
-                                         group_size=train["group_size"], max_steps=tb_cfg.max_steps, lr=train["lr"]))
+                                         group_size=GROUP_SIZE["quick"], max_steps=tb_cfg.max_steps, lr=LR))
         logs = trainer.train()  # timed without tracemalloc, which slows Python code several-fold
         tracemalloc.start()
         trainer.iteration()  # one more iteration, traced, for the peak Python allocation

@@ -53,11 +53,11 @@ def reproduction_speedup(system: str, scale: str, seeds: list[int]) -> dict:
 def rollout_speedup(repeats: int, testbed: str) -> dict:
     import ray
 
+    from divelab.rl.presets import TESTBEDS
     from divelab.rl.ray_rollout import ShardedSampler
     from divelab.rl.testbed import build_testbed
-    from divelab.training.g2po.setup import experiment_config
 
-    tb_cfg, _ = experiment_config(testbed, 0)
+    tb_cfg = TESTBEDS[testbed]  # warm start seed 0
     bed = build_testbed(tb_cfg)
     policy, make_env, games = bed.new_policy(), bed.make_env, bed.game_ids
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -89,7 +89,8 @@ def main() -> None:
     ap.add_argument("--scale", default="smoke")
     ap.add_argument("--seeds", default="0-3")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--testbed", default="quick", help="G2PO test bed scale for the rollout part")
+    ap.add_argument("--testbed", default="quick", choices=("smoke", "quick", "full"),
+                    help="the RL test bed scale (divelab.rl.presets) for the rollout part")
     ap.add_argument("--out", default="benchmarks/scaleout.json")
     args = ap.parse_args()
     from divelab.scaleout import parse_seeds

@@ -130,7 +130,7 @@ def test_kv_rollout_keeps_only_the_window_in_its_cache() -> None:
     model = build_model("tiny-100k", vocab_size=len(VOCAB), seed=3)
     seen: list[int] = []
     model.register_forward_pre_hook(
-        lambda _m, _a, kw: seen.append(kw["past_key_values"].get_seq_length() if kw["past_key_values"] else 0),
+        lambda _m, _a, kw: seen.append(kw["cache"].get_seq_length() if kw["cache"] else 0),
         with_kwargs=True)
     rollout(model, sample_mazes([MazeSpec(4, 3, 2)], 4, np.random.default_rng(1)), cap=120, seed=0, window=9)
     assert len(seen) > 60 and max(seen) <= 9

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from divelab.claims import Kind, Verdict
+from divelab.rl.presets import GROUP_SIZE, TESTBEDS
 from divelab.scaleout import run_reproduction
 from divelab.training.g2po.reproduce import PLANS, _across, _plan, setups
-from divelab.training.g2po.setup import experiment_config
 from divelab.verdicts import reapply
 
 
@@ -17,13 +17,20 @@ def test_setups_cross_game_sets_and_warm_starts_and_mark_the_tuned_one() -> None
     assert len(sups) == 4
     assert {(s.testbed.game_seed0, s.testbed.seed) for s in sups} == {(0, 0), (0, 1), (100, 0), (100, 1)}
     assert [s.preregistered for s in sups] == [False, True, True, True]  # game set 0 / warm 0 was tuned on
-    _, train = experiment_config("quick", 0)
-    primary, other = _plan(train, primary=True), _plan(train, primary=False)
+    training = PLANS["quick"].training
+    primary, other = _plan(training, 0, primary=True), _plan(training, 0, primary=False)
     # quick: one training run of every method in every set-up (the units); the control on the primary set-up only
     assert ("control" in {c for _, c, _ in primary}) and ("control" not in {c for _, c, _ in other})
     assert sorted(m for _, c, m in other) == ["g2po", "gigpo", "grpo"]
     # full: more units than quick, several seeds in each (clustered into the unit's mean)
-    assert len(setups(PLANS["full"], seed=0)) > len(sups) and experiment_config("full", 0)[1]["seeds"][1:]
+    assert len(setups(PLANS["full"], seed=0)) > len(sups) and PLANS["full"].training.seeds(0)[1:]
+
+
+def test_the_plan_takes_the_rl_engines_presets() -> None:
+    # the test bed and group size are the engine's (shared with InfoTree and others), held by value
+    for scale, plan in PLANS.items():
+        assert plan.testbed == TESTBEDS[scale] and plan.training.group_size == GROUP_SIZE[scale]
+    assert PLANS["full"].training.seeds(5) == [5, 6, 7]
 
 
 def test_across_is_a_t_interval_over_setup_means() -> None:

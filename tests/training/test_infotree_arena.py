@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from divelab.envs.base import InvalidAction, TextEnv
-from divelab.training.backtrack.maze import MazeSpec
+from divelab.envs.maze import MazeSpec
 from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena
 from divelab.training.infotree.engine import TreeSampler
 from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory

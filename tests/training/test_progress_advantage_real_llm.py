@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -61,7 +63,7 @@ def test_candidate_scores_are_beta_log_ratio_with_adapter_off_as_reference(lora_
 
 def test_summary_and_claims_from_scored_candidates(lora_pair) -> None:
     policy, tok = lora_pair
-    cfg = R.RealLLMConfig(rooms=(4,), eval_states=6, sample_states=3, samples_per_state=2, max_completion=3)
+    cfg = R.RealLLMConfig(rooms=(4,), eval_states=6, sample_states=3, samples_per_state=2)
     ev = R.evaluate(policy, tok, cfg)
     assert ev["candidates"]["labels"].shape == (24,)
     assert ev["after"]["rewards"].shape == (6,) and np.all(np.isfinite(ev["after"]["log_ratio"]))
@@ -69,7 +71,7 @@ def test_summary_and_claims_from_scored_candidates(lora_pair) -> None:
               "n_train_states": 10}
     res = R.summarise(ev, record, cfg)
     res.update(_scores={k: v.tolist() for k, v in ev["candidates"]["scores"].items()},
-               _labels=ev["candidates"]["labels"].tolist(), n_sample_states=3, config=cfg.__dict__)
+               _labels=ev["candidates"]["labels"].tolist(), n_sample_states=3, config=cfg.record())
     t = res["table"]
     # best-of-4 with the summed policy log-prob = how often the policy's own favourite command is right
     y = ev["candidates"]["labels"].reshape(-1, 4)
@@ -97,7 +99,8 @@ def test_trl_grpo_trains_and_caches_the_adapter(tmp_path, monkeypatch) -> None:
         calls.append(1)
         return copy.deepcopy(model), tok
 
-    cfg = R.RealLLMConfig(rooms=(4,), steps=1, prompts_per_step=2, group=2, max_completion=3)
+    cfg = R.RealLLMConfig(rooms=(4,), adapt=replace(R.ADAPTER, steps=1, batch_size=4, num_generations=2))
+    assert (cfg.prompts_per_step, cfg.record()["group"], cfg.record()["max_completion"]) == (2, 2, 3)
     policy, tok, record = R.load_pair(cfg, loader)
     assert len(calls) == 2  # trained, then reloaded from the cached adapter
     assert any("reward" in h for h in record["log"]) and record["n_train_states"] == 10
@@ -106,12 +109,38 @@ def test_trl_grpo_trains_and_caches_the_adapter(tmp_path, monkeypatch) -> None:
     assert hasattr(policy, "disable_adapter")
 
 
-def test_add_to_is_full_scale_only(monkeypatch) -> None:
+def test_the_plan_decides_where_the_real_llm_runs(monkeypatch) -> None:
+    import divelab.lm.real
     from divelab.claims import Reproduction
+    from divelab.training.progress_advantage.reproduce import PLANS
 
     called = []
-    monkeypatch.setattr(R, "measure", lambda seed=0, cfg=None: called.append(seed) or ([], {}))
+    monkeypatch.setattr(R, "measure", lambda seed=0, cfg=None: called.append((seed, cfg)) or ([], {}))
+    monkeypatch.setattr(divelab.lm.real, "is_available", lambda name="": True)
     rep = Reproduction(system="progress-advantage", title="t", scale="quick", seed=0)
     for scale in ("smoke", "quick"):
-        R.add_to(rep, scale, 0)
+        assert PLANS[scale].real_llm is None
+        R.add_to(rep, PLANS[scale].real_llm, 3)
     assert called == [] and not rep.claims
+    R.add_to(rep, PLANS["full"].real_llm, 3)
+    assert called == [(3, PLANS["full"].real_llm)]
+
+
+def test_the_sub_plan_is_the_former_full_scale_setting_and_overridable() -> None:
+    from divelab import plans
+    from divelab.training.progress_advantage.reproduce import PLANS
+
+    cfg = PLANS["full"].real_llm.with_seed(4)
+    # the settings the full scale always ran (RealLLMConfig(seed=seed) before they were a sub-plan)
+    assert cfg.record() == {"model": "smollm2-135m-instruct", "rooms": (4, 5, 6, 7, 8, 9), "held_out": 0.4,
+                            "eval_states": 40, "beta": 0.1, "steps": 12, "prompts_per_step": 2, "group": 4,
+                            "max_completion": 3, "lr": 2e-3, "lora_r": 8, "lora_alpha": 16, "sample_states": 16,
+                            "samples_per_state": 2, "seed": 4}
+    key = R.adapter_key(cfg)
+    assert not {"lora_dropout", "target_modules", "temperature"} & set(key)  # cached adapters keep their keys
+    assert "temperature" in R.adapter_key(replace(cfg, adapt=replace(cfg.adapt, temperature=0.7)))
+    got = plans.apply_overrides(PLANS["full"], {"real_llm.adapt.steps": "3", "real_llm.eval_states": "8"})
+    assert (got.real_llm.adapt.steps, got.real_llm.eval_states) == (3, 8)
+    assert plans.to_dict(got)["real_llm"]["adapt"]["lora"]["r"] == 8  # results.json records the sub-plan
+    with pytest.raises(ValueError, match="adapt.method must be 'grpo'"):
+        R.RealLLMConfig(adapt=replace(R.ADAPTER, method="sft"))

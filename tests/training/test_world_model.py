@@ -75,15 +75,8 @@ class ThreeFieldEnv(ReplayRestore):
     def state_key(self, observation: str) -> Hashable:
         return observation.split(" | ", 1)[-1]
 
-    def clone(self) -> ThreeFieldEnv:
-        twin = ThreeFieldEnv()
-        twin._seed = self._seed
-        twin.restore(self._actions)
-        return twin
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return list(self._actions)
+    def _fresh(self) -> ThreeFieldEnv:  # clone() and actions_taken come from ReplayRestore
+        return ThreeFieldEnv()
 
 
 def check_protocol(env: TextEnv, rng: np.random.Generator) -> None:

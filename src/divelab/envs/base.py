@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 StepResult = tuple[str, float, bool, dict[str, Any]]
 
@@ -57,16 +57,36 @@ EnvFactory = Callable[[str], TextEnv]
 
 
 class ReplayRestore:
-    """``restore`` by replay, for an env that remembers the seed of its last ``reset`` in
-    ``self._seed``: reset with that seed, then step through the prefix (see the module docstring)."""
+    """State by replay, for an env that remembers the seed of its last ``reset`` in ``self._seed`` and
+    its moves since in ``self._actions`` (see the module docstring):
+
+    - ``restore(actions)`` resets with that seed, then steps through the prefix;
+    - ``actions_taken`` is a copy of ``self._actions``;
+    - ``clone()`` replays the moves onto ``self._fresh()``, a new env of the same game; a subclass
+      that can copy its state more cheaply overrides ``clone``."""
 
     _seed: int | None
+    _actions: list[str]
 
     def restore(self, actions: Sequence[str]) -> str:
         obs = self.reset(self._seed)  # type: ignore[attr-defined]
         for a in actions:
             obs = self.step(a)[0]  # type: ignore[attr-defined]
         return obs
+
+    def _fresh(self) -> Self:
+        """A new env of the same game and settings (not reset yet); what ``clone`` replays onto."""
+        raise NotImplementedError(f"{type(self).__name__} must define _fresh() or clone()")
+
+    def clone(self) -> Self:
+        twin = self._fresh()
+        twin._seed = self._seed
+        twin.restore(self.actions_taken)
+        return twin
+
+    @property
+    def actions_taken(self) -> list[str]:
+        return list(self._actions)
 
 
 class EnvWrapper:

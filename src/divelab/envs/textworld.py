@@ -199,15 +199,8 @@ class TextWorldEnv(ReplayRestore):
             layer.__dict__.update(_copy_layer(attrs))
         layers[-1][0]._jericho.set_state(jericho_state)
 
-    def clone(self) -> TextWorldEnv:
-        twin = TextWorldEnv(self.game_file, self.game_id, self.max_steps)
-        twin._seed = self._seed
-        twin.restore(self._actions)
-        return twin
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return list(self._actions)
+    def _fresh(self) -> TextWorldEnv:
+        return TextWorldEnv(self.game_file, self.game_id, self.max_steps)
 
     def close(self) -> None:
         if self._env is not None:

@@ -71,12 +71,5 @@ class CorridorEnv(ReplayRestore):
     def state_key(self, observation: str) -> Hashable:
         return observation.removeprefix("you win. ")
 
-    def clone(self) -> CorridorEnv:
-        twin = CorridorEnv(self.n_rooms, self.goal, self.max_steps, self.game_id)
-        twin._seed = self._seed
-        twin.restore(self._actions)
-        return twin
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return list(self._actions)
+    def _fresh(self) -> CorridorEnv:
+        return CorridorEnv(self.n_rooms, self.goal, self.max_steps, self.game_id)

@@ -36,29 +36,47 @@ SMALL_LM = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
             "max_position_embeddings": 256}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestbedConfig:
+    """Which games a test bed generates and how its warm-started policy is built (part of the cache key)."""
+
     n_games: int = 4
-    game_seed0: int = 0  # games use seeds game_seed0 .. game_seed0 + n_games - 1
+    """games in the set"""
+    game_seed0: int = 0
+    """first TextWorld generator seed: games use seeds game_seed0, game_seed0 + 1, ... (scanned from here when
+    min_random_success > 0)"""
     nb_rooms: int = 3
+    """rooms per generated game"""
     nb_objects: int = 3
+    """objects per generated game"""
     quest_length: int = 2
+    """commands of each game's quest (its shortest winning walkthrough)"""
     max_steps: int = 10
+    """step cap of an episode"""
     model: str = "tiny-100k"
+    """the policy's divelab zoo architecture (see divelab.lm.models)"""
     model_overrides: dict[str, Any] = field(default_factory=lambda: dict(SMALL_LM))
+    """config values that replace the architecture's (default: SMALL_LM, a ~20k-parameter Llama)"""
     history: int = 0
+    """earlier (command, observation) pairs the policy reads before the current observation"""
     tail_tokens: int = 48
-    sft_episodes: int = 8  # exploration episodes per game
+    """tokens kept from the end of a long context (the policy keeps no head tokens)"""
+    sft_episodes: int = 8
+    """uniform-random exploration episodes per game that the warm start clones"""
     sft_steps: int = 80
+    """optimiser steps of the warm start (behaviour cloning)"""
     sft_lr: float = 5e-3
+    """learning rate of the warm start"""
     seed: int = 0
-    # game selection: with min_random_success > 0, scan generator seeds from game_seed0 and keep
-    # the first n_games whose whole graph has <= max_states states and that a uniform random
-    # player wins within max_steps with at least this probability (games a small policy can
-    # learn within a short budget; the rule, not a hand pick, decides)
+    """seed of the warm start (its exploration, initialisation and steps) and of the control's session ids"""
     min_random_success: float = 0.0
+    """game selection: above 0, scan generator seeds from game_seed0 and keep the first n_games whose whole graph
+    has at most max_states states and that a uniform random player wins within max_steps with at least this
+    probability (games a small policy can learn within a short budget; the rule, not a hand pick, decides)"""
     max_states: int = 400
+    """largest explored state graph of a game (its reachable states, merged by world facts)"""
     seed_scan: int = 40
+    """generator seeds scanned for games that pass min_random_success before giving up"""
 
     __test__ = False  # not a pytest class
 

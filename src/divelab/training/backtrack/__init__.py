@@ -12,8 +12,8 @@ traces into the base model transfers the backtracking.
 20.0
 """
 
+from divelab.envs.maze import Maze, MazeSpec, MazeWalker, legal_actions
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, fit_growth, hitting_time, probe_states
-from divelab.training.backtrack.maze import Maze, MazeSpec, MazeWalker, legal_actions
 from divelab.training.backtrack.policy import (
     VOCAB,
     Episode,

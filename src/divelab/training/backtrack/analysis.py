@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from divelab import stats
-from divelab.training.backtrack.maze import Maze
+from divelab.envs.maze import Maze
 from divelab.training.backtrack.policy import (
     DEFAULT_WINDOW,
     VOCAB,

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from divelab.training.backtrack.maze import (
+from divelab.envs.maze import (
     MAX_BRANCHING,
     MOVE_TOKENS,
     OBS_TOKENS,
@@ -193,9 +193,9 @@ def rollout(
             with torch.no_grad():
                 out = model(
                     input_ids=new_ids, attention_mask=attn, position_ids=pos[None].expand(B, -1),
-                    past_key_values=past, use_cache=True,
+                    cache=past, use_cache=True,
                 )
-            past = out.past_key_values
+            past = out.cache  # a transformers Cache (DynamicCache): the window is cut from its layers below
             first += _drop_older_than_window(past, n - first - window)
             logits = out.logits[:, -1].float()
         idx = torch.tensor(active)

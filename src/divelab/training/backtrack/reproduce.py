@@ -9,9 +9,9 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction
 from divelab.comparisons import against_strongest
+from divelab.envs.maze import Maze, MazeSpec
 from divelab.stages import parallel_stages
 from divelab.training.backtrack.analysis import GrowthFit, HittingTime, evaluate, fit_growth, probe_states
-from divelab.training.backtrack.maze import Maze, MazeSpec
 from divelab.training.backtrack.policy import Explorer, rollout, sample_mazes
 from divelab.training.backtrack.train import (
     DistillConfig,

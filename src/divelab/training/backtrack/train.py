@@ -28,11 +28,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from divelab.cache import atomic_dir, entry_path, stable_hash
+from divelab.envs.maze import MazeSpec
 from divelab.lm import fitting
 from divelab.lm.models import build_model
 from divelab.rl.pg_loss import policy_gradient_loss
 from divelab.threads import torch_threads
-from divelab.training.backtrack.maze import MazeSpec
 from divelab.training.backtrack.policy import (
     DEFAULT_WINDOW,
     VOCAB,
@@ -60,31 +60,55 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class SFTConfig:
+    """Supervised fine-tuning of a walker model: the base on exploratory traces, the SFT child on golden paths."""
+
     steps: int = 150
-    batch: int = 32  # episodes per step
+    """optimiser steps (AdamW)"""
+    batch: int = 32
+    """episodes per step"""
     lr: float = 3e-3
-    walk_cap: int = 48  # base only: length of each exploratory trace
-    back_prob: float = 0.15  # base only: the explorer's chance of backing out of a dead end
-    noise: float = 0.05  # base only: the explorer's chance of a uniformly random move
+    """learning rate"""
+    walk_cap: int = 48
+    """base only: length of each exploratory trace"""
+    back_prob: float = 0.15
+    """base only: the scripted explorer's chance of backing out of a dead end (else it restarts)"""
+    noise: float = 0.05
+    """base only: the explorer's chance of a uniformly random move"""
 
 
 @dataclass(frozen=True)
 class RLConfig:
+    """RL with verifiable rewards from the base: group-relative advantages on the model's own walks."""
+
     updates: int = 120
-    mazes: int = 8  # mazes per update
-    group: int = 8  # walks per maze (the GRPO group)
-    cap: int = 60  # steps per training walk
-    alpha: float = 0.1  # length penalty per shortest-path length
+    """policy-gradient updates"""
+    mazes: int = 8
+    """mazes per update"""
+    group: int = 8
+    """walks per maze (the GRPO group)"""
+    cap: int = 60
+    """steps per training walk"""
+    alpha: float = 0.1
+    """length penalty: reward = 1[goal] - alpha * steps / shortest path"""
     lr: float = 1e-3
-    entropy: float = 0.0  # entropy bonus per move
-    kl: float = 0.0  # KL(pi || base) penalty per move, exact over the legal moves (as in GRPO)
-    grad_every: int = 10  # measure the gradient-norm share every this many updates
+    """learning rate"""
+    entropy: float = 0.0
+    """entropy bonus per move"""
+    kl: float = 0.0
+    """KL(pi || base) penalty per move, exact over the legal moves (as in GRPO)"""
+    grad_every: int = 10
+    """measure the gradient-signal share of backward-facing states every this many updates (the token share
+    on the others)"""
 
 
 @dataclass(frozen=True)
 class DistillConfig:
-    walks: int = 256  # RL walks sampled; the successful ones are the data
+    """Distillation: SFT of the base on the RL policy's successful walks."""
+
+    walks: int = 256
+    """RL walks sampled; the successful ones are the data"""
     sft: SFTConfig = SFTConfig()
+    """the fine-tune on them"""
 
 
 @dataclass

@@ -16,22 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from divelab import stats, verdicts
+from divelab import plans, stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.envs.textworld import game_graph, uniform_success
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
+from divelab.rl.presets import TESTBEDS
 from divelab.rl.testbed import TestbedConfig, build_testbed
 from divelab.stages import parallel_stages
-from divelab.training.g2po.setup import (
-    CONDITIONS,
-    ESTIMATORS,
-    METHODS,
-    TESTBEDS,
-    TRAINING,
-    Training,
-    train_settings,
-)
+from divelab.training.g2po.setup import CONDITIONS, ESTIMATORS, METHODS, TRAINING, Training
 
 # a timing claim gets a verdict only from at least this many repeated measurements (here: g2po runs)
 MIN_TIMED_RUNS = 5
@@ -128,15 +121,15 @@ def setups(plan: Plan, seed: int) -> list[Setup]:
     return out
 
 
-def _plan(train: dict[str, Any], primary: bool) -> list[tuple[int, str, str]]:
+def _plan(training: Training, seed: int, primary: bool) -> list[tuple[int, str, str]]:
     """(training seed, condition, method) of the runs of one set-up."""
     out = []
-    for i, s in enumerate(train["seeds"]):
+    for i, s in enumerate(training.seeds(seed)):
         for cond in CONDITIONS:
-            if cond == "control" and train["control_setups"] == "primary" and not primary:
+            if cond == "control" and training.control_setups == "primary" and not primary:
                 continue
-            for m in train["methods"][cond]:
-                limit = train["seeds_for"].get(f"{cond}/{m}", train["seeds_for"].get(cond))
+            for m in training.methods[cond]:
+                limit = training.seeds_for.get(f"{cond}/{m}", training.seeds_for.get(cond))
                 if limit is None or i < limit:
                     out.append((s, cond, m))
     return out
@@ -144,17 +137,17 @@ def _plan(train: dict[str, Any], primary: bool) -> list[tuple[int, str, str]]:
 
 # Stage weights (divelab.stages): every training run of the full plan is one stage of weight 1 (the runs are
 # alike in length); building each set-up's warm start before them is left out of the estimate.
-STAGE_WEIGHT = sum(len(_plan(train_settings(PLANS["full"].training, 0), primary=k == 0))
+STAGE_WEIGHT = sum(len(_plan(PLANS["full"].training, 0, primary=k == 0))
                    for k in range(PLANS["full"].game_sets * PLANS["full"].warm_starts))
 
 
 def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
     """Every run of every set-up: per-iteration success, advantage statistics and timings."""
-    train = train_settings(plan.training, seed)
-    iterations, group_size, seeds = train["iterations"], train["group_size"], train["seeds"]
+    training = plan.training
+    seeds = training.seeds(seed)
     sups = setups(plan, seed)
-    out: dict[str, Any] = {"runs": [], "iterations": iterations, "group_size": group_size, "seeds": seeds,
-                           "train": train, "setups": {}}
+    out: dict[str, Any] = {"runs": [], "iterations": training.iterations, "group_size": training.group_size,
+                           "seeds": seeds, "training": training, "setups": {}}
     todo = []
     for k, sup in enumerate(sups):
         tb = build_testbed(sup.testbed)
@@ -163,29 +156,28 @@ def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
             "testbed": dict(cfg.__dict__), "games": tb.game_ids, "preregistered": sup.preregistered,
             "random_success": {g: uniform_success(game_graph(sp, cfg.max_states), cfg.max_steps)
                                for g, sp in zip(tb.game_ids, cfg.specs(), strict=True)}}
-        todo += [(sup, tb, s, c, m) for s, c, m in _plan(train, primary=k == 0)]
+        todo += [(sup, tb, s, c, m) for s, c, m in _plan(training, seed, primary=k == 0)]
     # one stage per training run (divelab.stages): the runs are independent and each seeds itself, so they run
     # side by side on the cores (DIVELAB_STAGE_WORKERS caps them) and a killed full run resumes at the unfinished ones
     out["runs"] = parallel_stages([(f"train {sup.name} {method} ({cond}) seed {s}",
                                     lambda sup=sup, tb=tb, s=s, cond=cond, method=method:
-                                    _train_run(sup, tb, s, cond, method, train), 1.0)
+                                    _train_run(sup, tb, s, cond, method, training), 1.0)
                                    for sup, tb, s, cond, method in todo])
     return out
 
 
-def _train_run(sup: Setup, tb: Any, s: int, cond: str, method: str, train: dict[str, Any]) -> dict[str, Any]:
+def _train_run(sup: Setup, tb: Any, s: int, cond: str, method: str, training: Training) -> dict[str, Any]:
     """One GRPO run of ``method`` on a set-up's games (states repeat, or the control): its logs, per iteration."""
-    iterations, group_size = train["iterations"], train["group_size"]
     policy = tb.new_policy()
     make_env = tb.make_env if cond == "repeat" else tb.make_control_env
-    cfg = GRPOConfig(iterations=iterations, group_size=group_size, max_steps=sup.testbed.max_steps,
-                     estimator=ESTIMATORS[method][0], estimator_options=ESTIMATORS[method][1],
-                     lr=train["lr"], kl_coef=train["kl_coef"], ppo_epochs=train["ppo_epochs"],
+    cfg = GRPOConfig(iterations=training.iterations, group_size=training.group_size,
+                     max_steps=sup.testbed.max_steps, estimator=ESTIMATORS[method][0], estimator_options=ESTIMATORS[method][1],
+                     lr=training.lr, kl_coef=training.kl_coef, ppo_epochs=training.ppo_epochs,
                      seed=s, description=f"{sup.name}/{method}/{cond}/s{s}")
     trainer = GRPOTrainer(policy, make_env, tb.game_ids, cfg)
     shares: dict[str, list[float]] = defaultdict(list)
     score_credit = cond == "repeat" and method == "grpo"  # every estimator scored on grpo's batches
-    for _ in range(iterations):
+    for _ in range(training.iterations):
         trainer.iteration()
         if score_credit:
             for name, v in _credit_shares(trainer.last_groups).items():
@@ -506,12 +498,13 @@ def _details(res: _Results) -> dict[str, Any]:
             "within_decision_share_by_estimator": res.within_decision_shares(),
             "adv_var_by_method": res.advantage_variance(),
             "improvement_points": res.improvement(), "final_success": {m: res.final_of("repeat", m) for m in METHODS},
-            "train": data["train"], "iterations": data["iterations"], "group_size": data["group_size"],
+            "train": {**plans.to_dict(data["training"]), "seeds": data["seeds"]},
+            "iterations": data["iterations"], "group_size": data["group_size"],
             "seeds": data["seeds"]}
 
 
 def _setup(data: dict[str, Any], names: list[str], pre: list[str], seed: int) -> str:
-    tr = data["train"]
+    tr: Training = data["training"]
     first = data["setups"][names[0]]
     tb = first["testbed"]
     rand = "; ".join(f"{n}: " + ", ".join(f"{g.rsplit('-', 1)[-1]} {100 * p:.0f}%" for g, p in
@@ -535,12 +528,12 @@ def _setup(data: dict[str, Any], names: list[str], pre: list[str], seed: int) ->
         "(feedback, room name, inventory) and scoring each admissible command by log-prob; warm-started "
         "(single-threaded, seeded by the set-up's warm seed) by behaviour cloning a uniform random explorer "
         f"({tb['sft_episodes']} episodes per game, {tb['sft_steps']} steps). Each run: {data['iterations']} GRPO "
-        f"iterations x {data['group_size']} rollouts per game, clipped PG (eps 0.2, {tr['ppo_epochs']} epochs), "
-        f"k3 KL to the frozen start ({tr['kl_coef']}), Adam {tr['lr']:g}; from the same start on training seeds "
+        f"iterations x {data['group_size']} rollouts per game, clipped PG (eps 0.2, {tr.ppo_epochs} epochs), "
+        f"k3 KL to the frozen start ({tr.kl_coef}), Adam {tr.lr:g}; from the same start on training seeds "
         f"{data['seeds']} (the first iteration's rollouts are identical across methods): "
-        + "; ".join(f"{c}: {', '.join(ms)}" for c, ms in tr["methods"].items())
-        + (f" (limits: {tr['seeds_for']} of the seeds; control on {tr['control_setups']} set-up(s))"
-           if tr["seeds_for"] else "")
+        + "; ".join(f"{c}: {', '.join(ms)}" for c, ms in tr.methods.items())
+        + (f" (limits: {tr.seeds_for} of the seeds; control on {tr.control_setups} set-up(s))"
+           if tr.seeds_for else "")
         + " (gigpo: w=1, gamma 0.95; g2po: gamma 0.95, V = mean discounted return from the state, episode "
         "advantage + standardised edge TD, weights 1 and 1; g2po-outcome: V = mean undiscounted outcome). Success "
         "is the on-policy training success; the final value averages the second half of training."

@@ -1,4 +1,4 @@
-"""The E163 maze family (``divelab.training.backtrack.maze``) as an RL-engine ``TextEnv``.
+"""The E163 maze family (:mod:`divelab.envs.maze`) as an RL-engine ``TextEnv``.
 
 InfoTree (arXiv 2605.05262) is compared with independent sampling "on the TextWorld games and the
 maze family from the E163 work". The backtracking package has its own walker and policy; the
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from divelab.envs.base import EnvFactory, ReplayRestore, StepResult, check_action
-from divelab.rl.policy import LMPolicy
-from divelab.training.backtrack.maze import (
+from divelab.envs.maze import (
     MAX_BRANCHING,
     MOVE_TOKENS,
     OBS_TOKENS,
@@ -33,6 +32,7 @@ from divelab.training.backtrack.maze import (
     MazeWalker,
     exit_token,
 )
+from divelab.rl.policy import LMPolicy
 
 
 class MazeTextEnv(ReplayRestore):
@@ -67,15 +67,12 @@ class MazeTextEnv(ReplayRestore):
         # a pure function of the text, as the protocol asks (samplers call it after stepping on)
         return observation
 
-    def clone(self) -> MazeTextEnv:
-        twin = MazeTextEnv(self.maze, self.name)
-        twin._seed = self._seed
-        twin.restore(self._walker.history)
-        return twin
+    def _fresh(self) -> MazeTextEnv:
+        return MazeTextEnv(self.maze, self.name)
 
     @property
     def actions_taken(self) -> list[str]:
-        return list(self._walker.history)
+        return list(self._walker.history)  # the walker keeps the moves
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction
 from divelab.comparisons import against_strongest
+from divelab.envs.maze import MazeSpec
 from divelab.progress import track
+from divelab.rl.presets import GROUP_SIZE, KL_COEF, LR, PPO_EPOCHS, TESTBEDS
 from divelab.rl.testbed import TestbedConfig
 from divelab.stages import stage
-from divelab.training.backtrack.maze import MazeSpec
-from divelab.training.g2po.setup import KL_COEF, LR, PPO_EPOCHS, TESTBEDS, TRAINING
 from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample
 from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena, start_mixed_ratio
 from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy
@@ -96,10 +96,11 @@ class Plan:
     arena_seeds: int
     """training runs per sampler in the engine arena (TextWorld and mazes)."""
     textworld: TestbedConfig
-    """the TextWorld games and warm-started policy of the arena (G2PO's test bed at the same scale; the
-    warm start's seed is the run's)."""
+    """the TextWorld games and warm-started policy of the arena (the RL engine's test bed at the same scale,
+    divelab.rl.presets, which G2PO also trains on; the warm start's seed is the run's)."""
     textworld_group_size: int
-    """group budget, in rollouts' worth per game, of the TextWorld arena (G2PO's at the same scale)."""
+    """group budget, in rollouts' worth per game, of the TextWorld arena (the engine's GRPO group at the same
+    scale)."""
     textworld_env_steps: int
     """env steps of training each TextWorld arm gets before it is scored."""
     maze_env_steps: int
@@ -115,16 +116,16 @@ class Plan:
 PLANS = {
     "smoke": Plan(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, deep_inst=6, proxy_prompts=6, train_iters=3,
                   train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5, arena_seeds=2,
-                  textworld=TESTBEDS["smoke"], textworld_group_size=TRAINING["smoke"].group_size,
+                  textworld=TESTBEDS["smoke"], textworld_group_size=GROUP_SIZE["smoke"],
                   textworld_env_steps=60, maze_env_steps=100, maze_group_size=4, eval_episodes=4, start_batches=2),
     "quick": Plan(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, deep_inst=100, proxy_prompts=40,
                   train_iters=30, train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10, arena_seeds=5,
-                  textworld=TESTBEDS["quick"], textworld_group_size=TRAINING["quick"].group_size,
+                  textworld=TESTBEDS["quick"], textworld_group_size=GROUP_SIZE["quick"],
                   textworld_env_steps=1000, maze_env_steps=1500, maze_group_size=8, eval_episodes=32,
                   start_batches=8),
     "full": Plan(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16, 32, 64), inst=2000, deep_inst=1000,
                  proxy_prompts=200, train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12,
-                 arena_seeds=10, textworld=TESTBEDS["full"], textworld_group_size=TRAINING["full"].group_size,
+                 arena_seeds=10, textworld=TESTBEDS["full"], textworld_group_size=GROUP_SIZE["full"],
                  textworld_env_steps=3000, maze_env_steps=4000, maze_group_size=8, eval_episodes=64,
                  start_batches=16),
 }
@@ -150,8 +151,8 @@ def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[f
 
 def _arena_families(plan: Plan, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
     """(name, new_policy, make_env, game_ids, config) of each env family the arena trains on."""
-    # TextWorld: the G2PO reproduction's test bed and training settings (games a small policy
-    # measurably learns; the warm start is cached and shared with that reproduction)
+    # TextWorld: the RL engine's test bed and GRPO settings (divelab.rl.presets: games a small policy
+    # measurably learns; the warm start is cached and shared with G2PO's reproduction)
     from divelab.rl.testbed import build_testbed
 
     tb_cfg = dataclasses.replace(plan.textworld, seed=seed)

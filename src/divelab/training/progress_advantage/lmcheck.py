@@ -149,7 +149,7 @@ def sample_from(model: torch.nn.Module, tok: Any, games: list[KeyDoorGame], pref
                                                                                                    strict=True)]
     last_obs = [tok.decode(p[-10:]) for p in prefixes]
     out = model(input_ids=torch.tensor(prefixes), use_cache=True)
-    cache, logits = out.past_key_values, out.logits[:, -1]
+    cache, logits = out.cache, out.logits[:, -1]
     while not all(g.done for g in games):
         step_tokens = []
         for k in range(ACTION_TOKENS):
@@ -158,8 +158,8 @@ def sample_from(model: torch.nn.Module, tok: Any, games: list[KeyDoorGame], pref
             t = torch.multinomial(torch.softmax(z, -1), 1, generator=gen)[:, 0]
             step_tokens.append(t)
             if k < ACTION_TOKENS - 1:
-                out = model(input_ids=t[:, None], past_key_values=cache, use_cache=True)
-                cache, logits = out.past_key_values, out.logits[:, -1]
+                out = model(input_ids=t[:, None], cache=cache, use_cache=True)
+                cache, logits = out.cache, out.logits[:, -1]
         acts = torch.stack(step_tokens, 1).tolist()
         feed = []
         for i, g in enumerate(games):
@@ -182,8 +182,8 @@ def sample_from(model: torch.nn.Module, tok: Any, games: list[KeyDoorGame], pref
             feed.append([acts[i][-1], *obs_ids])
         if all(g.done for g in games):
             break
-        out = model(input_ids=torch.tensor(feed), past_key_values=cache, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1]
+        out = model(input_ids=torch.tensor(feed), cache=cache, use_cache=True)
+        cache, logits = out.cache, out.logits[:, -1]
     assert len(eps) == B
     return eps
 

@@ -17,6 +17,9 @@ self-certainty): best-of-4 selection accuracy and AUROC for "this step makes pro
 
 >>> from divelab.training.progress_advantage.real_llm import RealLLMConfig, run   # doctest: +SKIP
 >>> res = run(RealLLMConfig())   # SmolLM2: ~15 min on 2 CPU cores the first time (adapter cached)
+
+The reproduction runs it where its ``Plan`` sets ``real_llm`` (a :class:`RealLLMConfig`, so
+``--set real_llm.adapt.steps=...`` reaches it and ``results.json`` records it).
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from divelab.cache import atomic_dir, atomic_write_text, entry_path, stable_hash
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.training.progress_advantage.textgame import ACTIONS, GameSpec, State, q_success, shortest
 
 COMMANDS = tuple(a.rstrip(" ;") for a in ACTIONS)  # "go east", "go west", "take key", "open door"
@@ -41,23 +45,73 @@ EXAMPLES = ((3, State(0, 1, False, 4), "go east"),)
 _VERSION = 1  # bump to invalidate cached adapters when the training code changes
 
 
+# The KL-regularised RL fine-tune: 12 GRPO steps of 2 prompts x 4 completions of at most 3 tokens (a command
+# is 2 tokens + the end of turn), lr 2e-3, KL weight 0.1, a rank-8 LoRA (alpha 16) on the attention projections
+ADAPTER = AdaptConfig(method="grpo", steps=12, lr=2e-3, batch_size=8, lora=LoraSpec(r=8, alpha=16), beta=0.1,
+                      num_generations=4, max_completion_length=3, temperature=1.0)
+
+
 @dataclass(frozen=True)
 class RealLLMConfig:
+    """The SmolLM2 study: the game's states, the RL fine-tune that makes the policy, and the evaluation."""
+
     model: str = "smollm2-135m-instruct"
-    rooms: tuple[int, ...] = (4, 5, 6, 7, 8, 9)  # corridor lengths; every state of each is a game state
-    held_out: float = 0.4  # fraction of states kept out of RL training
-    eval_states: int = 40  # held-out states scored (all 4 candidates each)
-    beta: float = 0.1  # KL coefficient of the RL objective (TRL's beta) and of the score
-    steps: int = 12  # GRPO optimiser steps
-    prompts_per_step: int = 2
-    group: int = 4  # completions per prompt (GRPO group)
-    max_completion: int = 3  # tokens per sampled answer (a command is 2 tokens + end of turn)
-    lr: float = 2e-3
-    lora_r: int = 8
-    lora_alpha: int = 16
-    sample_states: int = 16  # held-out states sampled before/after (reward and KL)
+    """the reference model (a divelab.lm.load_model name); the policy is a LoRA adapter over it"""
+    rooms: tuple[int, ...] = (4, 5, 6, 7, 8, 9)
+    """corridor lengths of the key-and-door game; every state of each is a game state"""
+    held_out: float = 0.4
+    """fraction of the states kept out of RL training"""
+    eval_states: int = 40
+    """held-out states scored, all four commands as candidates in each"""
+    sample_states: int = 16
+    """held-out states at which answers are sampled before and after the fine-tune (reward and KL)"""
     samples_per_state: int = 2
-    seed: int = 0
+    """answers sampled per such state"""
+    adapt: AdaptConfig = ADAPTER
+    """the fine-tune (TRL's GRPOTrainer, method grpo): beta is the KL weight of the RL objective and of the
+    progress score; batch_size is prompts per step x num_generations; max_completion_length also bounds the
+    sampled answers; seed also draws the state split and the samples (a reproduction sets it to its run's
+    seed). max_length, save_every and activation_checkpointing do not apply (one uninterrupted GRPO run)."""
+
+    def __post_init__(self) -> None:
+        if self.adapt.method != "grpo":
+            raise ValueError(f"the policy is trained by GRPO: adapt.method must be 'grpo', got {self.adapt.method!r}")
+
+    @property
+    def seed(self) -> int:
+        return self.adapt.seed
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.adapt.batch_size // self.adapt.num_generations
+
+    def with_seed(self, seed: int) -> RealLLMConfig:
+        return replace(self, adapt=replace(self.adapt, seed=seed))
+
+    def record(self) -> dict[str, Any]:
+        """The settings as one flat record (what the claims' notes and the adapter's cache key read)."""
+        a = self.adapt
+        return {"model": self.model, "rooms": self.rooms, "held_out": self.held_out, "eval_states": self.eval_states,
+                "beta": a.beta, "steps": a.steps, "prompts_per_step": self.prompts_per_step, "group": a.num_generations,
+                "max_completion": a.max_completion_length, "lr": a.lr, "lora_r": a.lora.r, "lora_alpha": a.lora.alpha,
+                "sample_states": self.sample_states, "samples_per_state": self.samples_per_state, "seed": a.seed}
+
+
+def adapter_key(cfg: RealLLMConfig) -> dict[str, Any]:
+    """Everything that decides the trained adapter. The adapter's settings that the training once fixed
+    (LoRA dropout and target modules, sampling temperature) enter the key only when changed, so adapters
+    cached before they became settings keep their keys."""
+    import peft
+    import trl
+
+    key = {**cfg.record(), "version": _VERSION, "trl": trl.__version__, "peft": peft.__version__}
+    for k in ("eval_states", "sample_states", "samples_per_state"):
+        key.pop(k)
+    fixed = {"lora_dropout": 0.0, "target_modules": ("q_proj", "k_proj", "v_proj", "o_proj"), "temperature": 1.0}
+    now = {"lora_dropout": cfg.adapt.lora.dropout, "target_modules": tuple(cfg.adapt.lora.target_modules),
+           "temperature": cfg.adapt.temperature}
+    key.update({k: v for k, v in now.items() if v != fixed[k]})
+    return key
 
 
 # -- the game as chat prompts --------------------------------------------------------------------
@@ -142,23 +196,22 @@ def train_adapter(model: Any, tok: Any, cfg: RealLLMConfig, train: list[tuple[in
     import tempfile
 
     from datasets import Dataset
-    from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
     rows = [_state_row(n, s, prompt_text(tok, n, s)) for n, s in train]
+    a = cfg.adapt
     rng = np.random.default_rng(cfg.seed + 1)
-    need = cfg.steps * cfg.prompts_per_step
+    need = a.steps * cfg.prompts_per_step
     rows = [rows[i] for i in rng.permutation(np.resize(np.arange(len(rows)), max(need, len(rows))))]
     with tempfile.TemporaryDirectory() as tmp:
         args = GRPOConfig(
-            output_dir=tmp, beta=cfg.beta, num_generations=cfg.group, max_completion_length=cfg.max_completion,
-            per_device_train_batch_size=cfg.prompts_per_step * cfg.group, gradient_accumulation_steps=1,
-            learning_rate=cfg.lr, max_steps=cfg.steps, logging_steps=1, save_strategy="no", report_to="none",
+            output_dir=tmp, beta=a.beta, num_generations=a.num_generations, max_completion_length=a.max_completion_length,
+            per_device_train_batch_size=a.batch_size, gradient_accumulation_steps=1,
+            learning_rate=a.lr, max_steps=a.steps, logging_steps=1, save_strategy="no", report_to="none",
             use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, gradient_checkpointing=False,
-            scale_rewards="none", temperature=1.0, disable_dropout=True, seed=cfg.seed, data_seed=cfg.seed,
+            scale_rewards="none", temperature=a.temperature, disable_dropout=True, seed=a.seed, data_seed=a.seed,
             shuffle_dataset=False, dataloader_num_workers=0, log_level="error", disable_tqdm=True)
-        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, task_type="CAUSAL_LM",
-                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+        lora = a.lora.peft_config()
         trainer = GRPOTrainer(model=model, reward_funcs=_reward_fn, args=args,
                               train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=lora)
         from transformers import PrinterCallback, TrainerCallback
@@ -167,7 +220,7 @@ def train_adapter(model: Any, tok: Any, cfg: RealLLMConfig, train: list[tuple[in
 
         trainer.remove_callback(PrinterCallback)
         with make_progress() as bar:
-            task = bar.add_task("progress-advantage: SmolLM2 LoRA GRPO", total=cfg.steps, info="")
+            task = bar.add_task("progress-advantage: SmolLM2 LoRA GRPO", total=a.steps, info="")
 
             class _Bar(TrainerCallback):
                 def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
@@ -193,12 +246,7 @@ def load_pair(cfg: RealLLMConfig, base_loader: Any = None) -> tuple[Any, Any, di
 
             return load_model(cfg.model)
 
-    import peft
-    import trl
-
-    key = {**asdict(cfg), "version": _VERSION, "trl": trl.__version__, "peft": peft.__version__}
-    for k in ("eval_states", "sample_states", "samples_per_state"):
-        key.pop(k)
+    key = adapter_key(cfg)
     path = entry_path("progress-advantage-lora", stable_hash(key))
     if not (path / "record.json").exists():
         model, tok = base_loader()
@@ -328,9 +376,9 @@ def evaluate(policy: Any, tok: Any, cfg: RealLLMConfig) -> dict[str, Any]:
     ev = [test[i] for i in rng.permutation(len(test))[:cfg.eval_states]]
     smp = [test[i] for i in rng.permutation(len(test))[:cfg.sample_states]]
     with torch_threads(2):
-        cand = score_candidates(policy, AdapterOff(policy), tok, ev, cfg.beta)
-        after = sample_answers(policy, tok, smp, cfg.samples_per_state, cfg.max_completion, cfg.seed + 3)
-        before = sample_answers(policy, tok, smp, cfg.samples_per_state, cfg.max_completion, cfg.seed + 3,
+        cand = score_candidates(policy, AdapterOff(policy), tok, ev, cfg.adapt.beta)
+        after = sample_answers(policy, tok, smp, cfg.samples_per_state, cfg.adapt.max_completion_length, cfg.seed + 3)
+        before = sample_answers(policy, tok, smp, cfg.samples_per_state, cfg.adapt.max_completion_length, cfg.seed + 3,
                                 adapter=False)
     return {"candidates": cand, "after": after, "before": before, "n_eval_states": len(ev),
             "n_sample_states": len(smp), "n_test_states": len(test)}
@@ -452,19 +500,21 @@ def claims(res: dict[str, Any], seed: int = 0) -> list[Any]:
     return out
 
 
-def add_to(rep: Any, scale: str, seed: int) -> None:
-    """The SmolLM2 claims of the reproduction, at ``full`` scale only (a "not checkable here" claim
-    with the install command when the model's package is missing)."""
+def add_to(rep: Any, cfg: RealLLMConfig | None, seed: int) -> None:
+    """The SmolLM2 claims of the reproduction, measured with ``cfg`` (its seed set to ``seed``) where the plan
+    sets one, none where it is None (a "not checkable here" claim with the install command when the model's
+    package is missing)."""
     from divelab.lm.real import add_claims_at_full
 
-    add_claims_at_full(rep, scale, lambda: measure(seed), details_key="smollm2",
+    add_claims_at_full(rep, cfg is not None, lambda: measure(seed, cfg), details_key="smollm2",
                        statement="progress advantage of a KL-RL LoRA policy over SmolLM2-135M-Instruct",
                        paper_value="post-trained / reference pairs of 4B-14B models", source="arXiv 2606.26080; week-in-review E173")
 
 
 def measure(seed: int = 0, cfg: RealLLMConfig | None = None) -> tuple[list[Any], dict[str, Any]]:
-    """For :func:`divelab.lm.real.add_claims_at_full`: ``(claims, details)``."""
-    cfg = cfg or RealLLMConfig(seed=seed)
+    """For :func:`divelab.lm.real.add_claims_at_full`: ``(claims, details)`` of ``cfg`` (default
+    :class:`RealLLMConfig`) run with seed ``seed``."""
+    cfg = (cfg or RealLLMConfig()).with_seed(seed)
     res = run(cfg)
     return claims(res, seed), public(res)
 
@@ -481,7 +531,7 @@ def run(cfg: RealLLMConfig | None = None, base_loader: Any = None) -> dict[str, 
     out["_labels"] = ev["candidates"]["labels"].tolist()
     out["n_sample_states"] = ev["n_sample_states"]
     out["eval_s"] = round(time.perf_counter() - t0, 1)
-    out["config"] = asdict(cfg)
+    out["config"] = cfg.record()
     return out
 
 

@@ -11,9 +11,10 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable, strongest
 from divelab.comparisons import baseline_records
+from divelab.rl.presets import TESTBEDS
 from divelab.rl.testbed import TestbedConfig
-from divelab.training.g2po.setup import TESTBEDS
 from divelab.training.progress_advantage import mdp as M
+from divelab.training.progress_advantage.real_llm import RealLLMConfig
 from divelab.training.progress_advantage.twcheck import EvalConfig
 
 SOURCE = "arXiv 2606.26080; week-in-review E173"
@@ -43,7 +44,8 @@ class Plan:
     exact: ExactPlan
     """the exact tabular check of the identity (no model, exact MDPs)."""
     testbed: TestbedConfig
-    """the TextWorld games and the warm-started reference LM (the G2PO test bed; its seed is the run's seed)."""
+    """the TextWorld games and the warm-started reference LM (the RL engine's test bed, divelab.rl.presets, at smoke
+    and full; its seed is the run's seed)."""
     iterations: int
     """GRPO iterations that turn the reference into the (imperfect) RL policy."""
     group_size: int
@@ -55,18 +57,19 @@ class Plan:
     """also run the key-and-door text game, which trains its own pair of tiny LMs (minutes of CPU)."""
     bootstrap: int
     """bootstrap resamples for the intervals of the AUROC and step-correlation claims."""
-    real_llm: bool
-    """also measure SmolLM2-135M-Instruct against a KL-RL LoRA policy over it (minutes of CPU and the
-    model download)."""
+    real_llm: RealLLMConfig | None
+    """SmolLM2-135M-Instruct against a KL-RL LoRA policy over it: its states, fine-tune and evaluation (minutes
+    of CPU and the model download); None: not measured at this scale. Its seed is the run's."""
 
 
-# G2PO's test beds at smoke and full (their games and warm starts are cached once); quick has its own
+# the RL engine's test beds at smoke and full (shared with G2PO: their games and warm starts are cached once);
+# quick has its own
 PLANS = {
     "smoke": Plan(exact=ExactPlan(slips=(0.0, 0.2), random_mdps=20, small_betas=(0.01, 0.001),
                                   small_gammas=(0.9, 0.99), mdps_per_cell=1, pg_steps=300, pg_sampled_steps=100),
                   testbed=TESTBEDS["smoke"],
                   iterations=2, group_size=4, evaluation=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
-                  keydoor=False, bootstrap=50, real_llm=False),
+                  keydoor=False, bootstrap=50, real_llm=None),
     "quick": Plan(exact=ExactPlan(slips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4), random_mdps=200,
                                   small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                   mdps_per_cell=1, pg_steps=2000, pg_sampled_steps=1000),
@@ -74,13 +77,13 @@ PLANS = {
                                         min_random_success=0.1, max_states=120, sft_episodes=32, sft_steps=200,
                                         sft_lr=1e-2),
                   iterations=3, group_size=8, evaluation=EvalConfig(reps=20, n=8, mc_steps=100, mc_rollouts=32),
-                  keydoor=False, bootstrap=400, real_llm=False),
+                  keydoor=False, bootstrap=400, real_llm=None),
     "full": Plan(exact=ExactPlan(slips=tuple(np.linspace(0, 0.6, 13).tolist()), random_mdps=2000,
                                  small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                  mdps_per_cell=5, pg_steps=5000, pg_sampled_steps=3000),
                  testbed=TESTBEDS["full"],
                  iterations=4, group_size=8, evaluation=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64),
-                 keydoor=True, bootstrap=2000, real_llm=True),
+                 keydoor=True, bootstrap=2000, real_llm=RealLLMConfig()),
 }
 
 
@@ -209,10 +212,10 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _lm_claims(lm, seed, plan.bootstrap)
     rep.figures += _figures(ex, lm)
     rep.setup = _setup(ex, lm, plan)
-    if plan.real_llm:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
+    if plan.real_llm is not None:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
         from divelab.training.progress_advantage import real_llm
 
-        real_llm.add_to(rep, "full", seed)
+        real_llm.add_to(rep, plan.real_llm, seed)
     return rep
 
 

@@ -274,10 +274,16 @@ def mc_advantage(policy: Any, make_env: EnvFactory, trajectory: Any, t: int, m: 
 # -- one variant, end to end -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EvalConfig:
-    reps: int = 10  # groups per game
-    n: int = 8  # rollouts per group (best-of-n)
-    mc_steps: int = 60  # steps whose true advantage is estimated by Monte Carlo
+    """Scoring of the policy's rollouts against the true advantage."""
+
+    reps: int = 10
+    """groups per game"""
+    n: int = 8
+    """rollouts per group (best-of-n)"""
+    mc_steps: int = 60
+    """steps whose true advantage is estimated by Monte Carlo (0: none)"""
     mc_rollouts: int = 32
+    """Monte Carlo rollouts per estimated step"""
 
 
 def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]:

@@ -34,10 +34,10 @@ from divelab.comparisons import against_strongest, baseline_records
 from divelab.envs.textworld import TextWorldGameSpec, compact_view, textworld_env_factory
 from divelab.progress import track
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
+from divelab.rl.presets import TESTBEDS
 from divelab.rl.rollout import IndependentSampler
 from divelab.rl.testbed import TestbedConfig, build_testbed
 from divelab.stages import stage as run_stage  # `stage` names the world model's training stages here
-from divelab.training.g2po.setup import TESTBEDS
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import evaluate as fidelity
 from divelab.training.world_model.fidelity import outcome_confusion
@@ -110,10 +110,10 @@ class Plan:
 # what is left.
 FULL_LLM = LLMPlan(cpt_steps=50, sft_steps=100, batch_size=8, max_new_tokens=112, n_eval=200, n_seen=120)
 
-# G2PO's test beds (their games and warm starts are cached once); full keeps quick's. Training runs,
-# not evaluation, fill quick's budget (an evaluation is a fraction of a second): quick fits four training
-# seeds of the real and faithful-simulator arms by leaving the stingy arm to full, which trains every
-# arm on five seeds.
+# the RL engine's test beds (shared with G2PO: their games and warm starts are cached once); full keeps
+# quick's. Training runs, not evaluation, fill quick's budget (an evaluation is a fraction of a second): quick
+# fits four training seeds of the real and faithful-simulator arms by leaving the stingy arm to full, which
+# trains every arm on five seeds.
 PLANS = {
     "smoke": Plan(testbed=TESTBEDS["smoke"], held_out_seed0=1, held_out_games=1, extra_seen_games=0, episodes=4,
                   cpt_steps=30, sft_steps=30, rl_steps=2, batch=16, agent_pretrain_steps=10, grpo_iterations=2,

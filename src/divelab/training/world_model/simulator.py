@@ -105,10 +105,6 @@ class SimulatedEnv(ReplayRestore):
         twin._actions = list(self._actions)
         return twin
 
-    @property
-    def actions_taken(self) -> list[str]:
-        return list(self._actions)
-
     def explore(self, depth: int | None = None, max_states: int = 2000) -> int:
         """Predict every transition reachable within ``depth`` steps (default ``max_steps``), one
         batched model call per level; returns the number of simulated states reached."""
@@ -175,7 +171,7 @@ NEXT_PAGE = "next page"
 ERROR_FEEDBACK = "error : the command failed , nothing happened . try again ."
 
 
-class Steered(EnvWrapper):
+class Steered(ReplayRestore, EnvWrapper):
     """Controllable simulation on top of any env (see the module docstring); ``rate`` is the
     probability that a step is steered."""
 
@@ -241,18 +237,5 @@ class Steered(EnvWrapper):
     def state_key(self, observation: str) -> Hashable:
         return observation
 
-    def restore(self, actions: Sequence[str]) -> str:
-        obs = self.reset(self._seed)
-        for a in actions:
-            obs = self.step(a)[0]
-        return obs
-
-    def clone(self) -> Steered:
-        twin = Steered(self.env.clone(), self.mode, self.rate, self.salt)
-        twin._seed = self._seed
-        twin.restore(self._actions)
-        return twin
-
-    @property
-    def actions_taken(self) -> list[str]:
-        return list(self._actions)
+    def _fresh(self) -> Steered:
+        return Steered(self.env.clone(), self.mode, self.rate, self.salt)

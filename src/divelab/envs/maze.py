@@ -1,6 +1,11 @@
-"""The layered dead-end maze: the paper's path-finding graph with K, L and W made explicit.
+"""The layered dead-end maze: the path-finding graph of E163 (RLVR vs SFT, arXiv 2606.22938) with K, L
+and W made explicit.
 
-Reconstruction (the notes flag W and L as uncertain; this is ours, documented in docs/backtrack.md):
+An environment of its own, shared by the systems that play it: the backtracking study
+(:mod:`divelab.training.backtrack`) trains its walker policies on it, and InfoTree
+(:mod:`divelab.training.infotree`) trains on a fixed set of its instances.
+
+Reconstruction (the paper leaves W and L uncertain; this is ours, documented in docs/systems/backtrack.md):
 
 - **K** — depth: the number of decision points (junctions) J_0 … J_{K-1} between start and goal.
 - **L** — branching: every junction has L exits, exactly one of them correct. Which one is correct is
