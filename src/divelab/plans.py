@@ -49,20 +49,60 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _dataclass_types(hint: Any) -> list[type]:
+    """The dataclass types an annotation holds: itself, or inside a union, tuple, list or mapping."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return [hint]
+    return [t for arg in typing.get_args(hint) for t in _dataclass_types(arg)]
+
+
+def _dataclass_values(value: Any) -> list[Any]:
+    """The dataclass instances a field's value holds: itself, or inside a tuple, list or mapping."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [value]
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [v for x in value for v in _dataclass_values(x)]
+    return []
+
+
+def _type_problems(cls: type, where: str, instances: list[Any], seen: set[type]) -> list[str]:
+    """Problems of one plan type and, recursively, of every dataclass type its fields hold (by annotation,
+    and by the values ``instances`` of it carry, so a field typed ``Any`` is checked too)."""
+    problems = []
+    if not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        problems.append(f"{where} is not frozen")
+    docs = field_docs(cls)
+    missing = [f.name for f in dataclasses.fields(cls) if not docs.get(f.name)]
+    if missing:
+        problems.append(f"{where} fields without a docstring: {', '.join(missing)}")
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # an annotation that does not resolve: the values still tell the types
+        hints = {}
+    for f in dataclasses.fields(cls):
+        values = [v for inst in instances for v in _dataclass_values(getattr(inst, f.name))]
+        nested = dict.fromkeys([*_dataclass_types(hints.get(f.name)), *(type(v) for v in values)])
+        for t in nested:
+            if t in seen:
+                continue
+            seen.add(t)
+            inner = [v for v in values if type(v) is t]
+            problems += _type_problems(t, f"{where}.{f.name} ({t.__name__})", inner, seen)
+    return problems
+
+
 def plan_problems(module: types.ModuleType) -> list[str]:
-    """What keeps ``module`` from following the plan contract (empty when it follows it)."""
+    """What keeps ``module`` from following the plan contract (empty when it follows it): ``Plan`` and every
+    dataclass type nested in its fields (by annotation or by value) must be frozen with every field documented."""
     name = module.__name__
     plan_cls = getattr(module, "Plan", None)
     if plan_cls is None or not dataclasses.is_dataclass(plan_cls):
         return [f"{name} defines no Plan dataclass"]
-    problems = []
-    if not plan_cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
-        problems.append(f"{name}.Plan is not frozen")
-    docs = field_docs(plan_cls)
-    missing = [f.name for f in dataclasses.fields(plan_cls) if not docs.get(f.name)]
-    if missing:
-        problems.append(f"{name}.Plan fields without a docstring: {', '.join(missing)}")
     plans = getattr(module, "PLANS", None)
+    instances = [p for p in plans.values() if isinstance(p, plan_cls)] if isinstance(plans, Mapping) else []
+    problems = _type_problems(plan_cls, f"{name}.Plan", instances, {plan_cls})
     if not isinstance(plans, Mapping) or set(plans) != set(SCALES):
         problems.append(f"{name}.PLANS must map exactly {', '.join(SCALES)} to a Plan")
     elif any(not isinstance(p, plan_cls) for p in plans.values()):

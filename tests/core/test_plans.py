@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import types
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,51 @@ def test_plan_problems_catch_a_missing_docstring_a_mutable_plan_and_a_missing_sc
     problems = " | ".join(plans.plan_problems(bad))
     assert "not frozen" in problems and "without a docstring: n" in problems
     assert "must map exactly smoke, quick, full" in problems and "no run(plan, seed)" in problems
+
+
+@dataclass
+class LooseInner:  # mutable, and a field without a docstring
+    steps: int
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    inner: LooseInner
+    """a nested type that breaks the contract."""
+
+
+@dataclass(frozen=True)
+class Deep:
+    deep: tuple[Wrapped, ...]
+    """nested two levels down, inside a tuple."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    maybe: LooseInner | None = None
+    """a sub-plan that every scale here leaves out (None)."""
+
+
+@dataclass(frozen=True)
+class Untyped:
+    anything: Any = None
+    """a field whose annotation says nothing: the values tell the type."""
+
+
+def _problems(plan_cls: type, plan: object) -> list[str]:
+    return plans.plan_problems(_module(Plan=plan_cls, PLANS=dict.fromkeys(("smoke", "quick", "full"), plan),
+                                       run=lambda p, s: None))
+
+
+def test_plan_problems_check_nested_types_by_annotation_and_by_value():
+    assert _problems(Deep, Deep(deep=(Wrapped(LooseInner(1)),))) == [
+        "fake.reproduce.Plan.deep (Wrapped).inner (LooseInner) is not frozen",
+        "fake.reproduce.Plan.deep (Wrapped).inner (LooseInner) fields without a docstring: steps"]
+    # a sub-plan left out (None) at every scale is still checked, by its annotation
+    assert "fake.reproduce.Plan.maybe (LooseInner) is not frozen" in _problems(LeftOut, LeftOut())
+    # a field typed Any is checked through the values the plans hold
+    assert _problems(Untyped, Untyped(anything=Inner(1))) == []
+    assert "fake.reproduce.Plan.anything (LooseInner) is not frozen" in _problems(Untyped, Untyped(LooseInner(1)))
 
 
 def test_to_dict_is_json_ready():

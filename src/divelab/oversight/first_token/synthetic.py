@@ -62,13 +62,22 @@ def stance_of(word: str) -> int | None:
 
 @dataclass(frozen=True)
 class GenConfig:
-    kappa: float = 0.75  # prefix regime: P(refuse) = σ(κ·h)
-    kappa_evidence: float = 0.2  # deliberative: P(ctx_bad) = σ(κ_e·h)
-    register_p: float = 0.9  # prob. a register word leans towards d (prefix regime)
-    stance_agree: float = 0.55  # prob. a body stance word agrees with d (prefix regime)
-    stance_rate: float = 0.25  # prob. a body slot holds a stance word (else filler)
-    evidence_p: float = 0.95  # deliberative: P(d follows the evidence)
-    after_evidence_agree: float = 0.9  # deliberative: stance words after the evidence agree with d
+    """The trace generator's planted probabilities."""
+
+    kappa: float = 0.75
+    """prefix regime: P(refuse) = σ(κ·h)"""
+    kappa_evidence: float = 0.2
+    """deliberative: P(ctx_bad) = σ(κ_e·h)"""
+    register_p: float = 0.9
+    """prob. a register word leans towards d (prefix regime)"""
+    stance_agree: float = 0.55
+    """prob. a body stance word agrees with d (prefix regime)"""
+    stance_rate: float = 0.25
+    """prob. a body slot holds a stance word (else filler)"""
+    evidence_p: float = 0.95
+    """deliberative: P(d follows the evidence)"""
+    after_evidence_agree: float = 0.9
+    """deliberative: stance words after the evidence agree with d"""
 
     def __post_init__(self) -> None:
         for name in ("register_p", "stance_agree", "stance_rate", "evidence_p", "after_evidence_agree"):

@@ -34,15 +34,26 @@ def toy_tokenizer() -> Any:
 
 @dataclass(frozen=True)
 class ToyRecipe:
+    """The toy reasoning model: the generator of its training traces and its training."""
+
     gen: GenConfig = field(default_factory=GenConfig)
+    """the trace generator (its planted regimes)"""
     n_train: int = 20000
+    """generated training traces"""
     steps: int = 800
+    """optimiser steps"""
     batch_size: int = 64
+    """traces per step"""
     lr: float = 3e-3
+    """learning rate"""
     hidden_size: int = 64
+    """the model's hidden size (its MLP is 3x wider)"""
     layers: int = 3
+    """transformer layers"""
     heads: int = 4
+    """attention heads"""
     seed: int = 0
+    """seed of the model's initialisation, its data and its training"""
 
     def key(self) -> str:
         return stable_hash({"v": RECIPE_VERSION, **asdict(self)})
@@ -54,11 +65,17 @@ class DefenceRecipe:
     (decision refuse, refuse-ish stance throughout) for prompts with harm >= ``harm_min``."""
 
     refusal_share: float = 0.3
+    """share of the fine-tuning traces that are refusal traces"""
     harm_min: float = -2.0
+    """the refusal traces' prompts have harm at least this"""
     n_train: int = 6000
+    """fine-tuning traces in all"""
     steps: int = 200
+    """optimiser steps"""
     batch_size: int = 64
+    """traces per step"""
     lr: float = 1e-3
+    """learning rate"""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.refusal_share < 1.0:
