@@ -97,9 +97,29 @@ def test_competence_outside_the_window_makes_the_comparison_uninformative():
     assert all(c.verdict.value == "uninformative" for c in claims)
 
 
-def test_not_checkable_below_full():
+def test_not_checkable_without_a_sub_plan():
     from divelab.claims import Reproduction
 
     rep = Reproduction(system="bayes-control", title="t", scale="smoke", seed=0)
-    live_generated.add_to(rep, False)
+    live_generated.add_to(rep, None)
     assert [c.verdict.value for c in rep.claims] == ["not checkable here"]
+
+
+def test_the_plan_sizes_the_real_coder_and_set_reaches_it(monkeypatch):
+    from divelab import plans
+    from divelab.claims import Reproduction
+    from divelab.coding.bayes_control import reproduce
+    from divelab.lm import real
+
+    assert reproduce.PLANS["smoke"].live_llm is None and reproduce.PLANS["quick"].live_llm is None
+    full = reproduce.PLANS["full"].live_llm
+    assert full.adapt.steps == 60 and full.adapt.lora.r == 16 and len(full.adapt.lora.target_modules) == 8 * 7
+    plan = plans.resolve(reproduce, "full", {"live_llm.reps": "5", "live_llm.adapt.steps": "7"})
+    assert plan.live_llm.reps == 5 and plan.live_llm.adapt.steps == 7
+    assert plans.to_dict(plan)["live_llm"]["adapt"]["steps"] == 7  # recorded in results.json
+    seen = []
+    monkeypatch.setattr(real, "is_available", lambda name=real.SMOLLM2: True)
+    monkeypatch.setattr(live_generated, "measure", lambda cfg, seed: (seen.append(cfg), ([], {}))[1])
+    rep = Reproduction(system="bayes-control", title="t", scale="full", seed=0)
+    live_generated.add_to(rep, plan.live_llm, 0)
+    assert seen == [plan.live_llm]  # the sub-plan given, not a size looked up by scale

@@ -18,6 +18,9 @@ def _fast_belief(monkeypatch):  # the replay-fitted default needs labelled mutan
     monkeypatch.setattr(runtime, "default_model", lambda level=0.25, seed=0: BELIEF)
 
 
+SMALL = live_real.LiveRealConfig(n_test=1, n_calib=1, max_steps=1, max_new_tokens=32)  # one task each, one step
+
+
 def _coder(correct: bool):
     by_prompt = {t.prompt: t for t in load_tasks()}
 
@@ -30,7 +33,7 @@ def _coder(correct: bool):
 
 
 def test_correct_coder_passes_and_memo_shares_generations():
-    claims, d = live_real.measure("smoke", chat=_coder(True))
+    claims, d = live_real.measure(SMALL, chat=_coder(True))
     assert d["pass_at_1"] == 1.0
     assert d["table"]["always-verify"]["shipped_correct"] == 1.0
     # one first attempt per task (calibration + test) shared by all 8 controllers; refinements memoised too
@@ -41,7 +44,7 @@ def test_correct_coder_passes_and_memo_shares_generations():
 
 
 def test_wrong_coder_is_never_shipped_by_always_verify():
-    claims, d = live_real.measure("smoke", chat=_coder(False))
+    claims, d = live_real.measure(SMALL, chat=_coder(False))
     assert d["pass_at_1"] == 0.0
     assert d["table"]["always-verify"]["shipped_correct"] == 0.0
     assert d["table"]["never-verify"]["mean_utility"] == -2.0  # ships wrong code: the loss

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from sherloc_repo import calc_spec, write_calc
 
 from divelab.chat import ScriptedChatModel, ToolCall, assistant
 from divelab.coding.sherloc import (
@@ -93,23 +94,17 @@ class TestOps(unittest.TestCase):
 '''
 
 
+MODULES = {"ops.py": OPS, "util.py": UTIL}
+
+
 @pytest.fixture(scope="module")
 def fixture_repo(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("calcrepo")
-    (root / "calc").mkdir()
-    (root / "calc" / "__init__.py").write_text("")
-    (root / "calc" / "ops.py").write_text(OPS)
-    (root / "calc" / "util.py").write_text(UTIL)
-    (root / "tests").mkdir()
-    (root / "tests" / "__init__.py").write_text("")
-    (root / "tests" / "test_ops.py").write_text(TESTS)
-    return root
+    return write_calc(tmp_path_factory.mktemp("calcrepo"), MODULES, TESTS)
 
 
 @pytest.fixture(scope="module")
 def spec(fixture_repo) -> RepoSpec:
-    return RepoSpec("calc", str(fixture_repo), sources=("calc/__init__.py", "calc/ops.py", "calc/util.py"),
-                    tests=("tests",), test_modules=("tests.test_ops",), purge=("calc", "tests"))
+    return calc_spec(fixture_repo, MODULES)
 
 
 @pytest.fixture(scope="module")

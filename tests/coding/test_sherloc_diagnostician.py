@@ -3,10 +3,12 @@ from the test bugs, the scorer picks a shortlisted candidate, and the claims ref
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from sherloc_repo import CLAMP, TOTAL, module, open_calc
 
 from divelab.claims import Verdict
-from divelab.coding.sherloc import RepoSpec, open_repo
 from divelab.coding.sherloc.benchmark import Task
 from divelab.coding.sherloc.lm_diagnostician import (
     LETTERS,
@@ -18,28 +20,16 @@ from divelab.coding.sherloc.lm_diagnostician import (
     training_tasks,
 )
 from divelab.coding.sherloc.mutate import functions
-from divelab.coding.sherloc.real_diagnostician import SMOKE, claims_from
+from divelab.coding.sherloc.real_diagnostician import DIAGNOSTICIAN_SFT, DiagConfig, claims_from, top_layers
 from divelab.coding.sherloc.scoring import GRANS
+from divelab.lm.adapt import LoraSpec
 
-OPS = '''\
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
+# a diagnostician sized for a test: a 3-function shortlist, one short SFT run on the top layer
+SMALL = DiagConfig(k=3, n_train_per_repo=3, n_orders=1, adapt_seeds=(0,),
+                   adapt=replace(DIAGNOSTICIAN_SFT, steps=1, batch_size=2,
+                                 lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(1))))
 
-
-def total(xs):
-    s = 0
-    for x in xs:
-        s += x
-    return s
-
-
-def mean(xs):
-    return total(xs) / len(xs)
-'''
+OPS = module(CLAMP, TOTAL, "def mean(xs):\n    return total(xs) / len(xs)\n")
 TEST = '''\
 import unittest
 from calc.ops import clamp, mean
@@ -59,16 +49,7 @@ SPECTRUM = {"calc/ops.py": {2: (1, 1), 3: (1, 2), 4: (1, 1), 10: (1, 1), 11: (1,
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("calcrepo")
-    (root / "calc").mkdir()
-    (root / "calc" / "__init__.py").write_text("")
-    (root / "calc" / "ops.py").write_text(OPS)
-    (root / "tests").mkdir()
-    (root / "tests" / "__init__.py").write_text("")
-    (root / "tests" / "test_ops.py").write_text(TEST)
-    spec = RepoSpec("calc", str(root), sources=("calc/__init__.py", "calc/ops.py"), tests=("tests",),
-                    test_modules=("tests.test_ops",), purge=("calc", "tests"))
-    return open_repo(spec, tmp_path_factory.mktemp("mat"))
+    return open_calc(tmp_path_factory.mktemp("calcrepo"), {"ops.py": OPS}, TEST, tmp_path_factory.mktemp("mat"))
 
 
 def _task(tid: str, function: str, span: tuple[int, int], issue: str = "") -> Task:
@@ -139,7 +120,7 @@ def test_claims_are_uninformative_when_the_shortlist_never_holds_the_bug(repo):
     got = {"cands": cands, "arms": {"untuned": [1, 0, 2, 1], "adapted-0": [0, 1, 1, 2]}, "n_rows": 2,
            "n_train_kept": 1, "n_train_planted": 2, "adapters": [], "collect_s": 0.0}
     others = {"ochiai": [locations(c, 0) for c in cands], "bm25": [locations(c, 1) for c in cands]}
-    claims, details = claims_from(tasks, got, others, SMOKE, seed=0)
+    claims, details = claims_from(tasks, got, others, SMALL, seed=0)
     assert details["shortlist_ceiling"] == 0
     assert len(claims) == len(GRANS) + 1
     assert all(c.verdict == Verdict.UNINFORMATIVE and "ceiling of 0" in c.reason for c in claims)

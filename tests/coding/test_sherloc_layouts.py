@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from sherloc_repo import CLAMP, COUNTER, module
 
 from divelab.chat import ScriptedChatModel
 from divelab.coding.sherloc import (
@@ -29,24 +30,7 @@ from divelab.coding.sherloc import runner as sherloc_runner
 from divelab.coding.sherloc.finding import Location
 from divelab.coding.sherloc.scoring import hit
 
-OPS = '''\
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def bump(self, k=1):
-        self.n = self.n + k
-        return self.n
-
-
+OPS = module(CLAMP, COUNTER, '''\
 class Timer:
     def __init__(self):
         self.t = 0
@@ -54,7 +38,7 @@ class Timer:
     def bump(self, k=1):
         self.t = self.t + 2 * k
         return self.t
-'''
+''')  # two methods named bump in one file
 
 UNITTEST = '''\
 import unittest

@@ -5,28 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from sherloc_repo import CLAMP, TOTAL, module, open_calc
 
 from divelab.chat import ScriptedChatModel
 from divelab.claims import Kind
-from divelab.coding.sherloc import RepoSpec, open_repo
 from divelab.coding.sherloc.benchmark import Task
 from divelab.coding.sherloc.real_llm import RealConfig, measure, slice_indices
 
-OPS = '''\
-def clamp(x, lo, hi):
-    if x > lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
-def total(xs):
-    s = 0
-    for x in xs:
-        s += x
-    return s
-'''
+OPS = module(CLAMP, TOTAL).replace("x < lo", "x > lo")  # the bug: the lower bound's comparison flipped
 
 GOOD = {"file": "calc/ops.py", "symbol": "clamp", "line_span": [2, 2], "location_description": "the lower check",
         "root_cause_hypothesis": "wrong comparison", "solution_idea": "flip it", "dependencies": [],
@@ -35,16 +21,8 @@ GOOD = {"file": "calc/ops.py", "symbol": "clamp", "line_span": [2, 2], "location
 
 @pytest.fixture()
 def repo(tmp_path):
-    root = tmp_path / "calcrepo"
-    (root / "calc").mkdir(parents=True)
-    (root / "calc" / "__init__.py").write_text("")
-    (root / "calc" / "ops.py").write_text(OPS.replace("x > lo", "x < lo"))
-    (root / "tests").mkdir()
-    (root / "tests" / "__init__.py").write_text("")
-    (root / "tests" / "test_ops.py").write_text("import unittest\n")
-    spec = RepoSpec("calc", str(root), sources=("calc/__init__.py", "calc/ops.py"), tests=("tests",),
-                    test_modules=("tests.test_ops",), purge=("calc", "tests"))
-    return open_repo(spec, tmp_path / "mat")
+    return open_calc(tmp_path / "calcrepo", {"ops.py": OPS.replace("x > lo", "x < lo")}, "import unittest\n",
+                     tmp_path / "mat")
 
 
 def _task(i: int) -> Task:
@@ -84,7 +62,19 @@ def test_measure_counts_recoveries_and_scores_beside_baselines(repo):
     assert all(c.compared_with and len(c.baselines) == 3 for c in claims[1:3])  # judged on the strongest
 
 
-def test_add_to_runs_at_full_scale_only(repo, monkeypatch):
+def test_the_plan_runs_the_slice_at_full_scale_only():
+    from divelab import plans
+    from divelab.coding.sherloc import reproduce
+
+    assert reproduce.PLANS["smoke"].real_llm is None and reproduce.PLANS["quick"].real_llm is None
+    assert reproduce.PLANS["full"].real_llm == RealConfig(per_repo=2)
+    plan = plans.resolve(reproduce, "full", {"real_llm.max_turns": "5", "real_diagnostician.adapt.steps": "3"})
+    assert plan.real_llm.max_turns == 5 and plan.real_diagnostician.adapt.steps == 3
+    recorded = plans.to_dict(plan)
+    assert recorded["real_llm"]["max_turns"] == 5 and recorded["real_diagnostician"]["adapt"]["steps"] == 3
+
+
+def test_add_to_runs_the_sub_plan_it_is_given(repo, monkeypatch):
     from divelab.claims import Reproduction
     from divelab.coding.sherloc import real_llm
     from divelab.coding.sherloc.finding import Location
@@ -95,11 +85,8 @@ def test_add_to_runs_at_full_scale_only(repo, monkeypatch):
     tasks = [_task(0), _task(1)]
     preds = {k: [[Location("calc/ops.py", "clamp", (2, 2))]] * 2 for k in ("sherloc", "bm25", "ochiai", "surprisal",
                                                                             "sherloc-heuristic")}
-    rep = Reproduction("sherloc", "t", "quick", 0)
-    real_llm.add_to(rep, "quick", 0, tasks, {"calc": repo}, preds)
-    assert not rep.claims and "smollm2" not in rep.details
     rep = Reproduction("sherloc", "t", "full", 0)
-    real_llm.add_to(rep, "full", 0, tasks, {"calc": repo}, preds)
+    real_llm.add_to(rep, RealConfig(per_repo=2), 0, tasks, {"calc": repo}, preds)
     d = rep.details["smollm2"]
     assert d["n_tasks"] == 2 and set(d["acc@1"]) == {"smollm2", "heuristic", "spectrum", "bm25", "ochiai",
                                                            "surprisal"}

@@ -84,7 +84,20 @@ def test_round_replaces_the_biased_judge_and_removes_its_source_bias():
     assert not LLMJudge(scorer, "content_only", threshold=4.1).accepts(x)
 
 
-def test_add_to_runs_only_at_full_scale():
+def test_the_plan_sizes_the_round_at_full_scale_only(monkeypatch):
+    from divelab import plans
+    from divelab.lm import real
+    from divelab.selfimprove.red_queen import reproduce
+
+    assert reproduce.PLANS["smoke"].real_llm is None and reproduce.PLANS["quick"].real_llm is None
+    assert reproduce.PLANS["full"].real_llm == RoundConfig()
+    plan = plans.resolve(reproduce, "full", {"real_llm.eval_pairs": "60"})
+    assert plan.real_llm.eval_pairs == 60 and plans.to_dict(plan)["real_llm"]["eval_pairs"] == 60
     rep = Reproduction(system="red-queen", title="t", scale="quick", seed=0, setup="s")
-    real_llm.add_to(rep, "quick", 0)
+    real_llm.add_to(rep, None, 0)  # no sub-plan: nothing runs
     assert not rep.claims
+    seen = []
+    monkeypatch.setattr(real, "is_available", lambda *a, **k: True)
+    monkeypatch.setattr(real_llm, "measure", lambda cfg, seed: (seen.append(cfg), ([], {"ok": 1}))[1])
+    real_llm.add_to(rep, plan.real_llm, 0)
+    assert seen == [plan.real_llm] and rep.details["smollm2_judge"] == {"ok": 1}

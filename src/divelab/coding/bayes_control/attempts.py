@@ -61,10 +61,16 @@ def code_of(task: GeneratedTask, reply: str) -> str:
 
 @dataclass(frozen=True)
 class Sampling:
+    """How the coder's attempts at one task are sampled (one left-padded batch per task)."""
+
     k: int = 8
+    """attempts per task (refinement draws the next one)"""
     temperature: float = 0.8
+    """sampling temperature"""
     top_p: float = 0.95
+    """nucleus sampling mass"""
     max_new_tokens: int = 80
+    """longest attempt in tokens"""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

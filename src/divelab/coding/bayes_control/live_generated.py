@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,8 +47,8 @@ from divelab.coding.bayes_control.tasks_generated import (
     generated_tasks,
 )
 from divelab.comparisons import against_strongest
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.progress import track
-from divelab.scale import check_scale
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SOURCE = "arXiv 2606.24453; week-in-review E170"
@@ -57,14 +57,32 @@ STATEMENT = (f"{MODEL_LABEL} on generated tasks: Bayesian control (chosen on dev
              "(chosen on dev) in net utility on held-out test tasks when verification is costly")
 
 
+N_LAYERS = 30  # SmolLM2-135M's decoder layers
+_PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+         "mlp.up_proj", "mlp.down_proj")
+
+
+def top_layers(n: int) -> tuple[str, ...]:
+    """The attention and MLP projections of SmolLM2's top ``n`` layers: LoRA there only, so the backward pass
+    stops at the lowest adapted layer (CPU time)."""
+    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - n, N_LAYERS) for m in _PROJ)
+
+
+CODER_SFT = AdaptConfig(method="sft", steps=60, lr=3e-4, batch_size=8, max_length=384,
+                        lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(8)), save_every=20,
+                        activation_checkpointing=False)
+"""The coder's LoRA SFT on the training families (its ``seed`` is replaced by the run's seed)."""
+
+
 @dataclass(frozen=True)
 class GenConfig:
     """The real-coder experiment, one value each (the full plan's)."""
 
     sampling: Sampling = field(default_factory=Sampling)
     """attempts per task and how they are sampled"""
-    sft_steps: int = 60
-    """LoRA SFT steps on the training families (0: the coder is the untuned model)"""
+    adapt: AdaptConfig | None = CODER_SFT
+    """the coder's LoRA SFT on the training families (None: the coder is the untuned model); its ``seed`` is
+    replaced by the run's seed"""
     max_steps: int = 4
     """refinements + verifications per episode (critics do not count)"""
     reps: int = 20
@@ -85,14 +103,6 @@ class GenConfig:
     """pre-stated competence window for pass@1 of first attempts"""
     n_tasks: int | None = None
     """evaluation tasks used (None: all; a spread over the families otherwise)"""
-
-
-SMOKE = GenConfig(sampling=Sampling(k=3, max_new_tokens=24), sft_steps=2, reps=2, replicates=2, n_tasks=6)
-
-
-def config_for(scale: str) -> GenConfig:
-    check_scale(scale)
-    return GenConfig() if scale == "full" else SMOKE
 
 
 def eval_tasks(cfg: GenConfig) -> list[GeneratedTask]:
@@ -121,17 +131,12 @@ def load_coder(cfg: GenConfig, seed: int) -> tuple[Any, Any, str, dict[str, Any]
     from divelab.lm.real import load_real
 
     model, tok = load_real()
-    if cfg.sft_steps <= 0:
+    if cfg.adapt is None:
         return model, tok, "smollm2-135m-instruct", {}
-    from divelab.lm.adapt import AdaptConfig, LoraSpec, adapt
+    from divelab.lm.adapt import adapt
 
-    layers = tuple(f"layers.{i}.{m}" for i in range(22, 30) for m in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-        "mlp.up_proj", "mlp.down_proj"))  # the top 8 layers: the backward pass stops there (CPU time)
-    ad = adapt("smollm2-135m-instruct", sft_rows(tok),
-               AdaptConfig(method="sft", steps=cfg.sft_steps, lr=3e-4, batch_size=8, max_length=384, seed=seed,
-                           lora=LoraSpec(r=16, alpha=32, target_modules=layers), save_every=20,
-                           activation_checkpointing=False), name="E170 coder SFT (training families)")
+    ad = adapt("smollm2-135m-instruct", sft_rows(tok), replace(cfg.adapt, seed=seed),
+               name="E170 coder SFT (training families)")
     model, tok = ad.load()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -310,7 +315,8 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
     oracle = max((k for k in test_means if k != "Bayes (dev pick)"), key=test_means.get)
     lo_w, hi_w = cfg.window
     p1, ci1 = comp["pass_at_1"], comp["ci"]
-    comp_txt = (f"{MODEL_LABEL}{' + LoRA SFT on the training families' if cfg.sft_steps else ''} pass@1 (first "
+    tuned = " + LoRA SFT on the training families" if cfg.adapt is not None else ""
+    comp_txt = (f"{MODEL_LABEL}{tuned} pass@1 (first "
                 f"attempts) {p1:.2f} [{ci1[0]:.2f}, {ci1[1]:.2f}] over {comp['tasks']} tasks ({comp['attempts']} "
                 f"attempts); on the test tasks {comp_test['pass_at_1']:.2f}")
     if not lo_w <= p1 <= hi_w:
@@ -340,7 +346,8 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
     details = {"competence": comp, "competence_test": comp_test, "picks": picks, "fits": fits,
                "test_mean_per_100": test_means, "split": {"test": len(test), "calibration": len(reps[0][0]),
                                                           "dev": len(reps[0][1])},
-               "config": {"k": cfg.sampling.k, "temperature": cfg.sampling.temperature, "sft_steps": cfg.sft_steps,
+               "config": {"k": cfg.sampling.k, "temperature": cfg.sampling.temperature,
+                          "sft_steps": cfg.adapt.steps if cfg.adapt else 0,
                           "max_steps": cfg.max_steps, "reps": cfg.reps, "replicates": cfg.replicates,
                           "verify_cost": cfg.verify_cost, "critic_costs": list(cfg.critic_costs)},
                "adapter": run.get("adapter", {}), "collect_s": run.get("collect_s"), "test_tasks": test,
@@ -402,22 +409,22 @@ def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[di
              "The strongest raw score is picked on test, which favours the baseline.")
 
 
-def measure(scale: str = "full", seed: int = 0) -> tuple[list[Claim], dict[str, Any]]:
-    cfg = config_for(scale)
+def measure(cfg: GenConfig, seed: int = 0) -> tuple[list[Claim], dict[str, Any]]:
+    """Collect the coder's judged attempts (cached per task) and compare the controllers on them."""
     return analyse(collect(cfg, seed), cfg, seed)
 
 
-def add_to(rep: Any, live: bool, seed: int = 0, weight: float = 1.0) -> None:
-    """The real-coder claims (``live``: the full plan) as one resumable stage (the attempts are also cached per
-    task); otherwise one not-checkable line (tens of minutes of SmolLM2 on a CPU)."""
+def add_to(rep: Any, cfg: GenConfig | None, seed: int = 0, weight: float = 1.0) -> None:
+    """The real-coder claims sized by ``cfg`` (the plan's ``live_llm``) as one resumable stage (the attempts are
+    also cached per task); with None, one not-checkable line (tens of minutes of SmolLM2 on a CPU)."""
     from divelab.lm import real
     from divelab.stages import stage
 
-    if not live:
+    if cfg is None:
         rep.add(not_checkable(STATEMENT, "no number for this setting", "runs at full scale only: "
                               f"{MODEL_LABEL} samples and judges attempts for tens of minutes of CPU", source=SOURCE))
         return
-    real.add_claims_at_full(rep, "full", lambda: stage(f"{MODEL_LABEL} attempts on generated tasks",
-                                                       lambda: measure("full", seed), weight=weight),
+    real.add_claims_at_full(rep, True, lambda: stage(f"{MODEL_LABEL} attempts on generated tasks",
+                                                     lambda: measure(cfg, seed), weight=weight),
                             statement=STATEMENT, paper_value="no number for this setting", source=SOURCE,
                             details_key="smollm2_generated")

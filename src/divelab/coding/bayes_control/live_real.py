@@ -13,8 +13,11 @@ verify-or-ship``), and one re-fitted on SmolLM2's own first attempts on separate
 (prior = its pass rate there, critic likelihoods from its candidates), to show where the decisions
 change when the belief matches the model.
 
->>> from divelab.coding.bayes_control.live_real import measure   # doctest: +SKIP
->>> claims, details = measure("full", seed=0)
+It is a callable example, not part of ``divelab reproduce bayes-control`` (the model solves almost no
+HumanEval problem, so there is nothing to control; the run's real coder is :mod:`.live_generated`).
+
+>>> from divelab.coding.bayes_control.live_real import LiveRealConfig, measure   # doctest: +SKIP
+>>> claims, details = measure(LiveRealConfig(), seed=0)
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ from divelab.coding.bayes_control.live import LiveEnv
 from divelab.coding.bayes_control.replay import CRITIC_NAMES, critic_costs, public_indices
 from divelab.comparisons import against_strongest
 from divelab.progress import track
-from divelab.scale import check_scale, pick
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SOURCE = "arXiv 2606.24453; week-in-review E170"
@@ -70,19 +72,20 @@ class MemoChat:
         return self.cache[key]
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveRealConfig:
+    """The live HumanEval episodes: how many tasks, how long an episode, what verification costs."""
+
     n_test: int = 6
+    """held-out HumanEval tasks the controllers play"""
     n_calib: int = 4
-    max_steps: int = 2  # refinements + verifications per episode
-    verify_cost: float = 0.4  # "verification is costly": 40% of the reward
+    """HumanEval tasks (disjoint) on whose first attempts the model's own belief is fitted"""
+    max_steps: int = 2
+    """refinements + verifications per episode"""
+    verify_cost: float = 0.4
+    """"verification is costly": 40% of the reward"""
     max_new_tokens: int = 160
-
-
-def config_for(scale: str) -> LiveRealConfig:
-    check_scale(scale)
-    return pick(scale, smoke=LiveRealConfig(n_test=1, n_calib=1, max_steps=1, max_new_tokens=32),
-                quick=LiveRealConfig(n_test=3, n_calib=2, max_steps=2), full=LiveRealConfig())
+    """longest reply of the model in tokens"""
 
 
 def split_tasks(cfg: LiveRealConfig, seed: int = 0) -> tuple[list[Task], list[Task]]:
@@ -202,9 +205,11 @@ def claims_from_run(run: dict[str, Any], cfg: LiveRealConfig, seed: int = 0) -> 
     return out, details
 
 
-def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
-    """Run the live episodes on SmolLM2 (or ``chat``) and return ``(claims, details)``."""
-    cfg = config_for(scale)
+def measure(cfg: LiveRealConfig | None = None, seed: int = 0,
+            chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
+    """Run the live episodes sized by ``cfg`` (default: :class:`LiveRealConfig`'s values) on SmolLM2 (or
+    ``chat``) and return ``(claims, details)``."""
+    cfg = cfg or LiveRealConfig()
     t0 = time.perf_counter()
     if chat is None:
         from divelab.chat.hf_local import HFChatModel
@@ -220,13 +225,3 @@ def measure(scale: str = "full", seed: int = 0, chat: ChatModel | None = None) -
     details["runtime_s"] = round(time.perf_counter() - t0, 1)
     return claims, details
 
-
-def add_to(rep: Any, scale: str, seed: int = 0, weight: float = 1.0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), as one stage
-    of the run (:mod:`divelab.stages`) of the given weight."""
-    from divelab.lm import real
-    from divelab.stages import stage
-
-    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} live episodes", lambda: measure(scale, seed),
-                                                      weight=weight), statement=f"{MODEL_LABEL}: live episodes",
-                            paper_value="see the paper's headline numbers", source=SOURCE)

@@ -93,10 +93,16 @@ def pyflakes_messages(code: str) -> list[str]:
 
 @dataclass(frozen=True)
 class PoolConfig:
+    """Each task's candidate pool: the AST mutants that stand in for sampled code, and how they are labelled."""
+
     n_single: int = 8
+    """single-mutation mutants per task"""
     n_double: int = 4
+    """double-mutation mutants per task (a mutant of a single mutant)"""
     per_test_s: float = 0.3
-    workers: int = 2  # concurrent sandboxes (this machine has 2 shared cores)
+    """time limit of each hidden test or docstring example in the sandbox"""
+    workers: int = 2
+    """concurrent sandboxes while labelling (speed, not results; this machine has 2 shared cores)"""
 
     def __post_init__(self) -> None:
         if self.n_single < 0 or self.n_double < 0:

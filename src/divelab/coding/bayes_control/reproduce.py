@@ -19,6 +19,7 @@ import numpy as np
 from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.codetasks.humaneval import load_tasks
+from divelab.coding.bayes_control import live_generated
 from divelab.coding.bayes_control.controllers import (
     Controller,
     Costs,
@@ -28,6 +29,7 @@ from divelab.coding.bayes_control.controllers import (
     known_failure_value,
     simple_rules,
 )
+from divelab.coding.bayes_control.live_generated import GenConfig
 from divelab.coding.bayes_control.pool import PoolConfig, build_pools
 from divelab.coding.bayes_control.replay import (
     CRITIC_NAMES,
@@ -97,27 +99,29 @@ class Plan:
     """bootstrap resamples (over tasks) of the belief-AUROC intervals at the claimed level."""
     n_boot_curve: int
     """bootstrap resamples of each point of the belief-AUROC curve over the public-test share."""
-    live_llm: bool
-    """also let SmolLM2-135M-Instruct write the code: sampled attempts on generated tasks, real critics and
-    verifier (:mod:`.live_generated`, tens of minutes of CPU)."""
+    live_llm: GenConfig | None
+    """SmolLM2-135M-Instruct writes the code: sampled attempts on generated tasks, real critics and verifier
+    (:mod:`.live_generated`, tens of minutes of CPU), sized by this sub-plan; None skips it (one not-checkable
+    line instead)."""
 
 
 PLANS = {
     "smoke": Plan(n_tasks=6, pool=PoolConfig(n_single=4, n_double=1), reps=3, cv_grid=(0.005, 0.4, 1.2),
-                  levels=(-1.0, 0.25, 0.9), n_boot=50, n_boot_curve=50, live_llm=False),
+                  levels=(-1.0, 0.25, 0.9), n_boot=50, n_boot_curve=50, live_llm=None),
     "quick": Plan(n_tasks=None, pool=PoolConfig(), reps=6,
                   cv_grid=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.2),
-                  levels=(-1.0, 0.0, 0.01, 0.25, 0.5, 0.9), n_boot=500, n_boot_curve=200, live_llm=False),
+                  levels=(-1.0, 0.0, 0.01, 0.25, 0.5, 0.9), n_boot=500, n_boot_curve=200, live_llm=None),
     "full": Plan(n_tasks=None, pool=PoolConfig(16, 8), reps=40,
                  cv_grid=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.55, 0.7, 0.9, 1.2, 1.6),
-                 levels=(-1.0, 0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9), n_boot=2000, n_boot_curve=1000, live_llm=True),
+                 levels=(-1.0, 0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9), n_boot=2000, n_boot_curve=1000,
+                 live_llm=GenConfig()),
 }
 # Stage weights (divelab.stages): rough shares of a full run's time (a unit is about 10 s, scaled up from smoke's
 # stage times by the plan's sizes). Labelling the pools runs every candidate's tests in a sandbox (also cached per
 # task on disk); the regime map and the dev/test replay play every controller reps times per task; SmolLM2 writes
 # attempts for tens of minutes.
 W_POOLS, W_MODELS, W_REGIME_MAP, W_AUROC, W_SELECTION, W_LIVE = 25.0, 0.5, 60.0, 5.0, 10.0, 150.0
-STAGE_WEIGHT = (W_POOLS + W_MODELS + W_REGIME_MAP + W_AUROC + W_SELECTION + W_LIVE * PLANS["full"].live_llm)
+STAGE_WEIGHT = (W_POOLS + W_MODELS + W_REGIME_MAP + W_AUROC + W_SELECTION + W_LIVE * (PLANS["full"].live_llm is not None))
 MAX_STEPS = 10  # refinements + verifications per task; critics do not count
 CV_CLAIM = 0.4  # "verification is costly": 40% of the reward for shipping correct code
 MID = 0.25  # the public-test share of the claims made at one critic level
@@ -524,9 +528,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
         "pool": {"tasks": len(pools), "candidates": sum(len(p.candidates) for p in pools),
                  "correct": sum(len(p.correct_ids) for p in pools)},
     }
-    from divelab.coding.bayes_control import live_generated  # SmolLM2 writes the code (full scale only)
-
-    live_generated.add_to(rep, plan.live_llm, seed, weight=W_LIVE)  # sized by live_generated.config_for("full")
+    live_generated.add_to(rep, plan.live_llm, seed, weight=W_LIVE)  # SmolLM2 writes the code (full scale only)
     return rep
 
 

@@ -1,10 +1,12 @@
 """How big SHERLOC's reproduction is at each scale: which repositories, how many bugs each, the
-language model's training steps and the repair agent's budget. Its own module because the real-LLM
-run sizes itself by the same plan."""
+language model's training steps, the repair agent's budget and the two SmolLM2 studies' sub-plans."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from divelab.coding.sherloc.real_diagnostician import DiagConfig
+from divelab.coding.sherloc.real_llm import RealConfig
 
 ALL_REPOS = ("json", "tomllib", "textlib", "html", "pyflakes")
 
@@ -21,15 +23,20 @@ class Plan:
     """validated candidate patches the repair agent may try per task."""
     repair_every: int = 1
     """repair every k-th task only (the repair side dominates the run time)."""
-    live_llm: bool = False
-    """also drive the SHERLOC loop with SmolLM2-135M-Instruct on a slice of the tasks, and run SmolLM2 as the
-    diagnostician over SBFL shortlists on every task after LoRA SFT on disjoint training bugs (minutes of CPU)."""
+    real_llm: RealConfig | None = None
+    """drive the SHERLOC loop with SmolLM2-135M-Instruct on a slice of the tasks (:mod:`.real_llm`, minutes of
+    CPU), sized by this sub-plan; None lists it as not checkable."""
+    real_diagnostician: DiagConfig | None = None
+    """run SmolLM2-135M-Instruct as the diagnostician over SBFL shortlists on every task, untuned and after LoRA
+    SFT on disjoint training bugs (:mod:`.real_diagnostician`, minutes of CPU), sized by this sub-plan; None lists
+    it as not checkable."""
 
 
 # The repair budget is sized so the agent, localizing with SBFL itself, resolves some bugs with no report and the
 # gold location (the positive control) resolves more: at 2-4 validations every arm sat at the floor.
 PLANS = {
-    "smoke": Plan(("html",), 2, 5, 4),
-    "quick": Plan(ALL_REPOS, 4, 120, 8, repair_every=2),
-    "full": Plan(ALL_REPOS, 20, 600, 12, live_llm=True),
+    "smoke": Plan(repos=("html",), n_per_repo=2, lm_steps=5, repair_budget=4),
+    "quick": Plan(repos=ALL_REPOS, n_per_repo=4, lm_steps=120, repair_budget=8, repair_every=2),
+    "full": Plan(repos=ALL_REPOS, n_per_repo=20, lm_steps=600, repair_budget=12,
+                 real_llm=RealConfig(per_repo=2), real_diagnostician=DiagConfig()),
 }

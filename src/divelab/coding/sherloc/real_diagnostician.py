@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from divelab.coding.sherloc.lm_diagnostician import (
 )
 from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.comparisons import against_strongest
+from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
@@ -39,8 +40,23 @@ _PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.
          "mlp.up_proj", "mlp.down_proj")
 
 
+def top_layers(n: int) -> tuple[str, ...]:
+    """The attention and MLP projections of SmolLM2's top ``n`` layers: LoRA there only, so the backward pass
+    stops at the lowest adapted layer (CPU time)."""
+    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - n, N_LAYERS) for m in _PROJ)
+
+
+DIAGNOSTICIAN_SFT = AdaptConfig(method="sft", steps=36, lr=3e-4, batch_size=4, max_length=1024,
+                                lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(8)), save_every=10,
+                                activation_checkpointing=False)
+"""The diagnostician's LoRA SFT, sized so both adapters train in about 15 minutes on one CPU core (its ``seed``
+is replaced per SFT run)."""
+
+
 @dataclass(frozen=True)
 class DiagConfig:
+    """SmolLM2 as the diagnostician: the shortlist, the training bugs and the LoRA SFT runs."""
+
     k: int = 5
     """functions in the SBFL shortlist the model picks from"""
     n_train_per_repo: int = 30
@@ -49,26 +65,20 @@ class DiagConfig:
     """the training bugs are planted with seed + this (the test bugs with seed)"""
     n_orders: int = 3
     """each training bug becomes this many rows, its candidates listed in different shuffled orders"""
-    steps: int = 36
-    """LoRA SFT optimizer steps per adapter (sized so both adapters train in about 15 minutes on one CPU core)"""
-    lr: float = 3e-4
-    batch_size: int = 4
-    max_length: int = 1024
-    top_layers: int = 8
-    """LoRA on the attention and MLP projections of the top layers only (the backward pass stops there)"""
+    adapt: AdaptConfig = DIAGNOSTICIAN_SFT
+    """each adapter's LoRA SFT (steps, learning rate, batch, adapter shape: the attention and MLP projections of
+    the top layers only); its ``seed`` is replaced by ``seed * 100 + s`` for SFT run ``s``"""
     adapt_seeds: tuple[int, ...] = (0, 1)
     """independent SFT runs (the training replication): each adapter picks on every test task"""
 
-    def adapt_config(self, seed: int) -> Any:
-        from divelab.lm.adapt import AdaptConfig, LoraSpec
+    def adapt_config(self, seed: int) -> AdaptConfig:
+        """The SFT run with this seed."""
+        return replace(self.adapt, seed=seed)
 
-        layers = tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - self.top_layers, N_LAYERS) for m in _PROJ)
-        return AdaptConfig(method="sft", steps=self.steps, lr=self.lr, batch_size=self.batch_size,
-                           max_length=self.max_length, seed=seed, lora=LoraSpec(r=16, alpha=32, target_modules=layers),
-                           save_every=10, activation_checkpointing=False)
-
-
-SMOKE = DiagConfig(k=3, n_train_per_repo=3, n_orders=1, steps=1, batch_size=2, top_layers=1, adapt_seeds=(0,))
+    @property
+    def n_top_layers(self) -> int:
+        """How many top layers carry adapters."""
+        return len(self.adapt.lora.target_modules) // len(_PROJ)
 
 
 def _picks(model: Any, tok: Any, tasks: list[Task], cands: list[list[Candidate]], seed: int, label: str
@@ -150,7 +160,7 @@ def claims_from(tasks: list[Task], got: dict[str, Any], others: dict[str, list[l
              **{b: {g: float(v[g].mean()) for g in GRANS} for b, v in base.items()}}
     compared = {b: v for b, v in base.items() if b != "spectrum"}  # spectrum is another diagnostician, not a baseline
     setup = (f"{n} test tasks ({', '.join(f'{k}: {v}' for k, v in Counter(clusters).items())}); shortlist: Ochiai's "
-             f"first {cfg.k} functions; LoRA SFT (top {cfg.top_layers} layers, {cfg.steps} steps) on "
+             f"first {cfg.k} functions; LoRA SFT (top {cfg.n_top_layers} layers, {cfg.adapt.steps} steps) on "
              f"{got['n_rows']} rows from {got['n_train_kept']} training bugs (planted with seed "
              f"{seed + cfg.train_seed_offset}, functions holding a test bug left out), {len(adapted)} SFT seed(s); "
              f"the shortlist holds the buggy function on {ceiling:.2f} of tasks; the adapted model picks Ochiai's "
@@ -218,18 +228,19 @@ def measure(tasks: list[Task], repos: dict[str, Repo], others: dict[str, list[li
     return claims_from(tasks, collect(tasks, repos, cfg, seed), others, cfg, seed)
 
 
-def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, Repo],
-           preds: dict[str, list[list[Location]]], cfg: DiagConfig | None = None, weight: float = 1.0) -> None:
-    """The real-diagnostician claims at ``full`` scale, as one cached stage (:mod:`divelab.stages`)."""
+def add_to(rep: Any, cfg: DiagConfig, seed: int, tasks: list[Task], repos: dict[str, Repo],
+           preds: dict[str, list[list[Location]]], weight: float = 1.0) -> None:
+    """The real-diagnostician claims sized by ``cfg`` (the plan's ``real_diagnostician``), as one cached stage
+    (:mod:`divelab.stages`)."""
     from divelab.lm import real
     from divelab.stages import stage
 
     names = {"sherloc": "spectrum"}
     others = {names.get(k, k): v for k, v in preds.items() if k != "sherloc-heuristic"}
     real.add_claims_at_full(
-        rep, scale,
+        rep, True,
         lambda: stage(f"{MODEL_LABEL} diagnostician on SBFL shortlists",
-                      lambda: measure(tasks, repos, others, cfg or DiagConfig(), seed), weight=weight),
+                      lambda: measure(tasks, repos, others, cfg, seed), weight=weight),
         statement=f"SHERLOC with a real diagnostician (SBFL shortlist + repository evidence + {MODEL_LABEL})",
         paper_value="SHERLOC beats localization baselines (e.g. +18.3 pp over non-fine-tuned 32B)", source=SRC,
         details_key="smollm2_diagnostician")

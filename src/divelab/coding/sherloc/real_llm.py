@@ -29,7 +29,6 @@ from divelab.coding.sherloc.agent import SherlocLocalizer
 from divelab.coding.sherloc.baselines import bm25_localize, ochiai_localize
 from divelab.coding.sherloc.benchmark import Repo, Task
 from divelab.coding.sherloc.finding import Location
-from divelab.coding.sherloc.plan import PLANS
 from divelab.coding.sherloc.policy import HeuristicDiagnostician
 from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.coding.sherloc.tools import RepoTools
@@ -42,13 +41,20 @@ SRC = "arXiv 2606.24820; week-in-review E169"
 RECOVERY_PATHS = ("reask", "tool_error", "forced_finalise", "fallback")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RealConfig:
-    per_repo: int = 1            # tasks per repository in the slice (the first ones, in benchmark order)
-    max_turns: int = 3           # the loop's turn cap (then one forced-finalise turn)
-    max_retries: int = 1         # re-asks in a row after an invalid case file
-    max_new_tokens: int = 96     # per model turn
-    max_context: int = 2048      # prompt tokens the model reads (left-truncated, system prompt kept)
+    """SmolLM2 driving the SHERLOC loop: the slice of tasks and the loop's budget per task."""
+
+    per_repo: int = 1
+    """tasks per repository in the slice (the first ones, in benchmark order)"""
+    max_turns: int = 3
+    """the loop's turn cap (then one forced-finalise turn)"""
+    max_retries: int = 1
+    """re-asks in a row after an invalid case file"""
+    max_new_tokens: int = 96
+    """tokens the model may write per turn"""
+    max_context: int = 2048
+    """prompt tokens the model reads (left-truncated, system prompt kept)"""
 
 
 def slice_indices(tasks: list[Task], per_repo: int) -> list[int]:
@@ -163,11 +169,12 @@ def load_chat(cfg: RealConfig) -> ChatModel:
 
 def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = None, n_per_repo: int = 4,
               chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
-    """Stand-alone: the quick benchmark's tasks (cached), sliced, with SmolLM2 (or ``chat``)."""
+    """Stand-alone: ``n_per_repo`` planted bugs in each of ``repos`` (default: every package; cached), sliced, with SmolLM2 (or ``chat``)."""
     from divelab.coding.sherloc.benchmark import build_benchmark, open_repo
+    from divelab.coding.sherloc.plan import ALL_REPOS
     from divelab.threads import torch_threads
 
-    names = list(repos or PLANS["quick"].repos)
+    names = list(repos or ALL_REPOS)
     tasks = build_benchmark(names, n_per_repo, seed=seed)
     idx = slice_indices(tasks, cfg.per_repo)
     opened = {name: open_repo(name) for name in names}
@@ -176,10 +183,11 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
         return measure(chat, [tasks[i] for i in idx], opened, cfg, seed)
 
 
-def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, Repo],
-           preds: dict[str, list[list[Location]]], cfg: RealConfig | None = None, weight: float = 1.0) -> None:
-    """Add the SmolLM2 claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`), as one stage
-    of the run (:mod:`divelab.stages`) of the given weight.
+def add_to(rep: Any, cfg: RealConfig, seed: int, tasks: list[Task], repos: dict[str, Repo],
+           preds: dict[str, list[list[Location]]], weight: float = 1.0) -> None:
+    """Add the SmolLM2 claims sized by ``cfg`` (the plan's ``real_llm``; see
+    :func:`divelab.lm.real.add_claims_at_full`), as one stage of the run (:mod:`divelab.stages`) of the given
+    weight.
 
     ``preds`` are the reproduction's own localizers' predictions over ``tasks`` (the slice reuses them).
     """
@@ -187,15 +195,14 @@ def add_to(rep: Any, scale: str, seed: int, tasks: list[Task], repos: dict[str, 
     from divelab.threads import torch_threads
 
     def run() -> tuple[list[Any], dict[str, Any]]:
-        c = cfg or RealConfig(per_repo=2)
-        idx = slice_indices(tasks, c.per_repo)
+        idx = slice_indices(tasks, cfg.per_repo)
         # the reproduction's loop reads the spectrum; its rule-based diagnostician without it is "heuristic"
         names = {"sherloc": "spectrum", "sherloc-heuristic": "heuristic"}
         others = {names.get(k, k): [v[i] for i in idx] for k, v in preds.items()}
         with torch_threads(1):
-            return measure(load_chat(c), [tasks[i] for i in idx], repos, c, seed, others)
+            return measure(load_chat(cfg), [tasks[i] for i in idx], repos, cfg, seed, others)
 
-    real.add_claims_at_full(rep, scale, lambda: stage(f"{MODEL_LABEL} on a slice", run, weight=weight),
+    real.add_claims_at_full(rep, True, lambda: stage(f"{MODEL_LABEL} on a slice", run, weight=weight),
                             statement=f"{MODEL_LABEL} driving the SHERLOC loop on a slice",
                             paper_value="thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
                             source=SRC)

@@ -18,6 +18,7 @@ import numpy as np
 
 from divelab import stats, verdicts
 from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.coding.sherloc import real_diagnostician, real_llm
 from divelab.coding.sherloc.agent import SherlocLocalizer
 from divelab.coding.sherloc.baselines import (
     bm25_localize,
@@ -81,7 +82,8 @@ def _wrong_case(task: Task, files: dict[str, str], rng: random.Random) -> CaseFi
 # tests per candidate bug; repair runs them per validated patch, six conditions per task; SmolLM2 at a few tokens
 # a second drives the loop on ten tasks.
 BUILD_WEIGHT, LOCALIZE_WEIGHT, REPAIR_WEIGHT, LIVE_WEIGHT, DIAG_WEIGHT = 10.0, 4.0, 20.0, 10.0, 15.0
-STAGE_WEIGHT = BUILD_WEIGHT + LOCALIZE_WEIGHT + REPAIR_WEIGHT + (LIVE_WEIGHT + DIAG_WEIGHT) * PLANS["full"].live_llm
+STAGE_WEIGHT = (BUILD_WEIGHT + LOCALIZE_WEIGHT + REPAIR_WEIGHT + LIVE_WEIGHT * (PLANS["full"].real_llm is not None)
+                + DIAG_WEIGHT * (PLANS["full"].real_diagnostician is not None))
 
 
 LOCALIZERS = ("sherloc", "bm25", "ochiai", "surprisal")
@@ -377,17 +379,17 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _claims_memorisation(hits1, tasks, plan, seed)
     rep.claims += _claims_injection(resolved, chars, gated_on, plan, seed)
     rep.claims += _claim_recovery(cases, recov, n)
-    if plan.live_llm:
-        from divelab.coding.sherloc import real_diagnostician, real_llm
-
-        real_llm.add_to(rep, "full", seed, tasks, repos, preds, weight=LIVE_WEIGHT)  # SmolLM2 driving the loop raw
-        # SmolLM2 as the diagnostician: SBFL shortlist + repository evidence, adapted on disjoint training bugs
-        real_diagnostician.add_to(rep, "full", seed, tasks, repos, preds, weight=DIAG_WEIGHT)
+    if plan.real_llm is not None:  # SmolLM2 driving the loop raw
+        real_llm.add_to(rep, plan.real_llm, seed, tasks, repos, preds, weight=LIVE_WEIGHT)
     else:
         rep.add(not_checkable("SHERLOC driven by SmolLM2-135M-Instruct on a slice",
                               "thinking off: recall@1 74% -> 10%, 87% of runs without valid output",
                               "run at full scale only (SmolLM2 generates ~4-16 tok/s on this CPU); "
                               "`divelab sherloc localize --llm smollm2` runs the loop with it on one task", SOURCE))
+    if plan.real_diagnostician is not None:
+        # SmolLM2 as the diagnostician: SBFL shortlist + repository evidence, adapted on disjoint training bugs
+        real_diagnostician.add_to(rep, plan.real_diagnostician, seed, tasks, repos, preds, weight=DIAG_WEIGHT)
+    else:
         rep.add(not_checkable("SHERLOC with a real diagnostician (SBFL shortlist + repository evidence + "
                               "SmolLM2-135M-Instruct, LoRA-adapted on disjoint training bugs) beats the strongest "
                               "other localizer", "SHERLOC beats localization baselines (e.g. +18.3 pp over "

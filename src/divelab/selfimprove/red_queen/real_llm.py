@@ -21,8 +21,8 @@ One round of controlled utility evolution with the adversarial objective:
    (:func:`compare_judges`: strict improvement, ties keep the incumbent);
 4. the AI/human acceptance ratio of the judge in office, before and after, on fresh matched pairs.
 
->>> from divelab.selfimprove.red_queen.real_llm import measure   # doctest: +SKIP
->>> claims, details = measure("full", seed=0)
+>>> from divelab.selfimprove.red_queen.real_llm import RoundConfig, measure   # doctest: +SKIP
+>>> claims, details = measure(RoundConfig(), seed=0)
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import numpy as np
 from divelab import stats, verdicts
 from divelab.claims import Claim, Kind, not_checkable
 from divelab.progress import track
-from divelab.scale import check_scale, pick
 from divelab.selfimprove.red_queen.bestbelief import compare_judges
 from divelab.selfimprove.red_queen.world_synthetic import DQ, STYLE, SyntheticWorld
 
@@ -136,20 +135,23 @@ class LLMJudge:
         return bool(self.scorer.margins(PROMPTS[self.prompt], [render(item, self.variant)])[0] > self.threshold)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundConfig:
+    """One replacement round with SmolLM2 as the judge: how many matched pairs each step sees."""
+
     task_pairs: int = 20
+    """matched (AI, human) pairs on which each prompt's acceptance threshold is fitted"""
     anchor_pairs: int = 32
+    """matched pairs of the anchor on which the challenger is compared with the incumbent"""
     eval_pairs: int = 48
+    """fresh matched pairs on which the judge in office is measured before and after the round"""
     eps: float = 0.1
+    """the epsilon of the epsilon-best-belief rule that compares challenger and incumbent on the anchor"""
     batch_size: int = 16
+    """texts scored together in one batched forward pass (memory, not results)"""
     prompts: tuple[str, ...] = tuple(PROMPTS)
-
-
-def config_for(scale: str) -> RoundConfig:
-    check_scale(scale)
-    return pick(scale, smoke=RoundConfig(task_pairs=8, anchor_pairs=10, eval_pairs=12),
-                quick=RoundConfig(task_pairs=12, anchor_pairs=20, eval_pairs=24), full=RoundConfig())
+    """the challengers' prompts (keys of ``PROMPTS``), each with a threshold fitted on the task pairs; the
+    incumbent is the plain prompt at threshold 0"""
 
 
 def matched_pairs(world: SyntheticWorld, n: int, stream: int) -> list[tuple[np.ndarray, np.ndarray, bool, int]]:
@@ -319,9 +321,8 @@ def claims_from_round(res: dict[str, Any], seed: int = 0, config: str = "") -> t
     return out, details
 
 
-def measure(scale: str = "full", seed: int = 0, scorer: Any = None) -> tuple[list[Claim], dict[str, Any]]:
-    """Run the round on SmolLM2 (or ``scorer``) and return ``(claims, details)``."""
-    cfg = config_for(scale)
+def measure(cfg: RoundConfig, seed: int = 0, scorer: Any = None) -> tuple[list[Claim], dict[str, Any]]:
+    """Run the round sized by ``cfg`` on SmolLM2 (or ``scorer``) and return ``(claims, details)``."""
     t0 = time.perf_counter()
     if scorer is None:
         from divelab.lm.real import load_real
@@ -339,10 +340,11 @@ def measure(scale: str = "full", seed: int = 0, scorer: Any = None) -> tuple[lis
     return claims, details
 
 
-def add_to(rep: Any, scale: str, seed: int = 0) -> None:
-    """Add the SmolLM2 judge claims at ``full`` scale (see :func:`divelab.lm.real.add_claims_at_full`)."""
+def add_to(rep: Any, cfg: RoundConfig | None, seed: int = 0) -> None:
+    """Add the SmolLM2 judge claims sized by ``cfg`` (the plan's ``real_llm``; None adds nothing; see
+    :func:`divelab.lm.real.add_claims_at_full`)."""
     from divelab.lm import real
 
-    real.add_claims_at_full(rep, scale, lambda: measure(scale, seed),
+    real.add_claims_at_full(rep, cfg is not None, lambda: measure(cfg, seed),
                             statement=f"{MODEL_LABEL} as judge: source bias before/after a replacement round",
                             paper_value="1.91× → ≈1.0", source=SRC, details_key="smollm2_judge")

@@ -16,8 +16,9 @@ import numpy as np
 from divelab import progress, stats, verdicts
 from divelab.claims import Claim, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
-from divelab.selfimprove.red_queen import reproduce_programs
+from divelab.selfimprove.red_queen import real_llm, reproduce_programs
 from divelab.selfimprove.red_queen.bestbelief import checkpoint_bound, checkpoints
+from divelab.selfimprove.red_queen.real_llm import RoundConfig
 from divelab.selfimprove.red_queen.rqgm import RQGMConfig
 from divelab.selfimprove.red_queen.rqgm import run as run_loop
 from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
@@ -41,21 +42,22 @@ class Plan:
     """fresh items per source (AI, human) on which each final judge is measured."""
     programs: reproduce_programs.Plan
     """the HumanEval program world: tasks, runs per task and arm, evaluation budget."""
-    real_llm: bool
-    """also run a replacement round with SmolLM2-135M-Instruct as the judge (minutes of CPU, the model download)."""
+    real_llm: RoundConfig | None
+    """a replacement round with SmolLM2-135M-Instruct as the judge (:mod:`.real_llm`, minutes of CPU), sized by
+    this sub-plan; None skips it."""
 
 
 # the program world runs every task of reproduce_programs.TASKS at quick and full (its headline resamples whole
 # tasks, so the task count is what its interval rests on); quick buys that with fewer evaluations per run
 PLANS = {
     "smoke": Plan(seeds=3, budget=120, eval_items=80, programs=reproduce_programs.Plan(tasks=2, seeds=2, budget=150),
-                  real_llm=False),
+                  real_llm=None),
     "quick": Plan(seeds=16, budget=600, eval_items=300,
                   programs=reproduce_programs.Plan(tasks=len(reproduce_programs.TASKS), seeds=10, budget=400),
-                  real_llm=False),
+                  real_llm=None),
     "full": Plan(seeds=40, budget=2000, eval_items=1000,
                  programs=reproduce_programs.Plan(tasks=len(reproduce_programs.TASKS), seeds=20, budget=1000),
-                 real_llm=True),
+                 real_llm=RoundConfig()),
 }
 
 
@@ -156,10 +158,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
                   f"budget {plan.programs.budget}; {pw['programs']} programs (canonical, AST mutants, constant "
                   f"stubs) and {pw['pool_tests']} generated tests/properties run in divelab.sandbox; truth = the "
                   "official hidden tests (every third held out as the anchor slice).")
-    if plan.real_llm:  # SmolLM2-135M-Instruct as judge
-        from divelab.selfimprove.red_queen import real_llm
-
-        real_llm.add_to(rep, "full", seed)  # sized by real_llm.config_for("full")
+    real_llm.add_to(rep, plan.real_llm, seed)  # SmolLM2-135M-Instruct as judge (full scale only)
     return rep
 
 
