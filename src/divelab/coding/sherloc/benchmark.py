@@ -17,13 +17,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from divelab.cache import atomic_write_text, cache_root, stable_hash
+from divelab.cache import atomic_write_text, entry_path, stable_hash
 from divelab.coding.sherloc.mutate import Mutant, functions, mutants_of
 from divelab.coding.sherloc.repos import RepoSpec, get_spec, materialize, source_files
 from divelab.coding.sherloc.runner import TestRun, expand_test_names, read_repo_files, run_tests
 from divelab.progress import track
 
 _VERSION = 1
+CACHE_KIND = "sherloc/bench"  # planted tasks per package, under the divelab cache
 _SBX = re.compile(r"/tmp/divelab-sbx-[^/\s]+/")
 
 
@@ -147,7 +148,7 @@ def build_benchmark(repos: list[str], n_per_repo: int, seed: int = 0) -> list[Ta
     tasks: list[Task] = []
     for name in track(repos, "SHERLOC: planting bugs"):
         key = stable_hash({"repo": name, "n": n_per_repo, "seed": seed, "v": _VERSION})
-        path = cache_root() / "sherloc" / "bench" / f"{name}-{key}.json"
+        path = entry_path(CACHE_KIND, f"{name}-{key}.json")
         if path.exists():
             tasks += [Task.from_dict(d) for d in json.loads(path.read_text())]
             continue

@@ -15,7 +15,9 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divelab.cache import cache_root, stable_hash
+from divelab.cache import entry_path, stable_hash
+
+CACHE_KIND = "sherloc/repos"  # materialized copies of the packages, under the divelab cache
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def materialize(spec: RepoSpec, dest: Path | None = None) -> Path:
     files = [f for rel in (*spec.sources, *spec.tests) for f in _expand(base, rel)]
     if dest is None:
         key = stable_hash({"spec": spec.name, "files": [(f, (base / f).stat().st_size) for f in files]})
-        dest = cache_root() / "sherloc" / "repos" / f"{spec.name}-{key}"
+        dest = entry_path(CACHE_KIND, f"{spec.name}-{key}")
         if (dest / ".complete").exists():
             return dest
     dest.mkdir(parents=True, exist_ok=True)
