@@ -17,7 +17,8 @@ from importlib import import_module
 
 _WHERE = {"create_app": "app", "plain_chat_prompt": "app", "EngineLoop": "engine_loop", "Job": "engine_loop",
           "QueueFull": "engine_loop", "SamplingParams": "engine_loop", "top_p_filter": "logits",
-          "ServerMetrics": "metrics", "BackgroundServer": "runner", "build_app": "runner", "free_port": "runner"}
+          "ServerMetrics": "metrics", "ServerState": "state", "state_of": "state", "router": "routes",
+          "BackgroundServer": "runner", "build_app": "runner", "free_port": "runner"}
 __all__ = sorted(_WHERE)
 
 
