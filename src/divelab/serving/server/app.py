@@ -49,15 +49,24 @@ async def lifespan(app: FastAPI):
 
 def create_app(target, tokenizer, model_name: str, drafter=None, calibration=None, scheduler: str = "dspark",
                max_batch: int = 8, max_queue: int = 64, seed: int = 0, sps=None, gamma: int | None = None,
-               max_context: int | None = None, api_key: str | None = None, public_metrics: bool = False) -> FastAPI:
+               max_context: int | None = None, api_key: str | None = None, public_metrics: bool = False,
+               guard=None, guard_policy: str = "annotate") -> FastAPI:
     """Build the app; the engine loop starts with the app (lifespan) and stops with it. With ``api_key``
-    every route but ``/health`` (and ``/metrics`` when ``public_metrics``) needs ``Authorization: Bearer``."""
+    every route but ``/health`` (and ``/metrics`` when ``public_metrics``) needs ``Authorization: Bearer``.
+    ``guard``: a first-token probe (a :class:`~divelab.guard.GuardProbe` or its file) that scores every request,
+    acting by ``guard_policy`` unless a request names its own (see :mod:`divelab.serving.server.guarding`)."""
     metrics = ServerMetrics()
+    probe_guard = None
+    if guard is not None:
+        from divelab.serving.server.guarding import ServerGuard
+
+        probe_guard = ServerGuard.for_model(target, tokenizer, guard, guard_policy, metrics.registry)
     engine = EngineLoop(target, tokenizer, drafter, calibration, scheduler=scheduler, sps=sps, gamma=gamma,
-                        max_batch=max_batch, max_queue=max_queue, seed=seed, metrics=metrics)
+                        max_batch=max_batch, max_queue=max_queue, seed=seed, metrics=metrics, guard=probe_guard)
     state = ServerState(engine=engine, metrics=metrics, tokenizer=tokenizer, model_name=model_name,
                         ctx_len=max_context or context_length(target), vocab=int(target.config.vocab_size),
-                        has_template=bool(getattr(tokenizer, "chat_template", None)), created=int(time.time()))
+                        has_template=bool(getattr(tokenizer, "chat_template", None)), created=int(time.time()),
+                        guard=probe_guard)
 
     app = FastAPI(title="divelab serve", lifespan=lifespan)
     app.state.server = state

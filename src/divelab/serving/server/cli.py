@@ -33,6 +33,10 @@ def register(app: typer.Typer) -> None:
         public_metrics: bool = public_metrics_option(),
         ssl_keyfile: str = ssl_keyfile_option(),
         ssl_certfile: str = ssl_certfile_option(),
+        guard: str = typer.Option(None, help="a guard probe file (divelab first-token-probe probe-first-token "
+                                             "--save-guard): score every request with it"),
+        guard_policy: str = typer.Option("annotate", help="what the guard does with a flagged request: annotate "
+                                                          "(score only), stop, or redirect (a request may override)"),
     ) -> None:
         """Serve a causal LM behind an OpenAI-compatible API, decoded by DSpark (lossless)."""
         import uvicorn
@@ -43,7 +47,8 @@ def register(app: typer.Typer) -> None:
         try:
             application = build_app(model, drafter, scheduler=scheduler, device=device, max_batch=max_batch,
                                     max_queue=max_queue, seed=seed, name=name,
-                                    threads=threads, api_key=access.api_key, public_metrics=public_metrics)
+                                    threads=threads, api_key=access.api_key, public_metrics=public_metrics,
+                                    **({"guard": guard, "guard_policy": guard_policy} if guard else {}))
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

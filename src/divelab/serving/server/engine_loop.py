@@ -21,6 +21,7 @@ own error event; the loop repairs the batch and keeps serving every other reques
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -103,12 +104,15 @@ class Job:
     raw_lsm: torch.Tensor | None = None  # raw log-softmax of the last forward's positions (logprobs)
     prompt_lp: list | None = None
     poisoned: str | None = None
+    guard: str | None = None  # the guard policy for this job (None: not guarded)
+    verdict: object = None  # its GuardVerdict once scored (see divelab.serving.server.guarding)
+    guard_sent: bool = False
 
 
 class EngineLoop:
     def __init__(self, target: torch.nn.Module, tokenizer, drafter=None, calibration=None,
                  scheduler: str = "dspark", sps=None, gamma: int | None = None, max_batch: int = 8,
-                 max_queue: int = 64, seed: int = 0, metrics: ServerMetrics | None = None) -> None:
+                 max_queue: int = 64, seed: int = 0, metrics: ServerMetrics | None = None, guard=None) -> None:
         if max_batch < 1 or max_queue < 1:
             raise ValueError(f"max_batch and max_queue must be >= 1, got {max_batch}, {max_queue}")
         self.tok = tokenizer
@@ -123,6 +127,7 @@ class EngineLoop:
         self.speculative = drafter is not None
         self.max_batch, self.max_queue = max_batch, max_queue
         self.metrics = metrics or ServerMetrics()
+        self.guard = guard  # a ServerGuard: scores guarded jobs from the forwards below
         self.pending: deque[Job] = deque()
         self.active: list[Job] = []
         self._lock = threading.Lock()
@@ -276,7 +281,8 @@ class EngineLoop:
             reqs.append(Request(j.prompt, j.params.max_tokens, rid=self._rid))
         self._set_context(jobs, gen, prefill=True)
         try:
-            states = eng.prefill_many(reqs, time.perf_counter())
+            with self._guard_reading(jobs, prefill=True):
+                states = eng.prefill_many(reqs, time.perf_counter())
         except Exception as exc:  # noqa: BLE001  (split the batch: only the requests that fail alone fail)
             self._ctx = None
             if len(jobs) > 1:
@@ -326,7 +332,8 @@ class EngineLoop:
     def _step(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
         self._set_context(jobs, gen, prefill=False)
         try:
-            rec = eng.step([j.state for j in jobs])
+            with self._guard_reading(jobs, prefill=False):
+                rec = eng.step([j.state for j in jobs])
         finally:
             self._ctx = None
         self.metrics.record_round(len(jobs), int(np.asarray(rec.accepted).sum()) + len(jobs))
@@ -342,7 +349,12 @@ class EngineLoop:
         except RuntimeError:  # the handler's event loop is gone (server shutting down)
             job.cancelled = True
 
+    def _guard_reading(self, jobs: list[Job], prefill: bool):
+        return self.guard.reading(jobs, prefill) if self.guard is not None else contextlib.nullcontext()
+
     def _emit(self, job: Job) -> None:
+        if self.guard is not None and not self.guard.gate(job, self._send):
+            return  # held until its verdict, or ended by it
         st = job.state
         now = time.perf_counter()
         new = st.out[job.n_seen:]

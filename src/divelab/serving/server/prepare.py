@@ -117,6 +117,10 @@ def encode_chat(s: ServerState, body: ChatRequest) -> Prepared:
 def submit(s: ServerState, prep: Prepared, body, chat: bool) -> tuple[list[Job], asyncio.Queue]:
     default = DEFAULT_CHAT_TOKENS if chat else DEFAULT_COMPLETION_TOKENS
     params = [params_for(s, body, len(p), default, chat) for p in prep.prompts]  # all checked before any queues
+    if body.divelab_guard is not None and s.guard is None:
+        raise APIError(400, "divelab_guard was given but this server has no guard; start it with "
+                            "divelab serve --guard PROBE", param="divelab_guard")
+    policy = (body.divelab_guard or s.guard.policy) if s.guard is not None else None
     aloop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
     jobs = []
@@ -125,7 +129,7 @@ def submit(s: ServerState, prep: Prepared, body, chat: bool) -> tuple[list[Job],
             p = par if par.seed is None else replace(par, seed=par.seed + i)
             c = len(jobs)
             jobs.append(Job(list(ids), p, sink=lambda ev, c=c: aloop.call_soon_threadsafe(queue.put_nowait,
-                                                                                          (c, ev))))
+                                                                                          (c, ev)), guard=policy))
     try:
         s.engine.submit(jobs)
     except QueueFull as exc:

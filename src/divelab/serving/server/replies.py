@@ -32,6 +32,7 @@ class Choice:
     finish: str | None = None
     logprobs: list = field(default_factory=list)
     tokens: int = 0
+    guard: dict | None = None  # the guard's verdict (``divelab.guard``)
 
 
 # ---------------------------------------------------------------------------- logprobs in OpenAI shapes
@@ -74,6 +75,8 @@ async def collect(s: ServerState, request: Request, jobs: list[Job], queue: asyn
             out[i].logprobs += ev.get("logprobs", [])
         elif ev["type"] == "done":
             out[i].finish, out[i].tokens = ev["finish_reason"], ev["completion_tokens"]
+        elif ev["type"] == "guard":
+            out[i].guard = ev["guard"]
         else:
             raise APIError(500, ev["message"], "server_error")
     return None if any(c.finish is None for c in out) else out
@@ -116,6 +119,8 @@ async def run(s: ServerState, request: Request, body, prep: Prepared, chat: bool
                 job = jobs[c]
                 lp = completion_logprobs(s, ch.logprobs, 0, job.prompt if body.echo else None, job.prompt_lp)
             choices.append({"index": c, "text": text, "logprobs": lp, "finish_reason": ch.finish})
+        if ch.guard is not None:
+            choices[-1]["divelab"] = {"guard": ch.guard}
     completion = sum(ch.tokens for ch in choices_in)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
              "total_tokens": prompt_tokens + completion}
@@ -123,8 +128,11 @@ async def run(s: ServerState, request: Request, body, prep: Prepared, chat: bool
     if body.stream:  # tools with stream: the reply is parsed whole, then sent as chunks
         return StreamingResponse(replay(s, rid, choices, usage if include_usage else None, fp),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-    return {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
-            "model": s.model_name, "choices": choices, "usage": usage, "system_fingerprint": fp}
+    reply = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+             "model": s.model_name, "choices": choices, "usage": usage, "system_fingerprint": fp}
+    if choices_in and choices_in[0].guard is not None:
+        reply["divelab"] = {"guard": choices_in[0].guard}  # the first choice's verdict; every choice has its own
+    return reply
 
 
 def sse(d: dict) -> str:
@@ -154,8 +162,10 @@ async def stream(s: ServerState, request: Request, jobs: list[Job], queue: async
     made = int(time.time())
     offsets = [0] * len(jobs)
 
-    def chunk(choices: list[dict], usage: dict | None = None, tokens: int | None = None) -> str:
-        d: dict[str, Any] = {"id": rid, "object": obj, "created": made, "model": s.model_name, "choices": choices}
+    def chunk(choices: list[dict], usage: dict | None = None, tokens: int | None = None,
+              extra: dict | None = None) -> str:
+        d: dict[str, Any] = {"id": rid, "object": obj, "created": made, "model": s.model_name, "choices": choices,
+                             **(extra or {})}
         if include_usage:
             d["usage"] = usage
         if tokens is not None:
@@ -191,6 +201,8 @@ async def stream(s: ServerState, request: Request, jobs: list[Job], queue: async
         async for i, ev in events(s, request, jobs, queue):
             if ev["type"] == "delta" and (ev["text"] or ev.get("logprobs")):
                 yield chunk([choice(i, ev["text"], None, ev.get("logprobs"))], tokens=ev["tokens"])
+            elif ev["type"] == "guard":  # before the choice's first text
+                yield chunk([choice(i, None, None)], extra={"divelab": {"guard": ev["guard"]}})
             elif ev["type"] == "done":
                 completion += ev["completion_tokens"]
                 yield chunk([choice(i, None, ev["finish_reason"])])

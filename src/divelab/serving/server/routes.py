@@ -43,6 +43,15 @@ async def chat_completions(request: Request):
     return await generation(request, ChatRequest, encode_chat, chat=True)
 
 
+@router.post("/v1/guard/score")
+@guard
+async def guard_score(request: Request):
+    """Score prompts with the server's guard probe without generating (text, token ids, or a batch)."""
+    from divelab.serving.server.guarding import score_request
+
+    return await score_request(state_of(request), request)
+
+
 @router.get("/v1/models")
 async def models(request: Request):
     s = state_of(request)

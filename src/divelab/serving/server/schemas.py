@@ -75,6 +75,7 @@ class _Sampling(Strict):
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     logit_bias: dict[str, float] | None = None
+    divelab_guard: Literal["annotate", "stop", "redirect"] | None = None  # the guard policy for this request
 
     @field_validator("temperature")
     @classmethod

@@ -27,6 +27,7 @@ class ServerState:
     vocab: int  # token ids (prompts, logit_bias) must be in [0, vocab)
     has_template: bool  # the tokenizer has a chat template (else plain ``Role: text`` lines)
     created: int  # unix time the app was built (``/v1/models``)
+    guard: Any = None  # a ServerGuard (``--guard``): the first-token probe scoring each request
 
 
 def state_of(request: Request) -> ServerState:
