@@ -36,8 +36,9 @@ class KnownModel(torch.nn.Module):
         self.table[eos, eos] = 0.0
         self.table[tok.pad_token_id, eos] = 0.0
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
-        return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, past_key_values=None)
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=False):
+        # ``cache``: the KV-cache argument and output of transformers models (``past_key_values`` before 5.x)
+        return SimpleNamespace(logits=self.table[input_ids] + 0 * self.w, cache=None)
 
 
 def tiny_chain_checkpoint(path):
