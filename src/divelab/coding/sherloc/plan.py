@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from divelab.coding.sherloc.real_diagnostician import DiagConfig
 from divelab.coding.sherloc.real_llm import RealConfig
-
-ALL_REPOS = ("json", "tomllib", "textlib", "html", "pyflakes")
+from divelab.coding.sherloc.repos import ALL_REPOS
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ def run_slice(cfg: RealConfig, seed: int = 0, repos: tuple[str, ...] | None = No
               chat: ChatModel | None = None) -> tuple[list[Claim], dict[str, Any]]:
     """Stand-alone: ``n_per_repo`` planted bugs in each of ``repos`` (default: every package; cached), sliced, with SmolLM2 (or ``chat``)."""
     from divelab.coding.sherloc.benchmark import build_benchmark, open_repo
-    from divelab.coding.sherloc.plan import ALL_REPOS
+    from divelab.coding.sherloc.repos import ALL_REPOS
     from divelab.threads import torch_threads
 
     names = list(repos or ALL_REPOS)

@@ -18,6 +18,7 @@ from pathlib import Path
 from divelab.cache import entry_path, stable_hash
 
 CACHE_KIND = "sherloc/repos"  # materialized copies of the packages, under the divelab cache
+ALL_REPOS = ("json", "tomllib", "textlib", "html", "pyflakes")  # every package a bug can be planted into
 
 
 @dataclass(frozen=True)
