@@ -124,7 +124,7 @@ def render_markdown(b: dict) -> str:
             ("guard, last prompt token", b["positions"]["prompt_last"]),
             ("text-only classifier on the request", b["text_classifier"])]
     h = b["held_out"]
-    lines = [f"`{b['command']}` on {b['cpus']} CPUs ({b['threads']} torch threads), load average "
+    lines = [f"`{b['command'].strip()}` on {b['cpus']} CPUs ({b['threads']} torch threads), load average "
              f"{b['load_average_before'][0]} before and {b['load_average_after'][0]} after; probe on layer "
              f"{b['layer']}, trained on {b['train']['n']} requests ({b['train']['refusals']} refused), measured on "
              f"{h['n']} held-out requests ({h['refusals']} refused). Intervals are 95 %.", "",
@@ -228,7 +228,7 @@ def main() -> None:
     acts = harvest(model, rs_train, batch_size=24)
     n_states = acts.first.shape[1]
     layer = (n_states - 1) // 2 + 1
-    out: dict = {"command": "python benchmarks/serving_guard.py " + " ".join(sys.argv[1:]),
+    out: dict = {"command": " ".join(["python benchmarks/serving_guard.py", *sys.argv[1:]]),
                  "model": "smollm2-135m-instruct + safety LoRA (first-token-probe reproduction)",
                  "model_identity": model_identity(model)["weights"], "adapter": record["adapter"],
                  "host": platform.node(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
@@ -254,13 +254,14 @@ def main() -> None:
         offline = [s.score for s in score_prompts(model, g, held_ids)]
         entry = {"oof_auroc_train": g.meta["oof_auroc"], "oof_auroc_train_ci": g.meta["oof_auroc_ci"],
                  **separation(np.asarray(offline), g.threshold, y_held, pools, a.seed)}
-        app = create_app(model, tok, "m", guard=g, max_batch=8, seed=a.seed)
+        app = create_app(model, tok, "m", guard=g, max_batch=8, max_queue=512, seed=a.seed)
         with BackgroundServer(app) as srv:
             alone = [post(srv.base_url, "/completions", {"model": "m", "prompt": p, "max_tokens": 2,
                                                          "temperature": 0})["divelab"]["guard"]["score"]
                      for p in held_ids]
             batched = [v["score"] for v in asyncio.run(concurrent_scores(srv.base_url, held_ids))]
-            endpoint = [v["score"] for v in post(srv.base_url, "/guard/score", {"model": "m", "prompt": held_ids})["data"]]
+            endpoint = [v["score"] for k in range(0, len(held_ids), 32)  # a batch holds at most 64 prompts
+                        for v in post(srv.base_url, "/guard/score", {"model": "m", "prompt": held_ids[k:k + 32]})["data"]]
         entry["online_vs_offline"] = {"one_at_a_time": agreement(offline, alone, g.threshold),
                                       "all_at_once_batched": agreement(offline, batched, g.threshold),
                                       "guard_score_endpoint": agreement(offline, endpoint, g.threshold)}

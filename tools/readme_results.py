@@ -143,6 +143,16 @@ def dspark_served(b: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def guard_served(b: dict) -> str:
+    """`divelab serve --guard` on the safety-tuned SmolLM2 (benchmarks/serving_guard.json), as the benchmark renders it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("serving_guard", ROOT / "benchmarks" / "serving_guard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render_markdown(b)
+
+
 def dspark_headline(b: dict, served: dict) -> str:
     """One line for the README: DSpark (Algorithm 1) on SmolLM2 against `generate`, and served."""
     t = b["targets"]["smollm2"]
@@ -252,6 +262,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
                                json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "dspark-served":
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
+    if key == "guard-served":
+        return guard_served(json.loads((ROOT / "benchmarks" / "serving_guard.json").read_text()))
     if key == "headline":
         return headline(list(reps.values()), list(full.values()))
     if key == "full-tally":
