@@ -208,7 +208,7 @@ def train_adapter(model: Any, tok: Any, cfg: RealLLMConfig, train: list[tuple[in
             output_dir=tmp, beta=a.beta, num_generations=a.num_generations, max_completion_length=a.max_completion_length,
             per_device_train_batch_size=a.batch_size, gradient_accumulation_steps=1,
             learning_rate=a.lr, max_steps=a.steps, logging_steps=1, save_strategy="no", report_to="none",
-            use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, gradient_checkpointing=False,
+            use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, activation_checkpointing=False,
             scale_rewards="none", temperature=a.temperature, disable_dropout=True, seed=a.seed, data_seed=a.seed,
             shuffle_dataset=False, dataloader_num_workers=0, log_level="error", disable_tqdm=True)
         lora = a.lora.peft_config()
