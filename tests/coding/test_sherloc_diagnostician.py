@@ -20,14 +20,14 @@ from divelab.coding.sherloc.lm_diagnostician import (
     training_tasks,
 )
 from divelab.coding.sherloc.mutate import functions
-from divelab.coding.sherloc.real_diagnostician import DIAGNOSTICIAN_SFT, DiagConfig, claims_from, top_layers
+from divelab.coding.sherloc.real_diagnostician import DIAGNOSTICIAN_SFT, DiagConfig, claims_from
 from divelab.coding.sherloc.scoring import GRANS
-from divelab.lm.adapt import LoraSpec
+from divelab.lm.adapt import LoraSpec, top_layer_modules
 
 # a diagnostician sized for a test: a 3-function shortlist, one short SFT run on the top layer
 SMALL = DiagConfig(k=3, n_train_per_repo=3, n_orders=1, adapt_seeds=(0,),
                    adapt=replace(DIAGNOSTICIAN_SFT, steps=1, batch_size=2,
-                                 lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(1))))
+                                 lora=LoraSpec(r=16, alpha=32, target_modules=top_layer_modules(1))))
 
 OPS = module(CLAMP, TOTAL, "def mean(xs):\n    return total(xs) / len(xs)\n")
 TEST = '''\

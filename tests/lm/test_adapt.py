@@ -178,3 +178,13 @@ def test_a_stop_rule_ends_training_at_its_target_and_enters_the_key(ckpt):
     assert adapter.key != adapter_key(ckpt, ROWS, _config(steps=30), stop=StopRule(score, 2, 3, "count-v2"))
     with pytest.raises(ValueError, match="every must be >= 1"):
         StopRule(score, 1.0, every=0)
+
+
+def test_top_layer_modules_names_the_projections_of_the_top_layers_only():
+    from divelab.lm.adapt import LLAMA_PROJECTIONS, top_layer_modules
+
+    mods = top_layer_modules(2, n_layers=5)
+    assert mods[0] == "layers.3.self_attn.q_proj" and mods[-1] == "layers.4.mlp.down_proj"
+    assert len(mods) == 2 * len(LLAMA_PROJECTIONS)
+    with pytest.raises(ValueError, match="1..5"):
+        top_layer_modules(6, n_layers=5)

@@ -12,6 +12,7 @@ import pytest
 
 from divelab.chat import ScriptedChatModel
 from divelab.chat.types import ChatResponse, Message, ToolCall
+from divelab.lm.adapt import SMOLLM2_LAYERS
 from divelab.safety.pinning import agent_data as D
 from divelab.safety.pinning import live_agent as LA
 from divelab.safety.pinning.benchmark import RULES, TOOLS
@@ -233,7 +234,7 @@ def test_the_full_plan_runs_the_agent_and_smaller_scales_do_not():
     cfg = PLANS["full"].live_agent
     assert cfg.n_scenarios >= 100 and cfg.target == 0.30
     # the adapter sits on the top 8 of SmolLM2's 30 layers only
-    assert {int(m.split(".")[1]) for m in cfg.adapt.lora.target_modules} == set(range(LA.N_LAYERS - 8, LA.N_LAYERS))
+    assert {int(m.split(".")[1]) for m in cfg.adapt.lora.target_modules} == set(range(SMOLLM2_LAYERS - 8, SMOLLM2_LAYERS))
 
 
 def test_prefetch_decodes_a_batch_that_complete_then_reads_back(tiny, tmp_path, monkeypatch):

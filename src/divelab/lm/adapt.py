@@ -37,6 +37,18 @@ REQUIRED_COLUMNS = {"sft": (("prompt", "completion"), ("messages",)), "dpo": (("
 """For each method, the column sets a row may have (any one of them)."""
 
 CACHE_KIND = "adapters"
+SMOLLM2_LAYERS = 30  # SmolLM2-135M's decoder layers
+LLAMA_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")  # a Llama-style block's linear layers
+
+
+def top_layer_modules(n: int, n_layers: int = SMOLLM2_LAYERS) -> tuple[str, ...]:
+    """The attention and MLP projections of a Llama-style model's top ``n`` layers, as LoRA target names
+    (``layers.<i>.self_attn.q_proj`` ...). LoRA there only stops the backward pass at the lowest adapted
+    layer: about half the CPU time of adapting every layer, for the adaptations that only teach a format."""
+    if not 0 < n <= n_layers:
+        raise ValueError(f"top layers must be in 1..{n_layers}, got {n}")
+    return tuple(f"layers.{i}.{m}" for i in range(n_layers - n, n_layers) for m in LLAMA_PROJECTIONS)
 _VERSION = 1  # bump when the training recipe below changes what an adapter holds
 
 

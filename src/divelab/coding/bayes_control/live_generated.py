@@ -47,7 +47,7 @@ from divelab.coding.bayes_control.tasks_generated import (
     generated_tasks,
 )
 from divelab.comparisons import against_strongest
-from divelab.lm.adapt import AdaptConfig, LoraSpec
+from divelab.lm.adapt import AdaptConfig, LoraSpec, top_layer_modules
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
@@ -57,19 +57,10 @@ STATEMENT = (f"{MODEL_LABEL} on generated tasks: Bayesian control (chosen on dev
              "(chosen on dev) in net utility on held-out test tasks when verification is costly")
 
 
-N_LAYERS = 30  # SmolLM2-135M's decoder layers
-_PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-         "mlp.up_proj", "mlp.down_proj")
-
-
-def top_layers(n: int) -> tuple[str, ...]:
-    """The attention and MLP projections of SmolLM2's top ``n`` layers: LoRA there only, so the backward pass
-    stops at the lowest adapted layer (CPU time)."""
-    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - n, N_LAYERS) for m in _PROJ)
 
 
 CODER_SFT = AdaptConfig(method="sft", steps=60, lr=3e-4, batch_size=8, max_length=384,
-                        lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(8)), save_every=20,
+                        lora=LoraSpec(r=16, alpha=32, target_modules=top_layer_modules(8)), save_every=20,
                         activation_checkpointing=False)
 """The coder's LoRA SFT on the training families (its ``seed`` is replaced by the run's seed)."""
 

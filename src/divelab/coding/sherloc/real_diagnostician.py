@@ -30,24 +30,15 @@ from divelab.coding.sherloc.lm_diagnostician import (
 )
 from divelab.coding.sherloc.scoring import GRANS, hit
 from divelab.comparisons import against_strongest
-from divelab.lm.adapt import AdaptConfig, LoraSpec
+from divelab.lm.adapt import LLAMA_PROJECTIONS, AdaptConfig, LoraSpec, top_layer_modules
 from divelab.progress import track
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 SRC = "arXiv 2606.24820; week-in-review E169"
-N_LAYERS = 30  # SmolLM2-135M's decoder layers
-_PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-         "mlp.up_proj", "mlp.down_proj")
-
-
-def top_layers(n: int) -> tuple[str, ...]:
-    """The attention and MLP projections of SmolLM2's top ``n`` layers: LoRA there only, so the backward pass
-    stops at the lowest adapted layer (CPU time)."""
-    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - n, N_LAYERS) for m in _PROJ)
 
 
 DIAGNOSTICIAN_SFT = AdaptConfig(method="sft", steps=36, lr=3e-4, batch_size=4, max_length=1024,
-                                lora=LoraSpec(r=16, alpha=32, target_modules=top_layers(8)), save_every=10,
+                                lora=LoraSpec(r=16, alpha=32, target_modules=top_layer_modules(8)), save_every=10,
                                 activation_checkpointing=False)
 """The diagnostician's LoRA SFT, sized so both adapters train in about 15 minutes on one CPU core (its ``seed``
 is replaced per SFT run)."""
@@ -78,7 +69,7 @@ class DiagConfig:
     @property
     def n_top_layers(self) -> int:
         """How many top layers carry adapters."""
-        return len(self.adapt.lora.target_modules) // len(_PROJ)
+        return len(self.adapt.lora.target_modules) // len(LLAMA_PROJECTIONS)
 
 
 def _picks(model: Any, tok: Any, tasks: list[Task], cands: list[list[Candidate]], seed: int, label: str

@@ -31,7 +31,7 @@ from divelab import stats, verdicts
 from divelab.chat.types import ChatModel, ChatResponse, Message, ToolCall, ToolSpec
 from divelab.claims import Claim, Kind, not_checkable
 from divelab.comparisons import against_strongest
-from divelab.lm.adapt import AdaptConfig, LoraSpec
+from divelab.lm.adapt import AdaptConfig, LoraSpec, top_layer_modules
 from divelab.progress import track
 from divelab.safety.pinning.agent_data import (
     call_correct,
@@ -55,21 +55,11 @@ COMPACTORS = ("autogen-buffered", "langchain-trim", "langmem-summarize")
 MAX_LOST_TRIGGER = 0.05  # pre-stated: more episodes than this share without the trigger in view = failed set-up
 REPLY_CACHE = "pinning-agent-replies"
 _REPLY_VERSION = 1  # bump when the prompt rendering or the decoding changes
-N_LAYERS = 30  # SmolLM2-135M's decoder layers
-_ATTN_MLP = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-             "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
-
-
-def lora_modules(top_layers: int) -> tuple[str, ...]:
-    """LoRA module paths: the attention and MLP projections of SmolLM2's top ``top_layers`` layers."""
-    return tuple(f"layers.{i}.{m}" for i in range(N_LAYERS - top_layers, N_LAYERS) for m in _ATTN_MLP)
-
-
 def agent_adaptation(steps: int = 128, lr: float = 5e-4, batch_size: int = 2, top_layers: int = 8) -> AdaptConfig:
     """The tool-call adapter's SFT run: LoRA rank 16 on the top ``top_layers`` layers only, so the backward pass
     stops at the lowest adapted layer (about half the CPU time of adapting every layer)."""
     return AdaptConfig(method="sft", steps=steps, lr=lr, batch_size=batch_size, max_length=1024, seed=0,
-                       lora=LoraSpec(r=16, alpha=32, target_modules=lora_modules(top_layers)),
+                       lora=LoraSpec(r=16, alpha=32, target_modules=top_layer_modules(top_layers)),
                        save_every=8, activation_checkpointing=False)
 
 

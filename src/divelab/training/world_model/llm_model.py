@@ -33,9 +33,6 @@ from divelab.training.world_model.transitions import State, Transition
 PREDICTION_CACHE = "world-model-llm-predictions"
 _PREDICTION_VERSION = 1  # bump when the decoding below changes what a cached prediction holds
 END = "[END]"
-N_LAYERS = 30  # SmolLM2-135M's decoder layers
-_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
-_MLP = ("gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -68,8 +65,9 @@ class LLMPlan:
     """whether agents are GRPO-trained inside the SmolLM2 simulator (the run's seeds and iterations)"""
 
     def lora_modules(self) -> tuple[str, ...]:
-        return tuple(f"layers.{i}.{'self_attn' if m in _ATTN else 'mlp'}.{m}"
-                     for i in range(N_LAYERS - self.top_layers, N_LAYERS) for m in (*_ATTN, *_MLP))
+        from divelab.lm.adapt import top_layer_modules
+
+        return top_layer_modules(self.top_layers)
 
     def adapt_config(self, steps: int, seed: int) -> Any:
         from divelab.lm.adapt import AdaptConfig, LoraSpec
