@@ -32,6 +32,43 @@ def target():
     return build_model("tiny-100k", 41, seed=1).double()
 
 
+def test_rollback_undoes_a_step_that_failed_part_way():
+    """A verify forward that raises after every layer wrote to the batched KV cache: ``rollback`` crops
+    the cache back to the committed slots and decoding goes on token-identical to plain greedy (without
+    it, the failed step's other drafts stay in the cache and change the output)."""
+    target = build_model("tiny-100k", 41, seed=1).double()
+    with torch.no_grad():  # weights scaled up, so the next token depends on more than the last one
+        for p in target.parameters():
+            if p.ndim == 2:
+                p.mul_(3.0)
+    prompts = [[3, 17, 5, 9, 1], [22, 8, 8]]
+    ref = [plain_greedy(target, p, 10) for p in prompts]
+    cfg = DrafterConfig(kind="markov", gamma=4, window=8, rank=8)
+    torch.manual_seed(0)
+    d = Drafter.for_target(target, cfg).double()
+    eng = SpecEngine(target, d, "dspark", sps=SPS)
+    states = eng.prefill_many([Request(p, 10, rid=i) for i, p in enumerate(prompts)])
+    eng.step(states)
+
+    def fail(*_):
+        raise RuntimeError("injected failure in the last layer")
+
+    # the failing step verifies other drafts (another drafter's, all of them) than the retried step will
+    torch.manual_seed(7)
+    eng.drafter = Drafter.for_target(target, cfg).double()
+    hook = target.model.layers[-1].register_forward_hook(fail)  # every layer has written to the cache by then
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            eng.step(states, force_ell=np.full(len(states), 4))
+    finally:
+        hook.remove()
+    eng.drafter = d
+    eng.rollback(states)
+    while live := [s for s in states if not s.done]:
+        eng.step(live)
+    assert [s.out for s in states] == ref
+
+
 def test_greedy_identical_for_every_drafter_and_scheduler(target):
     prompts = [[3, 17, 5, 9, 1], [22, 8, 8]]
     ref = [plain_greedy(target, p, 10) for p in prompts]

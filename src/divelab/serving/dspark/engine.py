@@ -235,6 +235,14 @@ class SpecEngine:
 
     # ------------------------------------------------------------------------------------ batch
     @staticmethod
+    def rollback(states: list[RequestState]) -> None:
+        """Undo the cache writes of a step that failed part way (an exception inside :meth:`step`):
+        every batch holding one of ``states`` is cropped back to its committed slots, so the
+        requests can be stepped again (together or one by one) as if the step had never run."""
+        for b in {id(g): g for g in (s._group for s in states) if g is not None}.values():
+            _crop(b.cache, b.mask.shape[1])
+
+    @staticmethod
     def _detach(s: RequestState) -> None:
         """Copy a request's committed cache rows out of its batch (drops holes and padding)."""
         g = s._group

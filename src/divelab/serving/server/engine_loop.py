@@ -33,7 +33,6 @@ import numpy as np
 import torch
 
 from divelab.serving.dspark import Request, SpecEngine, measure_sps
-from divelab.serving.dspark.engine import _crop
 from divelab.serving.server.detok import IncrementalDetokenizer
 from divelab.serving.server.logits import bias_vector, entries, penalise, top_p_filter
 from divelab.serving.server.metrics import ServerMetrics
@@ -312,7 +311,7 @@ class EngineLoop:
             self._step(eng, jobs, gen)
         except Exception as exc:  # noqa: BLE001  (roll the batch back and retry each request alone)
             self._ctx = None
-            self._rollback(jobs)
+            eng.rollback([j.state for j in jobs if j.state is not None])  # undo the failed step's cache writes
             if len(jobs) > 1:
                 for j in jobs:
                     self._step_isolated(eng, [j], gen)
@@ -322,12 +321,6 @@ class EngineLoop:
         for j in jobs:
             if j.poisoned and not j.finished:
                 self._fail(j, j.poisoned)
-
-    @staticmethod
-    def _rollback(jobs: list[Job]) -> None:
-        """Undo a failed step's cache writes: crop every batch back to its committed slots."""
-        for b in {id(g): g for g in (getattr(j.state, "_group", None) for j in jobs) if g is not None}.values():
-            _crop(b.cache, b.mask.shape[1])
 
     def _step(self, eng: SpecEngine, jobs: list[Job], gen: torch.Generator | None) -> None:
         self._set_context(jobs, gen, prefill=False)
