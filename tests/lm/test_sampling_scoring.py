@@ -24,6 +24,12 @@ def model():
 PROMPT = [3, 14, 15, 9, 2]
 
 
+def test_generation_uses_no_deprecated_transformers_argument(model, recwarn):
+    """The cached decoding loop passes its KV cache as ``cache=`` (``past_key_values=`` is deprecated)."""
+    generate(model, [PROMPT, PROMPT[:2]], max_new_tokens=3, temperature=0)
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)], [str(w.message) for w in recwarn]
+
+
 def test_sampling_is_deterministic_for_a_seed(model):
     a = generate(model, PROMPT, max_new_tokens=12, temperature=1.0, seed=7)
     b = generate(model, PROMPT, max_new_tokens=12, temperature=1.0, seed=7)

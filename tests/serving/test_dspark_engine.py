@@ -32,6 +32,15 @@ def target():
     return build_model("tiny-100k", 41, seed=1).double()
 
 
+def test_engine_forwards_use_no_deprecated_transformers_argument(target, recwarn):
+    """Every target forward of the engine (prefill, verify, plain greedy) passes its KV cache the way the
+    installed transformers wants it (``cache=``, not the deprecated ``past_key_values=``)."""
+    d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=8, rank=8)).double()
+    SpecEngine(target, d, "dspark", sps=SPS).generate([3, 17, 5], 6)
+    plain_greedy(target, [3, 17, 5], 4)
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)], [str(w.message) for w in recwarn]
+
+
 def test_rollback_undoes_a_step_that_failed_part_way():
     """A verify forward that raises after every layer wrote to the batched KV cache: ``rollback`` crops
     the cache back to the committed slots and decoding goes on token-identical to plain greedy (without

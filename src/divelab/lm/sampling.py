@@ -113,8 +113,8 @@ def generate(model: torch.nn.Module, prompts: Sequence[Sequence[int]] | Sequence
         for _ in range(max_new_tokens):
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             out = model(input_ids=step_ids, attention_mask=mask, position_ids=positions[:, -step_ids.size(1):],
-                        past_key_values=past, use_cache=True)
-            past = out.past_key_values
+                        cache=past, use_cache=True)
+            past = out.cache
             logits = out.logits[:, -1, :].float().cpu()
             logp = torch.log_softmax(logits, dim=-1)
             if greedy:

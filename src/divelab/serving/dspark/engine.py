@@ -198,7 +198,7 @@ class SpecEngine:
         padded = min(lens) < p
         pos = (attn.cumsum(1) - 1).clamp_min(0)
         cache = DynamicCache(config=self.target.config)
-        out = self.target(ids, attention_mask=attn if padded else None, position_ids=pos, past_key_values=cache,
+        out = self.target(ids, attention_mask=attn if padded else None, position_ids=pos, cache=cache,
                           use_cache=True, output_hidden_states=self.drafter is not None)
         first = self._sample_rows(out.logits[:, -1]).cpu().tolist()  # the one host copy
         ctx_all = None
@@ -209,7 +209,7 @@ class SpecEngine:
         states = []
         for i, r in enumerate(reqs):
             ln = lens[i]
-            kv = [(layer.keys[i][:, p - ln:], layer.values[i][:, p - ln:]) for layer in out.past_key_values.layers]
+            kv = [(layer.keys[i][:, p - ln:], layer.values[i][:, p - ln:]) for layer in out.cache.layers]
             ctx = None
             if ctx_all is not None:
                 c = min(ln, ctx_all[0][0].shape[1])
@@ -362,7 +362,7 @@ class SpecEngine:
         ragged = bool((ell != ell[0]).any())
         attn = torch.cat([b.mask, ar[None] <= ell_d[:, None]], 1).long() if (b.holes or ragged) else None
         out = self.target(ids, attention_mask=attn, position_ids=b.lengths[:, None] + ar[None],
-                          past_key_values=b.cache, use_cache=True, output_hidden_states=self.drafter is not None)
+                          cache=b.cache, use_cache=True, output_hidden_states=self.drafter is not None)
         logits = out.logits
         dtok = drafts.tokens[:, : t - 1] if drafts is not None else ids[:, :0]
         dprob = drafts.probs[:, : t - 1] if (drafts is not None and drafts.probs is not None) else None
@@ -490,12 +490,12 @@ def plain_greedy(target: torch.nn.Module, prompt: list[int], max_new_tokens: int
     cache = DynamicCache(config=target.config)
     out: list[int] = []
     with torch.no_grad():
-        logits = target(ids, past_key_values=cache, use_cache=True).logits
+        logits = target(ids, cache=cache, use_cache=True).logits
         for _ in range(max_new_tokens):
             nxt = logits[:, -1].argmax(-1, keepdim=True)
             tok = int(nxt)  # the one host copy per token
             out.append(tok)
             if eos_token_id is not None and tok == eos_token_id:
                 break
-            logits = target(nxt, past_key_values=cache, use_cache=True).logits
+            logits = target(nxt, cache=cache, use_cache=True).logits
     return out

@@ -130,7 +130,7 @@ def measure_sps(target: torch.nn.Module, batch_sizes: list[int] | None = None, c
         ctx = torch.randint(0, vocab_size, (rows, context), generator=g).to(dev)
         new = torch.randint(0, vocab_size, (rows, cols), generator=g).to(dev)
         cache = DynamicCache(config=cfg)
-        target(ctx, past_key_values=cache, use_cache=True)
+        target(ctx, cache=cache, use_cache=True)
         base = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
         pos = torch.arange(context, context + cols, device=dev).expand(rows, -1)
         setups.append((new, base, pos))
@@ -142,7 +142,7 @@ def measure_sps(target: torch.nn.Module, batch_sizes: list[int] | None = None, c
                 c.update(k.clone(), v.clone(), li)
             sync()
             t0 = time.perf_counter()
-            target(new, past_key_values=c, use_cache=True, position_ids=pos, output_hidden_states=True)
+            target(new, cache=c, use_cache=True, position_ids=pos, output_hidden_states=True)
             sync()
             if i:  # the first round is warm-up
                 times[j, i - 1] = time.perf_counter() - t0

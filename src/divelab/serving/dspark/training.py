@@ -144,7 +144,7 @@ def regenerate(target: torch.nn.Module, tokens: np.ndarray, n_seqs: int, length:
         nb = min(batch, n_seqs - lo)
         seqs = sample_windows(tokens, nb, prompt_len, rng)
         cache = DynamicCache(config=target.config)
-        logits = target(seqs, past_key_values=cache, use_cache=True).logits[:, -1]
+        logits = target(seqs, cache=cache, use_cache=True).logits[:, -1]
         out = [seqs]
         for _ in range(length - prompt_len):
             if temperature <= 0:
@@ -152,7 +152,7 @@ def regenerate(target: torch.nn.Module, tokens: np.ndarray, n_seqs: int, length:
             else:
                 nxt = torch.multinomial(torch.softmax(logits.float() / temperature, -1), 1, generator=gen)
             out.append(nxt)
-            logits = target(nxt, past_key_values=cache, use_cache=True).logits[:, -1]
+            logits = target(nxt, cache=cache, use_cache=True).logits[:, -1]
         rows.append(torch.cat(out, 1))
     return torch.cat(rows).numpy()
 
