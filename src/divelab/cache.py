@@ -36,6 +36,8 @@ def stable_hash(obj: Any, length: int = 16) -> str:
 
 
 def entry_path(kind: str, key: str) -> Path:
+    """Where the cache entry ``key`` of ``kind`` lives: ``cache_root()/KIND/KEY``. An entry is a
+    directory (a model, a tokenizer) or a single file whose key carries its suffix (``KEY.npy``)."""
     return cache_root() / kind / key
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from divelab.cache import atomic_dir, atomic_write_bytes, cache_root, stable_hash
+from divelab.cache import atomic_dir, atomic_write_bytes, entry_path, stable_hash
 from divelab.lm.corpus import CorpusConfig, load_corpus, manifest
 
 EOS, PAD, BOS = "<|endoftext|>", "<|pad|>", "<|bos|>"
@@ -63,7 +63,7 @@ def tokenizer_key(vocab_size: int, corpus: CorpusConfig | None = None) -> str:
 
 
 def tokenizer_path(vocab_size: int = 4096, corpus: CorpusConfig | None = None) -> Path:
-    return cache_root() / "tokenizers" / tokenizer_key(vocab_size, corpus)
+    return entry_path("tokenizers", tokenizer_key(vocab_size, corpus))
 
 
 def get_tokenizer(vocab_size: int = 4096, corpus: CorpusConfig | None = None) -> PreTrainedTokenizerFast:
@@ -93,7 +93,7 @@ def encode_split(tokenizer: PreTrainedTokenizerFast, split: str = "train",
     """The split as one token stream (each file followed by eos), cached as ``.npy``."""
     key = stable_hash({"tok": stable_hash(tokenizer.backend_tokenizer.to_str()),
                        "split": manifest(corpus).split_key(split), "split_name": split})
-    path = cache_root() / "tokens" / f"{key}.npy"
+    path = entry_path("tokens", f"{key}.npy")
     if not path.exists():
         stream = _encode_texts(tokenizer, tuple(load_corpus(split, corpus)))
         buf = io.BytesIO()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
-from divelab.cache import atomic_dir, cache_root, lock, stable_hash
+from divelab.cache import atomic_dir, entry_path, lock, stable_hash
 from divelab.lm.corpus import CorpusConfig, manifest
 from divelab.lm.models import MODEL_CONFIGS, build_model, count_parameters
 from divelab.lm.tokenizer import encode_split, get_tokenizer, load_tokenizer
@@ -113,14 +113,14 @@ def recipe_key(r: Recipe) -> str:
 
 def model_path(name: str = "quick", **overrides: object) -> Path:
     """Where the zoo model lives (whether or not it has been trained yet)."""
-    return cache_root() / "models" / recipe_key(recipe(name, **overrides))
+    return entry_path("models", recipe_key(recipe(name, **overrides)))
 
 
 def ensure_trained(name: str = "quick", *, force: bool = False, **overrides: object) -> Path:
     """Train the recipe unless it is cached; return the model directory."""
     r = recipe(name, **overrides)
-    final = cache_root() / "models" / recipe_key(r)
-    runs = cache_root() / "runs" / final.name  # checkpoints: an interrupted run resumes here
+    final = entry_path("models", recipe_key(r))
+    runs = entry_path("runs", final.name)  # checkpoints: an interrupted run resumes here
     with lock(final):
         if force:
             shutil.rmtree(final, ignore_errors=True)
