@@ -129,3 +129,14 @@ def test_checkpoints_need_a_module(tmp_path):
         fit([w], lambda i: w.sum(), 2, lr=0.1, ckpt_dir=tmp_path)
     with pytest.raises(ValueError, match="no trainable parameters"):
         fit([torch.ones(1)], lambda i: None, 2, lr=0.1)
+
+
+def test_decay_all_decays_norms_as_torchs_adamw_default_does():
+    from divelab.lm.fitting import make_optimizer
+
+    lin, norm = torch.nn.Linear(3, 3, bias=False), torch.nn.LayerNorm(3, bias=False)
+    params = [lin.weight, norm.weight]
+    split = make_optimizer(params, "adamw", 1e-2, 0.01, (0.9, 0.999), None)
+    every = make_optimizer(params, "adamw", 1e-2, 0.01, (0.9, 0.999), None, decay_all=True)
+    assert [g["weight_decay"] for g in split.param_groups] == [0.01, 0.0]
+    assert [(len(g["params"]), g["weight_decay"]) for g in every.param_groups] == [(2, 0.01)]

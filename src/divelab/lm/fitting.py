@@ -74,15 +74,17 @@ def _trainable(model: torch.nn.Module | Iterable[torch.nn.Parameter]) -> list[to
 
 
 def make_optimizer(params: list[torch.nn.Parameter], optimizer: str, lr: float, weight_decay: float,
-                   betas: tuple[float, float], foreach: bool | None) -> torch.optim.Optimizer:
+                   betas: tuple[float, float], foreach: bool | None,
+                   decay_all: bool = False) -> torch.optim.Optimizer:
     """Adam or AdamW over ``params``; weight decay (AdamW) applies to matrices only, never to
-    norms and biases (1-D parameters), the usual choice."""
+    norms and biases (1-D parameters), the usual choice — unless ``decay_all``, which decays every
+    parameter as ``torch.optim.AdamW(model.parameters(), weight_decay=...)`` does."""
     if optimizer == "adam":
         if weight_decay:
             raise ValueError("weight_decay needs optimizer='adamw' (Adam's L2 penalty is not offered)")
         return torch.optim.Adam(params, lr=lr, betas=betas, foreach=foreach)
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
+    decay = params if decay_all else [p for p in params if p.ndim >= 2]
+    no_decay = [] if decay_all else [p for p in params if p.ndim < 2]
     groups = [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0})
               if g["params"]]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=foreach)
@@ -120,7 +122,7 @@ def latest_checkpoint(ckpt_dir: str | Path) -> Path | None:
 
 
 def fit(model: torch.nn.Module | Iterable[torch.nn.Parameter], loss_of_step: Callable[[int], torch.Tensor | None],
-        steps: int, *, lr: float, optimizer: str = "adamw", weight_decay: float = 0.0,
+        steps: int, *, lr: float, optimizer: str = "adamw", weight_decay: float = 0.0, decay_all: bool = False,
         betas: tuple[float, float] = (0.9, 0.999), foreach: bool | None = None,
         schedule: Callable[[int], float] | None = None, grad_clip: float | None = None, seed: int | None = None,
         np_rng: np.random.Generator | None = None, num_threads: int | None = None, description: str = "training",
@@ -133,7 +135,8 @@ def fit(model: torch.nn.Module | Iterable[torch.nn.Parameter], loss_of_step: Cal
 
     - ``model``: a module (put in train mode for the loop and eval mode after it) or an iterable of
       parameters (modes left alone). Only parameters with ``requires_grad`` are optimised and clipped.
-    - ``optimizer``: ``"adam"`` or ``"adamw"`` (``weight_decay`` > 0 needs AdamW; it skips 1-D parameters).
+    - ``optimizer``: ``"adam"`` or ``"adamw"`` (``weight_decay`` > 0 needs AdamW; it skips 1-D parameters
+      unless ``decay_all``, torch's own AdamW default of decaying every parameter).
     - ``schedule``: ``step -> lr multiplier`` (a ``LambdaLR``), e.g. :func:`warmup_cosine`; None: constant.
     - ``grad_clip``: max global gradient norm; None: no clipping.
     - ``seed``: ``torch.manual_seed(seed)`` before the optimiser is built; None leaves the global RNG.
@@ -153,7 +156,7 @@ def fit(model: torch.nn.Module | Iterable[torch.nn.Parameter], loss_of_step: Cal
         torch.set_num_threads(num_threads)
     try:
         with torch.enable_grad():
-            return _fit(model, loss_of_step, steps, lr, optimizer, weight_decay, betas, foreach, schedule,
+            return _fit(model, loss_of_step, steps, lr, optimizer, weight_decay, decay_all, betas, foreach, schedule,
                         grad_clip, seed, np_rng, description, info, after_step,
                         None if ckpt_dir is None else Path(ckpt_dir), ckpt_every, ckpt_key, ckpt_state, on_resume,
                         check_finite)
@@ -161,7 +164,7 @@ def fit(model: torch.nn.Module | Iterable[torch.nn.Parameter], loss_of_step: Cal
         torch.set_num_threads(threads_before)
 
 
-def _fit(model, loss_of_step, steps, lr, optimizer, weight_decay, betas, foreach, schedule, grad_clip, seed, np_rng,
+def _fit(model, loss_of_step, steps, lr, optimizer, weight_decay, decay_all, betas, foreach, schedule, grad_clip, seed, np_rng,
          description, info, after_step, ckpt_dir, ckpt_every, ckpt_key, ckpt_state, on_resume,
          check_finite) -> FitResult:
     if seed is not None:
@@ -169,7 +172,7 @@ def _fit(model, loss_of_step, steps, lr, optimizer, weight_decay, betas, foreach
     params = _trainable(model)
     if not params:
         raise ValueError("fit got no trainable parameters (none has requires_grad=True)")
-    opt = make_optimizer(params, optimizer, lr, weight_decay, betas, foreach)
+    opt = make_optimizer(params, optimizer, lr, weight_decay, betas, foreach, decay_all)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule is not None else None
     losses: list[float | None] = []
     start, resumed_from, extra = 0, None, {}

@@ -140,24 +140,22 @@ def _markov_stream(vocab: int, n: int, seed: int) -> np.ndarray:
 
 
 def _smoke_target(seed: int) -> tuple[torch.nn.Module, np.ndarray, str]:
+    from divelab.lm.fitting import fit
     from divelab.lm.models import build_model
 
     vocab = 64
     stream = _markov_stream(vocab, 30_000, seed)
     model = build_model("tiny-100k", vocab, seed=seed)
-    model.train()
-    # not divelab.lm.fit: this AdamW decays every parameter (torch's default 0.01, norms included), fit
-    # decays matrices only, and that difference changes this target and with it every smoke-scale value
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     rng = np.random.default_rng(seed)
-    for _ in range(40):
+
+    def loss_of_step(_: int) -> torch.Tensor:
         starts = rng.integers(0, len(stream) - 65, size=8)
         batch = torch.from_numpy(np.stack([stream[s: s + 64] for s in starts]))
-        loss = model(batch, labels=batch).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
+        return model(batch, labels=batch).loss
+
+    # torch's AdamW default: decay 0.01 on every parameter, norms included (the target every smoke value reads)
+    fit(model, loss_of_step, 40, lr=1e-2, weight_decay=0.01, decay_all=True, np_rng=rng,
+        description="DSpark smoke target")
     return model, stream, f"smoke-markov-tiny-100k-{seed}"
 
 
