@@ -48,14 +48,14 @@ def score_prompts(model: Any, probe: GuardProbe, prompts: Sequence[Sequence[int]
             cache = DynamicCache(config=model.config)
             pos = torch.arange(ids.shape[1], device=dev)[None]
             with tap.reading(lambda h, seen=seen: seen.append(h[:, -1].detach().double().cpu())):
-                res = model(ids, position_ids=pos, past_key_values=cache, use_cache=True)
+                res = model(ids, position_ids=pos, cache=cache, use_cache=True)
             first = None
             if probe.position == "first":
                 first = int(first_tokens[k]) if first_tokens is not None else int(res.logits[0, -1].argmax())
                 seen.clear()
                 step = torch.tensor([[first]], dtype=torch.long, device=dev)
                 with tap.reading(lambda h, seen=seen: seen.append(h[:, 0].detach().double().cpu())):
-                    model(step, position_ids=pos[:, -1:] + 1, past_key_values=cache, use_cache=True)
+                    model(step, position_ids=pos[:, -1:] + 1, cache=cache, use_cache=True)
             s = float(probe.scores(np.asarray(seen[-1]))[0])
             out.append(Scored(s, probe.flagged(s), first))
     finally:
