@@ -24,11 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from readme_results import FULL, RESULTS, ROOT
+from readme_results import FULL, RESULTS, ROOT, STABILITY, result_files
 
 from divelab.report import load_results
 
-STABILITY = RESULTS / "stability.json"
 ISAS = ("avx512", "avx2", "default")
 
 
@@ -104,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", action="store_true", help=f"merge the comparison into {STABILITY.relative_to(ROOT)}")
     args = ap.parse_args(argv)
     where = FULL if args.scale == "full" else RESULTS
-    systems = args.systems or sorted(p.stem for p in where.glob("*.json") if p.stem != "stability")
+    systems = args.systems or [p.stem for p in result_files(where)]
     missing = [s for s in systems if not (where / f"{s}.json").exists()]
     if missing:
         print(f"error: no saved {args.scale} result for {', '.join(missing)} in {where}", file=sys.stderr)

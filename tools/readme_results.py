@@ -47,9 +47,17 @@ def save(run_dir: str) -> list[Path]:
     return out
 
 
+STABILITY = RESULTS / "stability.json"  # the cross-ISA comparison (tools/cross_isa.py), not a run
+
+
+def result_files(where: Path = RESULTS) -> list[Path]:
+    """The saved runs in ``where`` (one results file per system), without the cross-ISA comparison."""
+    return [p for p in sorted(where.glob("*.json")) if p != STABILITY]
+
+
 def _reps(where: Path = RESULTS) -> dict[str, object]:
     reps = {}
-    for path in sorted(where.glob("*.json")):
+    for path in result_files(where):
         for rep in load_results(path):
             reps[rep.system] = rep
     return reps
@@ -240,6 +248,28 @@ def resumed_note(rep) -> str:
             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed" if resumed else "")
 
 
+def stability(report: dict, systems: int) -> str:
+    """What the cross-ISA comparison (docs/results/stability.json) found, per scale: verdicts held, values
+    identical, and the systems whose verdicts moved."""
+    lines = []
+    for scale in ("quick", "full"):
+        runs = [r for r in report["runs"] if r["scale"] == scale]
+        if not runs:
+            lines.append(f"- {scale}: not yet checked.")
+            continue
+        n = sum(r["summary"]["claims"] for r in runs)
+        held = sum(r["summary"]["same_verdict"] for r in runs)
+        same = sum(r["summary"]["same_value"] for r in runs)
+        isas = " and ".join(sorted({r["isa"] for r in runs}))
+        saved = " and ".join(sorted({r["saved_isa"] for r in runs}))
+        moved = [f"{r['system']} ({r['summary']['claims'] - r['summary']['same_verdict']} of "
+                 f"{r['summary']['claims']} claims)" for r in runs if r["summary"]["same_verdict"] < r["summary"]["claims"]]
+        lines.append(f"- {scale}: {len(runs)} of {systems} systems re-run under {isas} against their saved {saved} "
+                     f"runs: {held} of {n} verdicts held, {same} values identical. "
+                     + (f"Verdicts moved in {', '.join(moved)}." if moved else "No verdict moved."))
+    return "\n".join(lines) + "\n"
+
+
 def render_block(key: str, reps: dict, full: dict) -> str:
     """The body of block ``key``, from the saved quick runs ``reps`` and full runs ``full`` (each loaded once)."""
     if key == "tally":
@@ -266,6 +296,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
         return guard_served(json.loads((ROOT / "benchmarks" / "serving_guard.json").read_text()))
     if key == "headline":
         return headline(list(reps.values()), list(full.values()))
+    if key == "stability":
+        return stability(json.loads(STABILITY.read_text()), len(reps))
     if key == "full-tally":
         return full_tally(full)
     if key == "real-llm":

@@ -43,7 +43,9 @@ def saved_reps() -> list:
     from divelab.report import load_results
 
     reps = []
-    for path in sorted((ROOT / "docs" / "results").glob("*.json")):
+    from readme_results import result_files
+
+    for path in result_files():
         reps += load_results(path)
     return reps
 

@@ -64,3 +64,17 @@ def test_saving_replaces_the_same_system_scale_and_isa_only(tmp_path):
 def test_an_unknown_system_is_a_clear_error(capsys):
     assert cross_isa.main(["no-such-system", "--scale", "quick"]) == 2
     assert "no saved quick result for no-such-system" in capsys.readouterr().err
+
+
+def test_the_readme_summary_counts_held_verdicts_and_names_systems_that_moved():
+    import readme_results
+
+    def run(system, claims, held, same):
+        return {"system": system, "scale": "quick", "isa": "AVX2", "saved_isa": "AVX512",
+                "summary": {"claims": claims, "same_verdict": held, "same_value": same}}
+
+    text = readme_results.stability({"runs": [run("a", 4, 4, 4), run("b", 5, 3, 1)]}, systems=3)
+    assert "- quick: 2 of 3 systems re-run under AVX2 against their saved AVX512 runs: 7 of 9 verdicts held, " \
+           "5 values identical. Verdicts moved in b (2 of 5 claims)." in text
+    assert "- full: not yet checked." in text
+    assert "No verdict moved." in readme_results.stability({"runs": [run("a", 4, 4, 2)]}, systems=1)

@@ -71,7 +71,7 @@ def test_notes_show_no_python_reprs_and_sources_cite_the_paper():
 
 def test_every_saved_source_cites_the_paper_not_internal_files():
     seen = 0
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in [p for p in sorted(RESULTS.glob("*.json")) if p.name != "stability.json"]:  # not a run
         for rep in json.loads(path.read_text())["reproductions"]:
             for c in rep["claims"]:
                 if not c["source"]:
