@@ -15,26 +15,12 @@ import pytest
 import torch
 
 from divelab.guard import GuardProbe, model_identity, score_prompts
-from divelab.lm import load_model
 from divelab.serving.dspark import Drafter, DrafterConfig
 from divelab.serving.dspark.sps import SPSCurve
 from divelab.serving.server import BackgroundServer, create_app
 
 PROMPTS = ["def parse(path):\n    with open(", "import os\nimport sys\n\n", "class Stack:\n    def push(self,",
            "for i in range(10):\n    print(", "    return self._cache[key]\n", "x = [1, 2, 3]\ny ="]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model("smoke")
 
 
 def probe_between(target, tok, position: str) -> tuple[GuardProbe, list[list[int]], list[float]]:
