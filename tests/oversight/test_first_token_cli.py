@@ -5,43 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def tiny_ckpt() -> Path:
-    """The smoke-scale toy model, trained once per session and saved as an HF checkpoint directory (the
-    smoke reproduction below reuses it from the session's cache)."""
-    from divelab.oversight.first_token.reproduce import PLANS
-    from divelab.oversight.first_token.toy import trained_toy
-
-    _, _, path = trained_toy(PLANS["smoke"].toy)
-    assert (path / "config.json").exists() and (path / "tokenizer.json").exists()
-    return path
-
-
-def _prompts(tmp_path: Path, n: int) -> Path:
-    from divelab.oversight.first_token.synthetic import make_prompts
-
-    f = tmp_path / "prompts.jsonl"
-    rows = [{"prompt": "fast " + " ".join(e.content), "harm": e.harm} for e in make_prompts(n, 3, "fast")]
-    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return f
-
-
 TOY_ARGS = ["--template", "<bos> {prompt} <think>", "--labeler", r"regex:\bREFUSE\b", "--unit", "token",
             "--refuse-words", "cannot,unsafe,decline", "--comply-words", "sure,fine,helpful", "--max-new-tokens", "24",
             "--boot", "100"]
 
 
-def test_cli_probes_a_checkpoint_on_disk(tiny_ckpt: Path, tmp_path: Path) -> None:
+def test_cli_probes_a_checkpoint_on_disk(tiny_ckpt: Path, tmp_path: Path, toy_prompts) -> None:
     from typer.testing import CliRunner
 
     from divelab.cli import app
 
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["probe-first-token", "--model", str(tiny_ckpt), "--prompts",
-                                   str(_prompts(tmp_path, 40)), "--out", str(out), "--replay-k", "8", "--max-flips", "6", *TOY_ARGS])
+                                   str(toy_prompts(40)), "--out", str(out), "--replay-k", "8", "--max-flips", "6", *TOY_ARGS])
     assert res.exit_code == 0, res.output
     got = json.loads((out / "results.json").read_text())
     assert 0.0 <= got["probe"]["auroc"] <= 1.0 and len(got["valley"]["J"]) == 21
@@ -53,21 +29,21 @@ def test_cli_probes_a_checkpoint_on_disk(tiny_ckpt: Path, tmp_path: Path) -> Non
     assert len(got["oof_scores"]) == len(got["oof_scores_text"]) == len(got["oof_scores_prompt_text"]) == 40
 
 
-def test_cli_errors(tiny_ckpt: Path, tmp_path: Path) -> None:
+def test_cli_errors(tiny_ckpt: Path, tmp_path: Path, toy_prompts) -> None:
     from typer.testing import CliRunner
 
     from divelab.cli import app
 
     run = CliRunner().invoke
     base = ["probe-first-token", "--model", str(tiny_ckpt), "--out", str(tmp_path / "o")]
-    bad = run(app, [*base, "--prompts", str(_prompts(tmp_path, 40)), *TOY_ARGS[2:], "--template", "{prompt} Answer:"])
+    bad = run(app, [*base, "--prompts", str(toy_prompts(40)), *TOY_ARGS[2:], "--template", "{prompt} Answer:"])
     assert bad.exit_code == 2 and "no thinking delimiter" in bad.output
-    few = run(app, [*base, "--prompts", str(_prompts(tmp_path, 3)), *TOY_ARGS])
+    few = run(app, [*base, "--prompts", str(toy_prompts(3)), *TOY_ARGS])
     assert few.exit_code == 2 and "fewer prompts" in few.output
-    one = run(app, [*base, "--prompts", str(_prompts(tmp_path, 12)), *TOY_ARGS[:2], "--labeler", "regex:NEVER_MATCHES",
+    one = run(app, [*base, "--prompts", str(toy_prompts(12)), *TOY_ARGS[:2], "--labeler", "regex:NEVER_MATCHES",
                     "--max-new-tokens", "24"])
     assert one.exit_code == 2 and "same label" in one.output
-    lab = run(app, [*base, "--prompts", str(_prompts(tmp_path, 12)), "--labeler", "llm"])
+    lab = run(app, [*base, "--prompts", str(toy_prompts(12)), "--labeler", "llm"])
     assert lab.exit_code == 2 and "allowed" in lab.output
     assert not (tmp_path / "o" / "results.json").exists()
 

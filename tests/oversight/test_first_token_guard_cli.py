@@ -8,30 +8,12 @@ from pathlib import Path
 
 import pytest
 
-
-@pytest.fixture(scope="module")
-def toy_ckpt() -> Path:
-    from divelab.oversight.first_token.reproduce import PLANS
-    from divelab.oversight.first_token.toy import trained_toy
-
-    return trained_toy(PLANS["smoke"].toy)[2]
-
-
-def _prompts(tmp_path: Path, n: int) -> Path:
-    from divelab.oversight.first_token.synthetic import make_prompts
-
-    f = tmp_path / "prompts.jsonl"
-    rows = [{"prompt": "fast " + " ".join(e.content), "harm": e.harm} for e in make_prompts(n, 3, "fast")]
-    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return f
-
-
 ARGS = ["--template", "<bos> {prompt} <think>", "--labeler", r"regex:\bREFUSE\b", "--unit", "token",
         "--max-new-tokens", "24", "--boot", "100"]
 
 
 @pytest.mark.parametrize("position", ["first", "prompt_last"])
-def test_cli_saves_a_guard_that_loads_and_scores(toy_ckpt: Path, tmp_path: Path, position: str) -> None:
+def test_cli_saves_a_guard_that_loads_and_scores(tiny_ckpt: Path, tmp_path: Path, toy_prompts, position: str) -> None:
     from typer.testing import CliRunner
 
     from divelab.cli import app
@@ -39,11 +21,11 @@ def test_cli_saves_a_guard_that_loads_and_scores(toy_ckpt: Path, tmp_path: Path,
     from divelab.lm import load_model
 
     guard = tmp_path / "guard.json"
-    res = CliRunner().invoke(app, ["first-token-probe", "probe-first-token", "--model", str(toy_ckpt), "--prompts",
-                                   str(_prompts(tmp_path, 40)), "--out", str(tmp_path / "out"), *ARGS,
+    res = CliRunner().invoke(app, ["first-token-probe", "probe-first-token", "--model", str(tiny_ckpt), "--prompts",
+                                   str(toy_prompts(40)), "--out", str(tmp_path / "out"), *ARGS,
                                    "--save-guard", str(guard), "--guard-position", position])
     assert res.exit_code == 0, res.output
-    model, tok = load_model(str(toy_ckpt))
+    model, tok = load_model(str(tiny_ckpt))
     probe = load_guard(guard, model)
     n_states = model.config.num_hidden_layers + 1
     assert probe.position == position and probe.layer == (n_states - 1) // 2 + 1
@@ -56,13 +38,13 @@ def test_cli_saves_a_guard_that_loads_and_scores(toy_ckpt: Path, tmp_path: Path,
     assert scored[0].flagged == (scored[0].score >= probe.threshold)
 
 
-def test_cli_refuses_an_unknown_position(toy_ckpt: Path, tmp_path: Path) -> None:
+def test_cli_refuses_an_unknown_position(tiny_ckpt: Path, tmp_path: Path, toy_prompts) -> None:
     from typer.testing import CliRunner
 
     from divelab.cli import app
 
-    res = CliRunner().invoke(app, ["first-token-probe", "probe-first-token", "--model", str(toy_ckpt), "--prompts",
-                                   str(_prompts(tmp_path, 40)), "--out", str(tmp_path / "out"), *ARGS,
+    res = CliRunner().invoke(app, ["first-token-probe", "probe-first-token", "--model", str(tiny_ckpt), "--prompts",
+                                   str(toy_prompts(40)), "--out", str(tmp_path / "out"), *ARGS,
                                    "--save-guard", str(tmp_path / "g.json"), "--guard-position", "last"])
     assert res.exit_code == 2 and "--guard-position" in res.output
     assert not (tmp_path / "g.json").exists()
