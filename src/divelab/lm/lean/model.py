@@ -1,0 +1,113 @@
+"""The lean decoder: one sequence, a static cache, ``forward(tokens)`` appends and scores them.
+
+A speculative verifier calls ``forward(draft)`` once for k draft tokens, reads their k logit rows,
+then ``rollback(n)`` drops the rejected suffix. Plain decoding calls ``forward([token])``. Nothing
+is allocated per step except the activations: no cache object, no mask object (a k-token step
+builds one boolean causal mask; a 1-token step needs none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from divelab.lm.lean.arch import LeanConfig, check_model
+from divelab.lm.lean.cache import StaticKVCache
+from divelab.lm.lean.rope import apply_rope, rope_tables
+from divelab.lm.lean.weights import LeanWeights, from_hf_weights
+
+DEFAULT_MAX_LEN = 2048
+
+
+class LeanLM:
+    """A Llama-family HF model re-run by hand for fast single-sequence decoding on CPU.
+
+    >>> from divelab.lm.lean import LeanLM                     # doctest: +SKIP
+    >>> lean = LeanLM.from_hf(model, fmt="bf16")
+    >>> logits = lean.forward([1, 2, 3])          # (3, vocab) float32; the cache now holds 3 tokens
+    >>> lean.rollback(1)                          # forget the last one
+    """
+
+    def __init__(self, weights: LeanWeights, config: LeanConfig, *, max_len: int = DEFAULT_MAX_LEN,
+                 eos_token_id: int | list[int] | None = None, compile: bool = False) -> None:
+        self.w, self.config = weights, config
+        self.fmt = weights.fmt
+        self.eos_token_id = eos_token_id
+        self.cache = StaticKVCache(config.n_layers, config.n_kv_heads, config.head_dim, max_len, weights.act_dtype)
+        self.cos, self.sin = rope_tables(weights.inv_freq, max_len, weights.attention_scaling, weights.act_dtype)
+        self.scale = config.head_dim ** -0.5
+        self._hidden = torch.compile(self._hidden_eager, dynamic=True) if compile else self._hidden_eager
+        self.compiled = compile
+
+    @classmethod
+    def from_hf(cls, model: Any, fmt: str = "fp32", *, max_len: int = DEFAULT_MAX_LEN,
+                compile: bool = False) -> LeanLM:
+        """Build from a loaded HF ``LlamaForCausalLM`` (ValueError for other architectures)."""
+        config = check_model(model)
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if eos is None:
+            eos = getattr(model.config, "eos_token_id", None)
+        return cls(from_hf_weights(model, config, fmt), config, max_len=max_len, eos_token_id=eos, compile=compile)
+
+    @property
+    def length(self) -> int:
+        """Tokens held in the cache."""
+        return self.cache.length
+
+    def reset(self) -> None:
+        self.cache.length = 0
+
+    def rollback(self, n: int) -> None:
+        """Drop the last ``n`` tokens from the cache (their rows are overwritten by the next forward)."""
+        self.cache.rollback(n)
+
+    @torch.inference_mode()
+    def forward(self, tokens: Sequence[int] | torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+        """Append ``tokens`` to the sequence; return their next-token logits, (k, vocab) float32
+        (``last_only``: (1, vocab) for the last token only, e.g. after a long prompt)."""
+        ids = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        k = int(ids.numel())
+        if k == 0:
+            raise ValueError("forward needs at least one token")
+        start = self.cache.reserve(k)
+        x = self._hidden(ids, start)
+        self.cache.length = start + k
+        if last_only:
+            x = x[-1:]
+        x = F.rms_norm(x, (self.config.hidden_size,), self.w.norm, self.config.rms_eps)
+        return self.w.lm_head(x).float()
+
+    __call__ = forward
+
+    def _hidden_eager(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+        cfg, w, cache = self.config, self.w, self.cache
+        k, end = ids.shape[0], start + ids.shape[0]
+        heads, kv_heads, hd, group = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.group
+        q_dim, kv_dim = heads * hd, kv_heads * hd
+        cos, sin = self.cos[start:end], self.sin[start:end]
+        mask = None
+        if k > 1:  # new token i sees the cache and new tokens up to itself; rows are ordered (group, token)
+            mask = torch.arange(end)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
+        x = F.embedding(ids, w.embed)
+        d = (cfg.hidden_size,)
+        for li, lw in enumerate(w.layers):
+            h = F.rms_norm(x, d, lw.attn_norm, cfg.rms_eps)
+            qkv = lw.qkv(h)
+            q = qkv[:, :q_dim].view(k, heads, hd).transpose(0, 1)
+            kk = qkv[:, q_dim:q_dim + kv_dim].view(k, kv_heads, hd).transpose(0, 1)
+            v = qkv[:, q_dim + kv_dim:].view(k, kv_heads, hd).transpose(0, 1)
+            q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
+            keys, values = cache.write(li, start, kk, v)
+            # grouped-query attention without repeating keys: the `group` query heads that share a
+            # key/value head are stacked as extra query rows of that head
+            qg = q.reshape(kv_heads, group * k, hd)
+            a = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
+            a = a.view(heads, k, hd).transpose(0, 1).reshape(k, q_dim)
+            x = x + lw.o(a)
+            h = F.rms_norm(x, d, lw.mlp_norm, cfg.rms_eps)
+            gate, up = lw.gate_up(h).chunk(2, dim=-1)
+            x = x + lw.down(F.silu(gate) * up)
+        return x

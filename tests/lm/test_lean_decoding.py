@@ -1,0 +1,137 @@
+"""The lean decoding path (divelab.lm.lean) against HF's own forward and generate, on a randomly
+initialised small Llama (grouped-query attention, tied and untied heads): seconds, no training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from divelab.lm import generate as hf_sampling_generate
+from divelab.lm.lean import FORMATS, LeanLM, lean_generate
+
+VOCAB = 300
+
+
+# init: a wide initialisation (HF's is 0.02) makes every token depend strongly on its context, so a
+# cache bug changes the argmax; rounding tests use HF's, where bf16 error does not compound chaotically
+def _llama(tie: bool = True, kv_heads: int = 2, bias: bool = False, seed: int = 0, init: float = 0.2
+           ) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=kv_heads, intermediate_size=128, max_position_embeddings=256,
+                      tie_word_embeddings=tie, attention_bias=bias, initializer_range=init, eos_token_id=VOCAB - 1, bos_token_id=0)
+    model = LlamaForCausalLM(cfg).eval()
+    if bias:  # HF initialises biases to zero: make them matter
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.q_proj.bias.normal_(0, 0.5)
+                layer.self_attn.k_proj.bias.normal_(0, 0.5)
+    return model
+
+
+def _ids(n: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(1, VOCAB - 1, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("tie,kv_heads,bias", [(True, 2, False), (False, 4, False), (True, 1, True)])
+def test_fp32_logits_match_hf_forward(tie: bool, kv_heads: int, bias: bool) -> None:
+    model = _llama(tie, kv_heads, bias)
+    ids = _ids(40)
+    with torch.no_grad():
+        ref = model(ids[None]).logits[0]
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    assert (lean.forward(ids) - ref).abs().max().item() < 1e-4
+    assert lean.length == 40
+
+
+@pytest.mark.parametrize("fmt,tol", [("bf16", 0.05), ("int8", 0.1)])
+def test_low_precision_formats_stay_close(fmt: str, tol: float) -> None:
+    model = _llama(init=0.02)
+    ids = _ids(30)
+    with torch.no_grad():
+        ref = model(ids[None]).logits[0]
+    out = LeanLM.from_hf(model, fmt, max_len=64).forward(ids)
+    assert out.dtype == torch.float32
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    assert 0 < err < tol  # close relative to the logits' scale, and not secretly running fp32
+
+
+def test_k_token_forward_equals_k_single_token_forwards() -> None:
+    model = _llama()
+    ids = _ids(24)
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    lean.forward(ids[:16])
+    block = lean.forward(ids[16:])
+    lean.rollback(8)
+    singles = torch.cat([lean.forward(ids[i:i + 1]) for i in range(16, 24)])
+    assert (block - singles).abs().max().item() < 1e-5
+
+
+def test_rollback_then_reforward_gives_identical_logits() -> None:
+    model = _llama()
+    ids = _ids(30)
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    lean.forward(ids[:20])
+    first = lean.forward(ids[20:26])
+    lean.rollback(6)
+    lean.forward(_ids(5, seed=7))  # a rejected draft overwrites the rows past the kept prefix
+    lean.rollback(5)
+    assert lean.length == 20
+    again = lean.forward(ids[20:26])
+    assert torch.equal(first, again)
+
+
+def test_rollback_bounds() -> None:
+    lean = LeanLM.from_hf(_llama(), "fp32", max_len=8)
+    lean.forward([1, 2, 3])
+    with pytest.raises(ValueError, match="cannot roll back 4"):
+        lean.rollback(4)
+    with pytest.raises(ValueError, match="max_len"):
+        lean.forward(list(range(1, 7)))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_greedy_is_token_identical_to_hf_generate(tie: bool) -> None:
+    model = _llama(tie)
+    prompt = _ids(12)
+    hf = model.generate(prompt[None], attention_mask=torch.ones(1, 12, dtype=torch.long), max_new_tokens=40,
+                        do_sample=False, eos_token_id=None, pad_token_id=0)[0, 12:].tolist()
+    out = lean_generate(LeanLM.from_hf(model, "fp32", max_len=64), prompt.tolist(), max_new_tokens=40,
+                        eos_token_id=[])
+    assert out.tokens[0] == hf
+
+
+def test_seeded_sampling_matches_divelab_generate_and_repeats() -> None:
+    model = _llama()
+    prompt = _ids(10).tolist()
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    a = lean_generate(lean, prompt, max_new_tokens=30, temperature=1.0, top_p=0.9, seed=3, eos_token_id=[])
+    b = lean_generate(lean, prompt, max_new_tokens=30, temperature=1.0, top_p=0.9, seed=3, eos_token_id=[])
+    c = lean_generate(lean, prompt, max_new_tokens=30, temperature=1.0, top_p=0.9, seed=4, eos_token_id=[])
+    ref = hf_sampling_generate(model, prompt, max_new_tokens=30, temperature=1.0, top_p=0.9, seed=3,
+                               eos_token_id=-1)
+    assert a.tokens == b.tokens == ref.tokens
+    assert a.tokens != c.tokens
+    assert a.logprobs[0] == pytest.approx(ref.logprobs[0], abs=1e-4)
+
+
+def test_generation_stops_at_eos() -> None:
+    model = _llama()
+    prompt = _ids(10).tolist()
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    free = lean_generate(lean, prompt, max_new_tokens=20, eos_token_id=[]).tokens[0]
+    stop = lean_generate(lean, prompt, max_new_tokens=20, eos_token_id=free[4])
+    assert stop.tokens[0] == free[:free.index(free[4]) + 1]
+    assert stop.finished == [True]
+
+
+def test_other_architectures_are_refused_by_name() -> None:
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match="LlamaForCausalLM.*GPT2LMHeadModel.*'gpt2'"):
+        LeanLM.from_hf(gpt2)
+
+
+def test_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="allowed: " + ", ".join(FORMATS)):
+        LeanLM.from_hf(_llama(), "fp16")
