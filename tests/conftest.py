@@ -44,7 +44,7 @@ def run(plan, seed=0):
     rep = Reproduction(system="fake", title="Fake system <b>escaped</b>", scale="", seed=seed,
                        setup="a stand-in for plumbing tests")
     rep.add(Claim("measured thing", "1.0 (§1)", 1.0 + seed, unit="x", kind=Kind.EMPIRICAL,
-                  ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5)))
+                  ruling=verdicts.value(1.0 + seed, paper=1.0, tol=0.5, exact=True)))
     rep.add(Claim("a | pipe in text", "2", 3.0, note="disagrees", kind=Kind.CHECK,
                   ruling=verdicts.bound(3.0, 2.0, exact=True)))
     rep.add(not_checkable("needs a GPU", "5", "no GPU here"))

@@ -18,9 +18,11 @@ import re
 import sys
 from pathlib import Path
 
+from divelab.claims import NOT_COUNTED
 from divelab.report import load_results
 from divelab.report.competence import competence_text
 from divelab.report.render import RESULTS_VERSION, claims_table_md, tallies_by_kind
+from divelab.verdicts import RULES_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -182,12 +184,18 @@ def _verdict_sentence(reps: list, what: str) -> str:
     tally = tallies_by_kind(reps)
     e = tally["empirical"]
     others = ", ".join(f"{sum(tally[k].values())} {k}" for k in tally if k != "empirical")
+    earlier = sorted(r.system for r in reps if r.rules_version < RULES_VERSION)
+    before = (f" {len(earlier)} of these {len(reps)} results were judged under the earlier rules, before falsifiers "
+              f"and negative controls were recorded ({', '.join(earlier)}): none of their positive verdicts counts "
+              "until the system is re-run." if earlier else "")
     return (f"Of **{sum(e.values())} empirical claims** {what}: "
             f"**{e['reproduced']} reproduced** (direction and size), {e['direction holds']} in direction "
-            f"where the paper gives no size, {e['direction only']} in direction with a different size, "
+            f"where the paper gives no size, {e['direction only']} in direction with a different size — each of "
+            f"these with its falsifier, a negative control that did not show the effect and its replication unit; "
+            f"**{e[NOT_COUNTED]} positive verdicts are not counted** because they lack one of the three; "
             f"{e['not separated from noise']} not separated from noise, {e['not reproduced']} not reproduced, "
             f"{e['uninformative']} uninformative, {e['not checkable here']} not checkable here. "
-            f"Listed apart, never counted: {others}.")
+            f"Listed apart, never counted: {others}.{before}")
 
 
 def headline(quick: list, full: list | None = None) -> str:

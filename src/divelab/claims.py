@@ -19,7 +19,23 @@ from pathlib import Path
 from typing import Any
 
 from divelab.formatting import format_number
-from divelab.verdicts import KIND_VALUES, VERDICT_VALUES, Kind, Ruling, Verdict  # noqa: F401  (re-exported)
+from divelab.verdicts import (  # noqa: F401  (re-exported)
+    KIND_VALUES,
+    POSITIVE,
+    RULES_VERSION,
+    VERDICT_VALUES,
+    Kind,
+    Ruling,
+    Verdict,
+    control_shows,
+)
+
+# A positive empirical verdict counts in the headline only with its audit trail (falsifier, negative control,
+# replication unit); without it the tally lists it apart under this name, beside the verdicts.
+NOT_COUNTED = "positive, not counted"
+TALLY_VALUES = [v.value for v in POSITIVE] + [NOT_COUNTED] + [v for v in VERDICT_VALUES
+                                                               if v not in {p.value for p in POSITIVE}]
+REPLICATION_KEYS = ("unit", "n", "clustered_by")
 
 
 @dataclass
@@ -61,6 +77,11 @@ class Claim:
     # "not separated" verdict can rule out. Given by a comparison (from the per-unit spread), or read off
     # ``ci`` for empirical claims that have one.
     mde: float | None = None
+    # what outcome would have made the claim fail, and why neither our code nor our constants decide it
+    falsifier: str = ""
+    # the unit the interval is over: {"unit": "training runs", "n": 3, "clustered_by": ""} (clustered_by names
+    # the cluster when units cluster, e.g. steps within games; the interval then comes from cluster_diff_ci)
+    replication: dict[str, Any] = field(default_factory=dict)
     ruling: InitVar[Ruling | None] = None
 
     def __post_init__(self, ruling: Ruling | None) -> None:
@@ -102,6 +123,63 @@ class Claim:
         if self.mde is not None:
             self.mde = float(self.mde)
         self._check_baselines()
+        self._check_replication()
+
+    def _check_replication(self) -> None:
+        if not self.replication:
+            return
+        r = self.replication
+        unknown = set(r) - set(REPLICATION_KEYS)
+        if unknown or not str(r.get("unit", "")).strip() or not isinstance(r.get("n"), int) or r["n"] < 1:
+            raise ValueError(f"claim {self.statement!r}: replication must be {{'unit': str, 'n': int >= 1, "
+                             f"'clustered_by': str}}, got {r!r}")
+        self.replication = {"unit": str(r["unit"]), "n": int(r["n"]), "clustered_by": str(r.get("clustered_by", ""))}
+
+    def audit_gaps(self) -> list[str]:
+        """What a positive empirical verdict lacks to count in the headline: its falsifier, its negative control
+        (or the stated reason none can exist), its replication unit. Empty for every other claim."""
+        if self.kind is not Kind.EMPIRICAL or self.verdict not in POSITIVE:
+            return []
+        gaps = []
+        if not self.falsifier.strip():
+            gaps.append("no falsifier")
+        if ((self.rule or {}).get("args") or {}).get("control") is None:
+            gaps.append("no negative control")
+        if not self.replication:
+            gaps.append("no replication unit")
+        return gaps
+
+    @property
+    def tally_key(self) -> str:
+        """The column this claim counts under: its verdict, or "positive, not counted" for an empirical positive
+        without its audit trail."""
+        return NOT_COUNTED if self.audit_gaps() else self.verdict.value
+
+    def audit_text(self) -> str:
+        """The falsifier, the negative control with its value, and the replication unit, in words ("" if none)."""
+        parts = []
+        if self.falsifier:
+            parts.append(f"falsifier: {self.falsifier}")
+        ctl = ((self.rule or {}).get("args") or {}).get("control")
+        if ctl is not None and "none" in ctl:
+            parts.append(f"negative control: none — {ctl['none']}")
+        elif ctl is not None:
+            ci = ctl.get("ci")
+            val = ctl.get("effect", ctl.get("count", ctl.get("passed")))
+            shown = format_number(float(val)) if isinstance(val, int | float) and not isinstance(val, bool) else str(val)
+            if ci:
+                shown += f" [{format_number(ci[0])}, {format_number(ci[1])}]"
+            moved = control_shows(self.rule)
+            parts.append(f"negative control ({ctl['name']}): {shown}, "
+                         + ("shows the effect" if moved else "no effect"))
+        if self.replication:
+            r = self.replication
+            parts.append(f"replication: {r['n']} {r['unit']}" + (f", clustered by {r['clustered_by']}"
+                                                                  if r.get("clustered_by") else ""))
+        gaps = self.audit_gaps()
+        if gaps:
+            parts.append("not counted: " + ", ".join(gaps))
+        return "; ".join(parts)
 
     def power_text(self) -> str:
         """The smallest effect this run could detect, in words (empty when unknown)."""
@@ -296,17 +374,21 @@ class Reproduction:
     started_at: float = field(default_factory=time.time)
     plan: dict[str, Any] = field(default_factory=dict)  # the resolved plan the run used (divelab.plans)
     overrides: dict[str, str] = field(default_factory=dict)  # --set key=value applied to that plan
+    # the verdict rules the claims were judged under (divelab.verdicts.RULES_VERSION); a result saved under
+    # earlier rules is read, but its positive verdicts lack the audit trail and are not counted
+    rules_version: int = RULES_VERSION
 
     def add(self, claim: Claim) -> Claim:
         self.claims.append(claim)
         return claim
 
     def verdict_counts(self, kind: Kind | str | None = Kind.EMPIRICAL) -> dict[str, int]:
-        """Verdicts of the claims of one kind (empirical by default: the headline); None → all."""
-        counts = {v: 0 for v in VERDICT_VALUES}
+        """Verdicts of the claims of one kind (empirical by default: the headline); None → all. An empirical
+        positive without its falsifier, negative control and replication unit counts as "positive, not counted"."""
+        counts = {v: 0 for v in TALLY_VALUES}
         for c in self.claims:
             if kind is None or c.kind == kind:
-                counts[c.verdict.value] += 1
+                counts[c.tally_key] += 1
         return counts
 
     def kind_counts(self) -> dict[str, int]:
@@ -331,6 +413,7 @@ class Reproduction:
             "started_at": self.started_at,
             "plan": self.plan,
             "overrides": self.overrides,
+            "rules_version": self.rules_version,
         }
 
     @classmethod
@@ -350,6 +433,7 @@ class Reproduction:
             started_at=d.get("started_at", 0.0),
             plan=d.get("plan", {}),
             overrides=d.get("overrides", {}),
+            rules_version=int(d.get("rules_version", 3)),  # results before version 4 did not record it
         )
 
     def to_json(self) -> str:

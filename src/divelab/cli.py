@@ -57,9 +57,10 @@ def check_out_dir(out: str | Path) -> Path:
         raise ValueError(f"--out {text!r}: {str(probe)!r} is not writable")
     return Path(out)
 
+# in the tally's column order (divelab.claims.TALLY_VALUES)
 VERDICT_STYLE = {"reproduced": "green", "direction holds": "green", "direction only": "yellow",
-                 "not separated from noise": "magenta", "not reproduced": "red", "uninformative": "dim",
-                 "not checkable here": "dim"}
+                 "positive, not counted": "dim yellow", "not separated from noise": "magenta",
+                 "not reproduced": "red", "uninformative": "dim", "not checkable here": "dim"}
 
 
 def list_systems() -> None:

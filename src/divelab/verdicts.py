@@ -32,6 +32,16 @@ What every rule enforces, so that a verdict means the same thing in every row:
 - **Size is tested when the paper gives one.** *Reproduced* means direction and size agree; when the
   paper gives no size the verdict is *direction holds*. A relative tolerance wider than ±50 % must say
   why (``tol_why``).
+- **A negative control did not show the effect.** Every rule takes ``control=``: the same quantity measured in
+  the same run with the method's key ingredient removed (labels shuffled, a random direction, a sham). A positive
+  verdict whose control shows the effect too is *uninformative*: the set-up, not the method, produced it.
+  ``{"none": why}`` records that no control can exist. :func:`control` builds the dict; :func:`control_shows`
+  re-reads it from a recorded rule.
+- **A value is judged with its interval.** :func:`value` needs ``ci`` unless ``exact=True``; ``chance`` is an
+  exact constant (a random scorer's AUROC, 1/k) named by ``chance_why`` — a measured baseline is compared with
+  :func:`direction` on the paired difference, never treated as a constant.
+- **A yes/no outcome cannot check a size.** :func:`outcome` with ``paper_size`` (the paper states one) passes at
+  *direction holds* at best.
 - **A method claim replicates the training run.** ``training_runs`` (for :func:`direction`) names how
   many independent training runs stand behind each arm; with fewer than two, the interval is over
   evaluation samples of one run and cannot separate the method from the run: *not separated*.
@@ -50,6 +60,10 @@ from enum import StrEnum
 from typing import Any
 
 from divelab.formatting import format_number
+
+# The version of these rules a result was judged under (saved with every result). 4: negative controls, values
+# judged with their interval, chance only as a named exact constant, outcomes capped when the paper states a size.
+RULES_VERSION = 4
 
 
 class Verdict(StrEnum):
@@ -182,7 +196,7 @@ def _check_tol(paper: Any, tol: float, tol_kind: str, tol_why: str) -> None:
 
 def direction(effect: float, ci: Any = None, *, expected_sign: int = 1, paper: Any = None,
               tol: float = 0.5, tol_kind: str = "rel", why: str = "", exact: bool = False,
-              tol_why: str = "", training_runs: int | None = None) -> Ruling:
+              tol_why: str = "", training_runs: int | None = None, control: dict | None = None) -> Ruling:
     """An effect (difference, gain, log-ratio) whose sign is the claim.
 
     ``ci`` is required unless ``exact`` (the effect is computed exactly, e.g. by enumeration).
@@ -205,7 +219,7 @@ def direction(effect: float, ci: Any = None, *, expected_sign: int = 1, paper: A
     args = {"effect": e, "ci": list(c) if c else None, "expected_sign": s, "paper": _jsonable(paper),
             "tol": tol, "tol_kind": tol_kind, "why": why, "exact": exact, "tol_why": tol_why,
             "training_runs": None if training_runs is None else int(training_runs)}
-    rule = {"name": "direction", "args": args}
+    rule = _with_control({"name": "direction", "args": args}, control)
     if c is not None and lo == hi and not exact:
         return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", rule, ZERO_WIDTH.format(what="difference"))
     reason = ""
@@ -213,13 +227,18 @@ def direction(effect: float, ci: Any = None, *, expected_sign: int = 1, paper: A
         d = "not separated"
         reason = ("one training run per arm: the interval is over evaluation samples of that run, "
                   "so it cannot separate the method from the run")
-    return Ruling(_combine(d, size), d, size, rule, reason)
+    return _controlled(Ruling(_combine(d, size), d, size, rule, reason),
+                       lambda c: _shows_beyond(c, 0.0, s))
 
 
 def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: str = "rel",
           ci: Any = None, chance: float | None = None, expected_sign: int = 1, why: str = "",
-          tol_why: str = "") -> Ruling:
+          tol_why: str = "", exact: bool = False, chance_why: str = "", control: dict | None = None) -> Ruling:
     """A measured value compared with the paper's; with ``chance``, also "better than chance".
+
+    ``ci`` is required unless ``exact`` (the value is computed exactly, not sampled). ``chance`` is an exact
+    constant and ``chance_why`` names it ("AUROC of a random scorer", "1/7: a uniform pick among 7 models"): a
+    measured baseline is not a constant; compare with it by :func:`direction` on the paired difference.
 
     With ``chance``: direction holds when the CI is wholly beyond ``chance`` on the expected side
     (a CI is then required), fails when wholly on the other, else not separated. Without ``chance``
@@ -229,9 +248,16 @@ def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: st
     c = _ci(ci)
     s = 1 if expected_sign >= 0 else -1
     _check_tol(paper, tol, tol_kind, tol_why)
+    if c is None and not exact:
+        raise ValueError("value() needs the measurement's interval (ci=...) unless the value is exact (exact=True)")
+    if chance is not None and not chance_why.strip():
+        raise ValueError("value(chance=...) needs chance_why=... naming the exact constant (a random scorer's "
+                         "AUROC, 1/k of a uniform pick); a measured baseline is compared with direction() on the "
+                         "paired difference")
     args = {"measured": m, "paper": _jsonable(paper), "tol": tol, "tol_kind": tol_kind,
-            "ci": list(c) if c else None, "chance": chance, "expected_sign": s, "why": why, "tol_why": tol_why}
-    rule = {"name": "value", "args": args}
+            "ci": list(c) if c else None, "chance": chance, "expected_sign": s, "why": why, "tol_why": tol_why,
+            "exact": exact, "chance_why": chance_why}
+    rule = _with_control({"name": "value", "args": args}, control)
     if c is not None and c[0] == c[1]:
         return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", rule, ZERO_WIDTH.format(what="value"))
     if chance is None:
@@ -254,12 +280,14 @@ def value(measured: float, *, paper: Any = None, tol: float = 0.25, tol_kind: st
                           f"the interval [{_fmt(c[0])}, {_fmt(c[1])}] reaches both inside and outside the paper's "
                           f"band [{_fmt(band[0])}, {_fmt(band[1])}]")
         verdict = Verdict.REPRODUCED if size == "agrees" else Verdict.NOT_REPRODUCED
-    else:
-        verdict = _combine(d, size)
-    return Ruling(verdict, d, size, rule)
+        band = _band(paper, tol, tol_kind)
+        return _controlled(Ruling(verdict, d, size, rule), lambda ctl: _shows_inside(ctl, band))
+    verdict = _combine(d, size)
+    return _controlled(Ruling(verdict, d, size, rule), lambda ctl: _shows_beyond(ctl, _num(chance, "chance"), s))
 
 
-def bound(measured: float, limit: float, *, sense: str = "<=", ci: Any = None, exact: bool = False) -> Ruling:
+def bound(measured: float, limit: float, *, sense: str = "<=", ci: Any = None, exact: bool = False,
+          control: dict | None = None) -> Ruling:
     """``measured <= limit`` (or ``>=``): an overhead cap, a rate ceiling, a numerical error.
 
     The far end of the interval decides: with ``ci``, the bound holds when the whole interval is
@@ -280,26 +308,36 @@ def bound(measured: float, limit: float, *, sense: str = "<=", ci: Any = None, e
     a, b = (lo - lim) * sign, (hi - lim) * sign
     d = "holds" if min(a, b) >= 0 else "fails" if max(a, b) < 0 else "not separated"
     verdict = {"holds": Verdict.REPRODUCED, "fails": Verdict.NOT_REPRODUCED, "not separated": Verdict.NOT_SEPARATED}[d]
-    return Ruling(verdict, d, "n/a", {"name": "bound", "args": {"measured": m, "limit": lim, "sense": sense,
-                                                               "ci": list(c) if c else None, "exact": exact}})
+    rule = _with_control({"name": "bound", "args": {"measured": m, "limit": lim, "sense": sense,
+                                                    "ci": list(c) if c else None, "exact": exact}}, control)
+    return _controlled(Ruling(verdict, d, "n/a", rule), lambda ctl: _shows_within(ctl, lim, sign))
 
 
-def found(count: int, trials: int) -> Ruling:
-    """A search for an instance (a counterexample, a failure). Nothing found → not reproduced."""
+def found(count: int, trials: int, *, control: dict | None = None) -> Ruling:
+    """A search for an instance (a counterexample, a failure). Nothing found → not reproduced. The control
+    (``{"name", "count", "trials"}``: the same search where nothing should be found) shows the effect when it
+    finds something."""
     n, t = int(count), int(trials)
     if t <= 0 or n < 0 or n > t:
         raise ValueError(f"need 0 <= count <= trials and trials > 0, got count={n}, trials={t}")
-    return Ruling(Verdict.REPRODUCED if n > 0 else Verdict.NOT_REPRODUCED, "holds" if n else "fails", "n/a",
-                  {"name": "found", "args": {"count": n, "trials": t}})
+    rule = _with_control({"name": "found", "args": {"count": n, "trials": t}}, control)
+    return _controlled(Ruling(Verdict.REPRODUCED if n > 0 else Verdict.NOT_REPRODUCED, "holds" if n else "fails",
+                              "n/a", rule), lambda ctl: int(ctl["count"]) > 0)
 
 
-def outcome(passed: bool, *, test: str) -> Ruling:
-    """A pre-stated yes/no test that could have gone either way; ``test`` says what it was."""
+def outcome(passed: bool, *, test: str, paper_size: str = "", control: dict | None = None) -> Ruling:
+    """A pre-stated yes/no test that could have gone either way; ``test`` says what it was.
+
+    ``paper_size`` is the size the paper states, in words (empty when it states none): a yes/no test cannot
+    check it, so a pass is then *direction holds*, never reproduced. The control (``{"name", "passed"}``: the
+    same test with the key ingredient removed) shows the effect when it passes too."""
     if not test:
         raise ValueError("outcome() needs test=... describing the pre-stated test")
     p = bool(passed)
-    return Ruling(Verdict.REPRODUCED if p else Verdict.NOT_REPRODUCED, "holds" if p else "fails", "n/a",
-                  {"name": "outcome", "args": {"passed": p, "test": test}})
+    size = f"not comparable: a yes/no test cannot check the paper's size ({paper_size})" if paper_size else "n/a"
+    verdict = (Verdict.DIRECTION_HOLDS if paper_size else Verdict.REPRODUCED) if p else Verdict.NOT_REPRODUCED
+    rule = _with_control({"name": "outcome", "args": {"passed": p, "test": test, "paper_size": paper_size}}, control)
+    return _controlled(Ruling(verdict, "holds" if p else "fails", size, rule), lambda ctl: bool(ctl["passed"]))
 
 
 def uninformative(reason: str) -> Ruling:
@@ -309,6 +347,83 @@ def uninformative(reason: str) -> Ruling:
         raise ValueError("uninformative() needs reason=... saying why the data cannot speak to the claim")
     return Ruling(Verdict.UNINFORMATIVE, "n/a", "n/a", {"name": "uninformative", "args": {"reason": reason}},
                   reason)
+
+
+POSITIVE = (Verdict.REPRODUCED, Verdict.DIRECTION_HOLDS, Verdict.PARTLY)
+
+
+def control(name: str, effect: float, ci: Any) -> dict[str, Any]:
+    """A negative control for ``control=``: the claim's quantity measured in the same run with the method's key
+    ingredient removed (``name`` says what), with its interval."""
+    c = _ci(ci)
+    if not name or c is None:
+        raise ValueError("a negative control needs a name (what was removed) and an interval")
+    return {"name": name, "effect": _num(effect, "control effect"), "ci": list(c)}
+
+
+def _with_control(rule: dict[str, Any], ctl: dict | None) -> dict[str, Any]:
+    if ctl is None:
+        return rule
+    if not isinstance(ctl, dict) or not (("none" in ctl and str(ctl["none"]).strip()) or ctl.get("name")):
+        raise ValueError("control= must be a dict with the negative control's name and values (verdicts.control), "
+                         "or {'none': '<why no negative control can exist>'}")
+    rule["args"]["control"] = dict(ctl)
+    return rule
+
+
+def _controlled(ruling: Ruling, shows: Callable[[dict[str, Any]], bool]) -> Ruling:
+    """A positive ruling whose negative control shows the effect too is uninformative."""
+    ctl = ruling.rule.get("args", {}).get("control")
+    if ctl is None or "none" in ctl or ruling.verdict not in POSITIVE or not shows(ctl):
+        return ruling
+    return Ruling(Verdict.UNINFORMATIVE, ruling.direction, ruling.size, ruling.rule,
+                  f"the negative control ({ctl['name']}) shows the effect too: the set-up, not the method, produces it")
+
+
+def _control_ci(ctl: dict[str, Any]) -> tuple[float, float]:
+    c = _ci(ctl.get("ci"))
+    if c is None:
+        raise ValueError(f"negative control {ctl.get('name')!r} needs an interval (ci)")
+    return c
+
+
+def _shows_beyond(ctl: dict[str, Any], ref: float, sign: int) -> bool:
+    return _side(*_control_ci(ctl), ref, sign) == "holds"
+
+
+def _shows_inside(ctl: dict[str, Any], band: tuple[float, float] | None) -> bool:
+    lo, hi = _control_ci(ctl)
+    return band is not None and band[0] <= lo and hi <= band[1]
+
+
+def _shows_within(ctl: dict[str, Any], limit: float, sign: int) -> bool:
+    lo, hi = _control_ci(ctl)
+    return min((lo - limit) * sign, (hi - limit) * sign) >= 0
+
+
+def control_shows(rule: dict[str, Any] | None) -> bool | None:
+    """Whether a recorded rule's negative control showed the effect (whatever the claim's own verdict: a claim
+    that is not positive still records whether its control moved); None when no control was run or none can
+    exist."""
+    ctl = ((rule or {}).get("args") or {}).get("control")
+    if ctl is None or "none" in ctl:
+        return None
+    return _shows_recorded(rule)
+
+
+def _shows_recorded(rule: dict[str, Any]) -> bool:
+    a, ctl = rule["args"], rule["args"]["control"]
+    name = rule["name"]
+    if name == "found":
+        return int(ctl["count"]) > 0
+    if name == "outcome":
+        return bool(ctl["passed"])
+    if name == "bound":
+        return _shows_within(ctl, float(a["limit"]), 1 if a["sense"] == ">=" else -1)
+    if name == "value" and a.get("chance") is None:
+        return _shows_inside(ctl, _band(a.get("paper"), a.get("tol", 0.0), a.get("tol_kind", "rel")))
+    ref = float(a["chance"]) if name == "value" else 0.0
+    return _shows_beyond(ctl, ref, int(a.get("expected_sign", 1)))
 
 
 def _combine(d: str, size: str) -> Verdict:

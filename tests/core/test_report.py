@@ -60,4 +60,4 @@ def test_summary_lists_planned_systems_and_tallies_by_kind(fake_system):
     assert "implemented, not run in this report" in page
     assert '<table id="tally">' in page and "by construction" in page
     md = render_markdown([rep])
-    assert "| check | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 1 |" in md  # the fake's bound claim fails: a check, not reproduced
+    assert "| check | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 1 |" in md  # the fake's bound claim fails: a check, not reproduced

@@ -40,5 +40,5 @@ def test_a_value_judged_by_size_alone_needs_its_whole_interval_on_one_side_of_th
     assert outside_point.verdict is Verdict.NOT_SEPARATED
     outside = verdicts.value(0.7, paper=0.9, tol=0.05, tol_kind="abs", ci=(0.6, 0.8))
     assert outside.verdict is Verdict.NOT_REPRODUCED
-    assert verdicts.value(0.9, paper=0.9, tol=0.05, tol_kind="abs").verdict is Verdict.REPRODUCED  # no interval
+    assert verdicts.value(0.9, paper=0.9, tol=0.05, tol_kind="abs", exact=True).verdict is Verdict.REPRODUCED
     assert verdicts.reapply(straddle.rule).verdict is Verdict.NOT_SEPARATED

@@ -36,7 +36,7 @@ def run(plan, seed=0):
     import numpy as np
     rep = Reproduction(system="{key}", title="{key}", scale="", seed=seed)
     x = float(np.random.default_rng(seed).normal())
-    rep.add(Claim("draw", "0", x, kind=Kind.EMPIRICAL, ruling=verdicts.value(x, paper=0.0, tol=1.0, tol_kind="abs")))
+    rep.add(Claim("draw", "0", x, kind=Kind.EMPIRICAL, ruling=verdicts.value(x, paper=0.0, tol=1.0, tol_kind="abs", exact=True)))
     return rep
 '''
 BAD = PLAN + '''
@@ -154,7 +154,7 @@ def run(plan, seed=0):
         open(MARK, "w").close()
         os._exit(1)
     rep = Reproduction(system="dies", title="dies", scale="", seed=seed)
-    rep.add(Claim("ran", "1", 1.0, kind=Kind.EMPIRICAL, ruling=verdicts.value(1.0, paper=1.0, tol=0.1)))
+    rep.add(Claim("ran", "1", 1.0, kind=Kind.EMPIRICAL, ruling=verdicts.value(1.0, paper=1.0, tol=0.1, exact=True)))
     return rep
 '''
 

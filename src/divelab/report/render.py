@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from divelab.cache import atomic_write_bytes, atomic_write_text
-from divelab.claims import KIND_VALUES, VERDICT_VALUES, Claim, Figure, Kind, Reproduction
+from divelab.claims import KIND_VALUES, NOT_COUNTED, TALLY_VALUES, Claim, Figure, Kind, Reproduction
 from divelab.report.text import cite, md_cell, plain
 
 VERDICT_CLASS = {
@@ -23,8 +23,14 @@ VERDICT_CLASS = {
     "not reproduced": "v-no",
     "uninformative": "v-un",
     "not checkable here": "v-nc",
+    NOT_COUNTED: "v-nc",
 }
-RESULTS_VERSION = 3  # 3: planted kind, uninformative verdict, baselines judged on the strongest
+# 3: planted kind, uninformative verdict, baselines judged on the strongest; 4: negative controls, falsifiers,
+# replication units, values judged with their interval, chance only as an exact constant
+RESULTS_VERSION = 4
+# format 3 is still read: its claims keep the verdicts they were judged with, and their positive verdicts, which
+# carry no falsifier or negative control, are listed apart as not counted until the system is re-run
+READABLE_VERSIONS = (3, 4)
 
 KIND_NOTE = {
     "empirical": "could have failed for a reason outside our code and our constants; only these count in the headline",
@@ -60,7 +66,7 @@ code{background:#f3f4f6;padding:0 .2rem}
 
 def _summary_counts(reps: list[Reproduction], kind: Kind | str | None = Kind.EMPIRICAL) -> dict[str, int]:
     """Verdict tally over claims of one kind (empirical: the headline); ``None`` for all claims."""
-    counts = {v: 0 for v in VERDICT_VALUES}
+    counts = {v: 0 for v in TALLY_VALUES}
     for r in reps:
         for k, n in r.verdict_counts(kind).items():
             counts[k] += n
@@ -170,7 +176,7 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
                          "env": ", ".join(f"{k} {v}" for k, v in r.environment.items()), "runs": runs_note(r)})
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
-        verdict_values=VERDICT_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE, cite=cite,
+        verdict_values=TALLY_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE, cite=cite,
         smoke_warning=SMOKE_WARNING if any(r.scale == "smoke" for r in reps) else "",
         summary=_summary_rows(reps, failed), tally=tallies_by_kind(reps), sections=sections)
 
@@ -187,7 +193,7 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
     if any(r.scale == "smoke" for r in reps):
         lines += [f"> **{SMOKE_WARNING}**", ""]
     lines += ["Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
-             "| Kind | " + " | ".join(VERDICT_VALUES) + " | all |", "|---" * (len(VERDICT_VALUES) + 2) + "|"]
+             "| Kind | " + " | ".join(TALLY_VALUES) + " | all |", "|---" * (len(TALLY_VALUES) + 2) + "|"]
     for kind, kc in tallies_by_kind(reps).items():
         lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
     lines.append("")
@@ -222,7 +228,7 @@ def claims_table_md(claims: list[Claim], system: str = "") -> list[str]:
         ours = c.measured_text() + (f"; strongest baseline: {plain(c.baseline)}" if c.baseline else "")
         ours += f"; {c.baselines_text()}" if c.baselines else ""
         ours += f"; {c.power_text()}" if c.power_text() else ""
-        rule = c.rule_text()
+        rule = "; ".join(t for t in (c.rule_text(), c.audit_text()) if t)
         verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
         lines.append(
             f"| {_md_cell(c.statement)} | {c.kind.value} | {_md_cell(paper)} | {_md_cell(ours)} | "
@@ -271,9 +277,10 @@ def load_results(path: str | Path) -> list[Reproduction]:
     if not isinstance(data, dict) or not isinstance(data.get("reproductions"), list):
         raise ValueError(f"{p} is not a divelab results.json: no 'reproductions' list")
     version = data.get("divelab_results_version")
-    if version is not None and version != RESULTS_VERSION:
-        raise ValueError(f"{p} was written by results format {version}; this divelab reads format "
-                         f"{RESULTS_VERSION} (claims carry kinds and verdict rules): re-run the reproduction")
+    if version is not None and version not in READABLE_VERSIONS:
+        raise ValueError(f"{p} was written by results format {version}; this divelab reads formats "
+                         f"{', '.join(map(str, READABLE_VERSIONS))} (claims carry kinds, verdict rules and negative "
+                         "controls): re-run the reproduction")
     reps = []
     for i, d in enumerate(data["reproductions"]):
         where = f"{p}: reproductions[{i}]"

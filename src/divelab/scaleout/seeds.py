@@ -46,32 +46,53 @@ def _ci(values: list[float]) -> tuple[float, float]:
     return stats.mean_ci(values) if len(values) > 1 else (values[0], values[0])
 
 
+def _aggregate_control(args: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The seeds' negative controls as one: their effects' mean with its interval across seeds (counts and
+    passes summed), or the first seed's stated absence."""
+    ctls = [a.get("control") for a in args]
+    if any(c is None for c in ctls):
+        return None
+    first = ctls[0]
+    if "none" in first:
+        return dict(first)
+    if "effect" in first:
+        eff = [float(c["effect"]) for c in ctls]
+        return verdicts.control(first["name"], float(np.mean(eff)), _ci(eff) if len(eff) > 1 else first["ci"])
+    if "count" in first:
+        return {"name": first["name"], "count": sum(int(c["count"]) for c in ctls),
+                "trials": sum(int(c["trials"]) for c in ctls)}
+    return {"name": first["name"], "passed": sum(bool(c["passed"]) for c in ctls) * 2 > len(ctls)}
+
+
 def _aggregate_rule(rules: list[dict[str, Any]]) -> verdicts.Ruling:
     name = rules[0]["name"]
     args = [r["args"] for r in rules]
     a0 = dict(args[0])
+    a0.pop("control", None)
+    control = _aggregate_control(args)
     if name == "direction":
         eff = [float(a["effect"]) for a in args]
         a0.pop("effect"), a0.pop("ci")
         a0["exact"] = False
         # every seed trains its own run, so the seeds replicate the training run
         a0["training_runs"] = len(args) * int(a0.get("training_runs") or 1)
-        return verdicts.direction(float(np.mean(eff)), _ci(eff), **a0)
+        return verdicts.direction(float(np.mean(eff)), _ci(eff), control=control, **a0)
     if name == "value":
         vals = [float(a["measured"]) for a in args]
         a0.pop("measured")
         a0["ci"] = list(_ci(vals))
-        return verdicts.value(float(np.mean(vals)), **a0)
+        return verdicts.value(float(np.mean(vals)), control=control, **a0)
     if name == "bound":
         vals = [float(a["measured"]) for a in args]
         exact = all(a.get("exact") for a in args) and len(set(vals)) == 1
         return verdicts.bound(float(np.mean(vals)), a0["limit"], sense=a0["sense"],
-                              ci=None if exact else _ci(vals), exact=exact)
+                              ci=None if exact else _ci(vals), exact=exact, control=control)
     if name == "found":
-        return verdicts.found(sum(a["count"] for a in args), sum(a["trials"] for a in args))
+        return verdicts.found(sum(a["count"] for a in args), sum(a["trials"] for a in args), control=control)
     passed = sum(bool(a["passed"]) for a in args)
     return verdicts.outcome(passed * 2 > len(args), test=f"{a0['test']} (majority of seeds: passed in "
-                                                         f"{passed}/{len(args)})")
+                                                         f"{passed}/{len(args)})",
+                            paper_size=a0.get("paper_size", ""), control=control)
 
 
 def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
@@ -111,6 +132,9 @@ def aggregate_claims(claims: list[Claim], seeds: list[int]) -> Claim:
         measured = "; ".join(str(c.measured) for c in claims)
     return Claim(statement=first.statement, paper_value=first.paper_value, measured=measured, unit=first.unit,
                  source=first.source, note=note, ci=ci, kind=first.kind, baseline=first.baseline, ruling=ruling,
+                 falsifier=first.falsifier,
+                 # the interval is now across seeds: each seed is an independent run of the whole reproduction
+                 replication={"unit": "seeds (independent runs)", "n": len(claims), "clustered_by": ""},
                  **_mean_baselines(claims))
 
 

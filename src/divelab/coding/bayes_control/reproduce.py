@@ -337,7 +337,8 @@ def _claims_auroc(test: list, lv: float, models: dict, public_k: dict[float, int
                       "the hidden suite, fixed before the run)",
             paper_value="0.87 (review; unverified)", measured=ab, ci=ci, kind=Kind.PLANTED,
             baseline=f"#critics passed: AUROC {ap:.3f}",
-            ruling=verdicts.value(ab, paper=0.87, tol=0.05, tol_kind="abs", ci=ci, chance=0.5),
+            ruling=verdicts.value(ab, paper=0.87, tol=0.05, tol_kind="abs", ci=ci, chance=0.5,
+                                  chance_why="the AUROC of a scorer that ignores the input"),
             source=REVIEW_SOURCE,
             note="Rule: direction = better than chance (bootstrap CI over tasks above 0.5); size = within ±0.05 of "
                  "0.87. Planted: the critics run part of the hidden suite that defines correctness. The AUROC "

@@ -315,7 +315,7 @@ def _claims_injection(res_: dict[str, list[float]], chars: dict[str, list[int]],
                          unit="fraction of characters read saved", kind=Kind.BY_CONSTRUCTION, source=SOURCE,
                          baseline=f"no report: {c_none.mean():.0f} chars read",
                          ruling=verdicts.value(float(red), paper=0.367, tol=0.5, tol_kind="rel", ci=(lo, hi),
-                                               chance=0.0),
+                                               chance=0.0, chance_why="no saving"),
                          note="partly by construction: a trusted report replaces the agent's own search; it reads "
                               "again only when the report's locations yield no fix"))
     e, lo, hi = stats.paired_diff_ci(res_["gated"], res_["case"], method="bootstrap", seed=seed)

@@ -313,7 +313,7 @@ def _claims_cliff_dpo(model, tok, det: Detection, problems, detect_s: float, pla
     claims.append(Claim(statement="positions trained: full-sequence DPO / Cliff-DPO",
                         paper_value="~5.8M / ~33k = 176x", measured=ratio, unit="x", kind=Kind.BY_CONSTRUCTION,
                         source=SOURCE,
-                        ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5),
+                        ruling=verdicts.value(ratio, paper=5.8e6 / 33e3, tol=0.5, exact=True),  # a count, not a sample
                         note=f"{pos['full-sequence']} vs {pos['cliff']} positions; our "
                              "responses are ~25 tokens, GSM8K's are hundreds, so the ratio scales with length"))
     t_seq, t_cliff = float(np.mean(secs["full-sequence"])), float(np.mean(secs["cliff"]))

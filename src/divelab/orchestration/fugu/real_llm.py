@@ -262,7 +262,7 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
               unit="accuracy", kind=Kind.EMPIRICAL, source=SRC,
               baseline=f"chance 1/{cfg.k} = {1 / cfg.k:.2f}; best programmatic worker {names[b]} "
                        f"{y[:, b].mean():.3f} open-ended",
-              ruling=verdicts.value(acc, ci=(lo, hi), chance=1 / cfg.k,
+              ruling=verdicts.value(acc, ci=(lo, hi), chance=1 / cfg.k, chance_why=f"1/{cfg.k}: a uniform guess among {cfg.k} options",
                                      why="the paper has no small-model worker; tested against chance"),
               note=f"{cfg_txt}. Per family: " + ", ".join(f"{f} {v:.2f}" for f, v in per_family.items())
                    + ". Model-free rules on the same candidates (first / smallest number / '1' if offered): "

@@ -104,7 +104,8 @@ def real_llm_claims(seed: int = 0, **kw) -> list[Claim]:
         statement="SmolLM2-135M-Instruct (prompted to think): first-token probe AUROC",
         paper_value="0.84–0.95 (7B–20B reasoning models)", measured=p["auroc"], ci=tuple(p["ci"]), unit="AUROC",
         kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"text-only control AUROC {t['auroc']:.3f}",
-        ruling=verdicts.value(p["auroc"], paper=(0.84, 0.95), tol=0.05, tol_kind="abs", ci=tuple(p["ci"]), chance=0.5),
+        ruling=verdicts.value(p["auroc"], paper=(0.84, 0.95), tol=0.05, tol_kind="abs", ci=tuple(p["ci"]), chance=0.5,
+        chance_why="the AUROC of a scorer that ignores the input"),
         note=(f"{res['n']} prompts (harmful/benign/borderline), {res['refusals']} labelled refusals by a 2-of-4 "
               f"regex vote; {res['closed']:.0%} of traces closed </think>. Not a reasoning model, 135M parameters.")))
     claims.append(Claim(
@@ -205,7 +206,7 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
 
     def ruled(auc: float, ci: tuple[float, float], paper: tuple[float, float]):
         return verdicts.uninformative(silent) if silent else verdicts.value(
-            auc, paper=paper, tol=0.05, tol_kind="abs", ci=ci, chance=0.5)
+            auc, paper=paper, tol=0.05, tol_kind="abs", ci=ci, chance=0.5, chance_why="the AUROC of a scorer that ignores the input")
 
     claims.append(Claim(
         statement=f"{model}: first-thinking-token probe AUROC for the eventual refusal (all held-out requests)",
@@ -247,7 +248,7 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
         if "auroc" in e:
             rule = (verdicts.uninformative(silent) if silent else
                     verdicts.value(e["auroc"], paper=(0.840, 0.948), tol=0.05, tol_kind="abs",
-                                   ci=tuple(e["auroc_ci"]), chance=0.5) if name != "borderline" else
+                                   ci=tuple(e["auroc_ci"]), chance=0.5, chance_why="the AUROC of a scorer that ignores the input") if name != "borderline" else
                     verdicts.direction(e["auroc"] - 0.5, (e["auroc_ci"][0] - 0.5, e["auroc_ci"][1] - 0.5),
                                        expected_sign=1, why="the paper has no borderline pool"))
         else:

@@ -338,7 +338,8 @@ def _claims_probe(fast: RegimeRun, delib: RegimeRun, plan: Plan, seed: int) -> l
             paper_value="0.84–0.95 (4 models, harmful/benign pools)", measured=p.auroc, ci=p.ci, unit="AUROC",
             kind=Kind.PLANTED, source=SOURCE,
             baseline=f"text-only control on the emitted first token: AUROC {text}",
-            ruling=verdicts.value(p.auroc, paper=(0.84, 0.95), tol=0.05, tol_kind="abs", ci=p.ci, chance=0.5),
+            ruling=verdicts.value(p.auroc, paper=(0.84, 0.95), tol=0.05, tol_kind="abs", ci=p.ci, chance=0.5,
+                                  chance_why="the AUROC of a scorer that ignores the input"),
             note=(f"Out-of-fold over {p.labels.size} sampled traces ({int(p.labels.sum())} refusals); balanced accuracy "
                   f"at a held-out Youden threshold {p.balanced_accuracy:.3f} (paper ~0.88). Ceiling: the generator's own "
                   f"P(refuse|prompt) scores AUROC {fast.oracle_auc:.3f} against the sampled outcomes, so the probe "
@@ -568,7 +569,7 @@ def _claims_ambiguous(fast: RegimeRun, cv: CVResult, seed: int, plan: Plan) -> l
             statement=f"Seam: first-token AUROC on the most ambiguous third of prompts (|h| ≤ {cut:.2f})",
             paper_value="not reported", measured=a, ci=(alo, ahi), unit="AUROC", kind=Kind.PLANTED,
             source=SEAM, baseline=f"clear prompts (|h| > {cut:.2f}): AUROC {c:.3f}",
-            ruling=verdicts.value(a, ci=(alo, ahi), chance=0.5, why=why),
+            ruling=verdicts.value(a, ci=(alo, ahi), chance=0.5, why=why, chance_why="the AUROC of a scorer that ignores the input"),
             note=(f"{int(amb.sum())} ambiguous prompts, same out-of-fold scores as the pooled probe. Near the boundary "
                   f"the model's propensity is close to ½ and the outcome is decided by sampling, so early "
                   f"readability is expected to fall towards chance.")))

@@ -239,7 +239,8 @@ def _claims_recovery(details: dict, plan: Plan, seed: int) -> list[Claim]:
                         paper_value="review: benign explanations usually win", measured=p, ci=(plo, phi),
                         kind=Kind.PLANTED, source="week-in-review E174",
                         baseline="the caught act alone: every motive commits it, so the posterior stays at the prior 0.05",
-                        ruling=verdicts.value(p, chance=prior, ci=(plo, phi), why="the review gives no number"),
+                        ruling=verdicts.value(p, chance=prior, ci=(plo, phi), why="the review gives no number",
+                                                      chance_why="the stated prior: a protocol with no information returns it"),
                         note="sensitivity and false-positive rate measured on the f >= 0.25 agents (FPR floored at 0.5/n)"))
     return claims
 

@@ -289,7 +289,7 @@ def _claims_collapse_law(plan: Plan, rng: np.random.Generator, rep: Reproduction
         paper_value="flatlines (near 45%): ~0 points per doubling of G", measured=100 * per_doubling,
         unit=f"points per doubling of G from 16 to 64 (level {curve[list(Gs_curve).index(16)]:.1%} at G=16)",
         source=REVIEW, kind=Kind.BY_CONSTRUCTION,
-        ruling=verdicts.value(100 * per_doubling, paper=0.0, tol=3.0, tol_kind="abs"),
+        ruling=verdicts.value(100 * per_doubling, paper=0.0, tol=3.0, tol_kind="abs", exact=True),  # closed form
         note="Exact population curve for prompts with d~U{1..16} decisions, q~U(0.5,0.95) (chosen before "
              "measuring). By construction: the curve is the closed form applied to a difficulty mix we chose, "
              "so it says what the law implies for that mix, not what a model does. Growth is only logarithmic "
@@ -496,7 +496,8 @@ def _claims_proxy(plan: Plan, policy: TabularPolicy, rng: np.random.Generator, s
         paper_value="0.82", measured=pr.pearson, ci=ci_pr, unit="Pearson r", kind=Kind.EMPIRICAL,
         source=REVIEW + " (unconfirmed)",
         baseline=f"the value term alone: r = {pr_val.pearson:.2f}",
-        ruling=verdicts.value(pr.pearson, paper=0.82, tol=0.15, tol_kind="rel", ci=ci_pr, chance=0.0),
+        ruling=verdicts.value(pr.pearson, paper=0.82, tol=0.15, tol_kind="rel", ci=ci_pr, chance=0.0,
+                              chance_why="no correlation"),
         note=f"Pooled over {pr.n_points} (candidate, step) pairs on the decision chain; true gain uses the "
              f"exact success probability of each node's state. Spearman {pr.spearman:.2f}. Value term alone: "
              f"r={pr_val.pearson:.2f}; with every error revealed (no hidden dead prefixes): r={pr_rev.pearson:.2f}. "
