@@ -256,14 +256,22 @@ def resumed_note(rep) -> str:
             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed" if resumed else "")
 
 
-def stability(report: dict, systems: int) -> str:
+def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | None] | None = None) -> str:
     """What the cross-ISA comparison (docs/results/stability.json) found, per scale: verdicts held, values
-    identical, and the systems whose verdicts moved."""
+    identical, and the systems whose verdicts moved. Only comparisons made against the run saved now count
+    (``saved``: the commit of each saved ``(scale, system)`` run, read from docs/results when not given)."""
     lines = []
+    if saved is None:
+        saved = {(scale, k): rep.environment.get("commit") for scale, where in (("quick", RESULTS), ("full", FULL))
+                 for k, rep in _reps(where).items()}
     for scale in ("quick", "full"):
-        runs = [r for r in report["runs"] if r["scale"] == scale]
+        every = [r for r in report["runs"] if r["scale"] == scale]
+        # a comparison counts only against the run saved now: a system re-saved since needs a new check
+        runs = [r for r in every if saved.get((scale, r["system"])) and r["saved_commit"] == saved[scale, r["system"]]]
+        stale = sorted({r["system"] for r in every} - {r["system"] for r in runs})
+        stale_text = (f" Re-saved since their last check, not yet re-checked: {', '.join(stale)}." if stale else "")
         if not runs:
-            lines.append(f"- {scale}: not yet checked.")
+            lines.append(f"- {scale}: not yet checked against the runs saved now.{stale_text}")
             continue
         n = sum(r["summary"]["claims"] for r in runs)
         held = sum(r["summary"]["same_verdict"] for r in runs)
@@ -274,7 +282,7 @@ def stability(report: dict, systems: int) -> str:
                  f"{r['summary']['claims']} claims)" for r in runs if r["summary"]["same_verdict"] < r["summary"]["claims"]]
         lines.append(f"- {scale}: {len(runs)} of {systems} systems re-run under {isas} against their saved {saved} "
                      f"runs: {held} of {n} verdicts held, {same} values identical. "
-                     + (f"Verdicts moved in {', '.join(moved)}." if moved else "No verdict moved."))
+                     + (f"Verdicts moved in {', '.join(moved)}." if moved else "No verdict moved.") + stale_text)
     return "\n".join(lines) + "\n"
 
 
@@ -325,7 +333,28 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
             f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}"
             f"{resumed_text}).\n\n")
-    return head + "\n".join(claims_table_md(rep.claims, key)) + "\n"
+    return head + "\n".join(claims_table_md(rep.claims, key, isa_notes(rep))) + "\n"
+
+
+def current_checks(rep) -> list[dict]:
+    """The cross-ISA comparisons of this saved run (docs/results/stability.json entries made against the very
+    commit it was saved at): a comparison with an earlier save of the system says nothing about this one."""
+    if not STABILITY.exists():
+        return []
+    commit = rep.environment.get("commit")
+    return [e for e in json.loads(STABILITY.read_text())["runs"]
+            if e["system"] == rep.system and e["scale"] == rep.scale and commit and e["saved_commit"] == commit]
+
+
+def isa_notes(rep) -> dict[str, str]:
+    """Per claim, whether its verdict held when the run was repeated under another kernel ISA ({} if not checked)."""
+    notes: dict[str, str] = {}
+    for e in current_checks(rep):
+        for row in e["claims"]:
+            held = (f"verdict held under {e['isa']}" if row["same_verdict"] else
+                    f"verdict moved under {e['isa']}: {row['verdict'] or 'claim missing'}")
+            notes[row["statement"]] = "; ".join(x for x in (notes.get(row["statement"]), held) if x)
+    return notes
 
 
 def rendered(text: str, reps: dict | None = None, full: dict | None = None) -> str:

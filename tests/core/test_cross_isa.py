@@ -70,11 +70,30 @@ def test_the_readme_summary_counts_held_verdicts_and_names_systems_that_moved():
     import readme_results
 
     def run(system, claims, held, same):
-        return {"system": system, "scale": "quick", "isa": "AVX2", "saved_isa": "AVX512",
+        return {"system": system, "scale": "quick", "isa": "AVX2", "saved_isa": "AVX512", "saved_commit": "c1",
                 "summary": {"claims": claims, "same_verdict": held, "same_value": same}}
 
-    text = readme_results.stability({"runs": [run("a", 4, 4, 4), run("b", 5, 3, 1)]}, systems=3)
+    saved = {("quick", "a"): "c1", ("quick", "b"): "c1"}
+    text = readme_results.stability({"runs": [run("a", 4, 4, 4), run("b", 5, 3, 1)]}, systems=3, saved=saved)
     assert "- quick: 2 of 3 systems re-run under AVX2 against their saved AVX512 runs: 7 of 9 verdicts held, " \
            "5 values identical. Verdicts moved in b (2 of 5 claims)." in text
-    assert "- full: not yet checked." in text
-    assert "No verdict moved." in readme_results.stability({"runs": [run("a", 4, 4, 2)]}, systems=1)
+    assert "- full: not yet checked" in text
+    assert "No verdict moved." in readme_results.stability({"runs": [run("a", 4, 4, 2)]}, systems=1, saved=saved)
+    # a system re-saved since its check: the old comparison says nothing about the new run
+    resaved = readme_results.stability({"runs": [run("a", 4, 4, 4), run("b", 5, 3, 1)]}, systems=3,
+                                       saved={("quick", "a"): "c1", ("quick", "b"): "c2"})
+    assert "1 of 3 systems" in resaved and "not yet re-checked: b" in resaved and "Verdicts moved" not in resaved
+
+
+def test_system_pages_say_per_claim_whether_the_verdict_held_against_the_run_saved_now(tmp_path, monkeypatch):
+    import readme_results
+
+    row = {"statement": "s", "same_verdict": False, "verdict": "not separated from noise"}
+    report = {"runs": [{"system": "x", "scale": "quick", "isa": "AVX2", "saved_commit": "c1", "claims": [row]}]}
+    path = tmp_path / "stability.json"
+    path.write_text(json.dumps(report))
+    monkeypatch.setattr(readme_results, "STABILITY", path)
+    rep = SimpleNamespace(system="x", scale="quick", environment={"commit": "c1"})
+    assert readme_results.isa_notes(rep) == {"s": "verdict moved under AVX2: not separated from noise"}
+    rep.environment["commit"] = "c2"  # re-saved since: the old comparison is not about this run
+    assert readme_results.isa_notes(rep) == {}

@@ -218,9 +218,10 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
     return "\n".join(lines)
 
 
-def claims_table_md(claims: list[Claim], system: str = "") -> list[str]:
+def claims_table_md(claims: list[Claim], system: str = "", extra: dict[str, str] | None = None) -> list[str]:
     """A Markdown table of claims: kind, paper (cited by arXiv id when ``system`` is given), ours
-    (with the strongest baseline), verdict and rule."""
+    (with the strongest baseline), verdict and rule; ``extra`` adds a line per statement to its verdict (whether
+    it held under another kernel ISA)."""
     lines = ["| Claim | Kind | Paper | Ours | Verdict | Note |", "|---|---|---|---|---|---|"]
     for c in claims:
         source = cite(system, c.source) if system and c.source else c.source
@@ -228,7 +229,7 @@ def claims_table_md(claims: list[Claim], system: str = "") -> list[str]:
         ours = c.measured_text() + (f"; strongest baseline: {plain(c.baseline)}" if c.baseline else "")
         ours += f"; {c.baselines_text()}" if c.baselines else ""
         ours += f"; {c.power_text()}" if c.power_text() else ""
-        rule = "; ".join(t for t in (c.rule_text(), c.audit_text()) if t)
+        rule = "; ".join(t for t in (c.rule_text(), c.audit_text(), (extra or {}).get(c.statement, "")) if t)
         verdict = f"**{c.verdict.value}**" + (f" ({rule})" if rule else "")
         lines.append(
             f"| {_md_cell(c.statement)} | {c.kind.value} | {_md_cell(paper)} | {_md_cell(ours)} | "
