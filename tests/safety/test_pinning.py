@@ -252,30 +252,33 @@ def test_reproduce_smoke_computes_claims() -> None:
 
     rep = run_reproduction("divelab.safety.pinning", "smoke", 0)
     measured = [c for c in rep.claims if c.verdict is not Verdict.NOT_CHECKABLE]
-    assert len(measured) >= 8 and all(c.measured is not None for c in measured)
+    assert len(measured) >= 7 and all(c.measured is not None for c in measured)
     by = {c.statement.split(":")[0]: c for c in rep.claims}
     assert by["With Constraint Pinning"].measured == 0.0 and by["With Constraint Pinning"].kind is Kind.BY_CONSTRUCTION
-    per_comp = [c for c in rep.claims if c.statement.startswith("Rules lost from the context by compaction:")
-                and c.verdict is not Verdict.NOT_CHECKABLE]
-    # one row per compactor, the stock framework paths included (no second row with another verdict),
-    # each judged by whether its outcome is the one predicted for its documented kind
-    assert len(per_comp) == len(rep.details["loss_by_compactor"]) >= 8
-    assert len({c.statement for c in per_comp}) == len(per_comp)
-    assert not any(c.statement.split(":")[0].endswith("stock compaction path") for c in rep.claims)
-    assert all(c.rule["name"] == "outcome" for c in per_comp)
-    assert {c.kind for c in per_comp} == {Kind.EMPIRICAL, Kind.BY_CONSTRUCTION}
-    for c in per_comp:
-        assert (c.kind is Kind.EMPIRICAL) is ("summarises" in c.statement), c.statement
-    assert sum("the stock" in c.statement for c in per_comp) == 4
+    per_kind = [c for c in rep.claims if c.statement.startswith("Rules lost from the context by compaction:")]
+    # one check per deterministic kind (compactors of one kind give one outcome by construction), none for the
+    # extractive stand-in summarisers, which are measured tables in the details
+    assert [c.statement.split(": ")[1].split(" (")[0] for c in per_kind] == [
+        "compactors that evict the oldest turns", "compactors that keep the head"]
+    assert all(c.kind is Kind.BY_CONSTRUCTION and c.rule["name"] == "outcome" for c in per_kind)
+    assert per_kind[0].rule["args"]["paper_size"]  # the stock eviction paths' sizes cap the check
+    stand_in = rep.details["stand_in_summarisers"]["loss_by_compactor"]
+    assert set(stand_in) == {"sumy-lexrank", "langchain-summarization", "langmem-summarize"}
+    assert not any("LexRank" in c.statement or "sumy" in c.statement for c in rep.claims)
     # the SmolLM2 summaries are measured at full only; smoke says so
-    smol = [c for c in rep.claims if "SmolLM2-135M-Instruct" in c.statement]
+    smol = [c for c in rep.claims if "SmolLM2-135M-Instruct" in c.statement and "adapter" not in c.statement]
     assert len(smol) == 3 and all(c.verdict is Verdict.NOT_CHECKABLE and "full scale" in c.note for c in smol)
+    # one measurement, one claim
+    measured = [(c.measured, c.ci, c.unit) for c in rep.claims if c.measured is not None]
+    assert len(set(measured)) == len(measured)
     overhead = next(c for c in rep.claims if c.statement.startswith("Pinning token overhead"))
     assert overhead.rule["args"]["exact"] is True and overhead.kind is Kind.BY_CONSTRUCTION
     strong = [c for c in rep.claims if "strongest in-band card" in c.statement]
     assert len(strong) == 1 and strong[0].verdict is Verdict.NOT_REPRODUCED and strong[0].rule["name"] == "found"
     assert 0.3 < rep.details["loss_by_compactor"]["keep-last-n"] <= 1.0
-    assert any(c.verdict is Verdict.NOT_CHECKABLE and "Violation rate" in c.statement for c in rep.claims)
+    # without an endpoint the live agent measures violations (full scale); only the crossing needs a second model
+    waiting = [c for c in rep.claims if c.verdict is Verdict.NOT_CHECKABLE and "SmolLM2" not in c.statement]
+    assert [c.statement.split(":")[0] for c in waiting] == ["Crossing"] and "two different" in waiting[0].note
     assert rep.figures and rep.setup
 
 

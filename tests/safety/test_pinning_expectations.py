@@ -10,8 +10,9 @@ from divelab.claims import Kind, Verdict
 from divelab.safety.pinning import SummarizingCompactor, make_scenario
 from divelab.safety.pinning.audit import AUDIT_COMPACTORS, AuditConfig, run_survival_audit, survival_episode
 from divelab.safety.pinning.expectations import BEHAVIOURS, behaviour
-from divelab.safety.pinning.reproduce import LLM_SUMMARISERS, _loss_claim
-from divelab.safety.pinning.summary_llm import CachedSummaryModel
+from divelab.safety.pinning.reproduce import _loss_claim
+from divelab.safety.pinning.summary_claims import LLM_SUMMARISERS
+from divelab.safety.pinning.summary_llm import KEEP_RULES, CachedSummaryModel, InstructedWriter
 from divelab.safety.pinning.tokens import TokenCounter
 
 C = TokenCounter.chars4()
@@ -36,25 +37,34 @@ def test_deterministic_compactors_do_what_their_kind_says() -> None:
         assert kept == {not behaviour(name).predicts_loss}, name
 
 
-def _rows(lost: int, n: int, compactions: int = 1) -> list[dict]:
-    return [{"kept": i >= lost, "verbatim": i >= lost, "compactions": compactions} for i in range(n)]
+def _rows(lost: int, n: int, comp: str = "keep-last-n", compactions: int = 1) -> list[dict]:
+    return [{"kept": i >= lost, "verbatim": i >= lost, "compactions": compactions, "compactor": comp}
+            for i in range(n)]
 
 
-def test_outcome_rule_per_kind() -> None:
-    ev = _loss_claim("keep-last-n", _rows(6, 6), "design")
-    assert ev.kind is Kind.BY_CONSTRUCTION and ev.verdict is Verdict.REPRODUCED and ev.rule["name"] == "outcome"
+def test_outcome_rule_per_deterministic_kind() -> None:
+    ev = _loss_claim("evicts", _rows(6, 6) + _rows(6, 6, "autogen-buffered"), "design")
+    assert ev.kind is Kind.BY_CONSTRUCTION and ev.rule["name"] == "outcome"
+    # the paper states violation sizes for the stock eviction paths: a yes/no check is capped below "reproduced"
+    assert ev.verdict is Verdict.DIRECTION_HOLDS and "AutoGen 100%" in ev.rule["args"]["paper_size"]
+    assert "autogen-buffered, keep-last-n" in ev.statement
     # a deterministic compactor must go the predicted way on every check
-    assert _loss_claim("keep-last-n", _rows(5, 6), "design").verdict is Verdict.NOT_REPRODUCED
-    assert _loss_claim("head-tail", _rows(0, 6), "design").verdict is Verdict.REPRODUCED
-    assert _loss_claim("head-tail", _rows(6, 6), "design").verdict is Verdict.NOT_REPRODUCED
-    # a summariser passes when the interval of the predicted share lies above one half
-    summ = _loss_claim("llm-summary", _rows(20, 24), "design", writer="a model")
-    assert summ.kind is Kind.EMPIRICAL and summ.verdict is Verdict.REPRODUCED
-    assert _loss_claim("llm-summary", _rows(4, 6), "design").verdict is Verdict.NOT_REPRODUCED  # interval spans 1/2
-    assert _loss_claim("llm-summary", _rows(0, 24), "design").verdict is Verdict.NOT_REPRODUCED
-    idle = _loss_claim("keep-last-n", _rows(0, 6, compactions=0), "design")
+    assert _loss_claim("evicts", _rows(5, 6), "design").verdict is Verdict.NOT_REPRODUCED
+    head = _loss_claim("keeps-head", _rows(0, 6, "head-tail"), "design")
+    assert head.verdict is Verdict.REPRODUCED and head.rule["args"]["paper_size"] == ""  # no stock path among them
+    assert _loss_claim("keeps-head", _rows(6, 6, "head-tail"), "design").verdict is Verdict.NOT_REPRODUCED
+    idle = _loss_claim("evicts", _rows(0, 6, compactions=0), "design")
     assert idle.verdict is Verdict.UNINFORMATIVE
-    assert _loss_claim("llm-summary", _rows(6, 6), "d", set_up_failed="truncated").verdict is Verdict.UNINFORMATIVE
+
+
+def test_instructed_writer_appends_its_sentence_to_the_last_user_message() -> None:
+    seen = []
+    inner = ScriptedChatModel(fn=lambda m, t: seen.append(m) or "ok")
+    w = InstructedWriter(inner, KEEP_RULES)
+    w.complete([Message("system", "s"), Message("user", "first"), Message("assistant", "a"), Message("user", "sum")])
+    assert seen[-1][1].content == "first" and seen[-1][-1].content == f"sum\n\n{KEEP_RULES}"
+    w.complete([Message("system", "only")])
+    assert seen[-1][-1] == Message("user", KEEP_RULES)
 
 
 class ParaphrasingSummarizer:

@@ -179,21 +179,28 @@ def test_a_rule_following_agent_shows_decay_and_the_card_restores_it():
     claims, details = LA.measure(cfg, chat=ScriptedChatModel(fn=_obeys_visible_rule), summary_model=SUMMARY)
     assert _by(claims, "correct tool calls").measured == 1.0
     assert _by(claims, "full context").measured == 0.0
-    rise = _by(claims, "raises")
+    rise = _by(claims, "raises the violation rate")
     assert rise.measured == 1.0 and rise.compared_with.startswith("rule in view")
-    pin = _by(claims, "Pinning")
+    # the card keeps the rule through the same compaction: the negative control of the rise stays silent
+    assert rise.rule["args"]["control"]["effect"] == 0.0 and rise.audit_gaps() == []
+    pin = _by(claims, "Pinning lowers")
     assert pin.measured == -1.0 and pin.compared_with.startswith("compacted")
+    assert _by(claims, "with Constraint Pinning after compaction").measured == 0.0
+    # this agent violates whenever the rule is out of view, stated-and-compacted or never stated alike: a ceiling
+    assert "ceiling" in _by(claims, "never stating").reason
     assert all(r["trigger_in_view"] for r in details["rows"])
+    assert {r["condition"] for r in details["rows"]} == set(LA.CONDITIONS)
     assert all(c.statement.startswith("SmolLM2-135M-Instruct + ") for c in claims)
 
 
-def _rows(in_view, compacted, pinned, n=16):
+def _rows(in_view, compacted, pinned, n=16, never=lambda i: 1, requested=lambda cond, i: True):
     rows = []
     for i in range(n):
-        for cond, v in (("in view", in_view), ("compacted", compacted), ("pinned", pinned)):
+        for cond, v in (("in view", in_view), ("never stated", never), ("compacted", compacted), ("pinned", pinned)):
+            full = cond in ("in view", "never stated")
             rows.append({"scenario": f"s{i}", "template": f"t{i % 8}", "condition": cond, "violated": bool(v(i)),
-                         "compactor": "full-context" if cond == "in view" else "autogen-buffered", "survived": True,
-                         "trigger_in_view": True, "valid_call": True, "requested_tool": True})
+                         "compactor": "full-context" if full else LA.COMPACTORS[i % 3], "survived": True,
+                         "trigger_in_view": True, "valid_call": True, "requested_tool": requested(cond, i)})
     return rows
 
 
@@ -210,12 +217,35 @@ def test_low_competence_makes_every_violation_claim_uninformative():
 
 def test_floors_and_ceilings_are_uninformative():
     floor = LA.claims_from_rows(_competence(15), _rows(lambda i: 0, lambda i: 0, lambda i: 0))
-    assert "floor" in _by(floor, "raises").reason and "floor" in _by(floor, "Pinning").reason
+    assert "floor" in _by(floor, "raises the violation").reason and "floor" in _by(floor, "Pinning lowers").reason
     ceiling = LA.claims_from_rows(_competence(15), _rows(lambda i: 1, lambda i: 1, lambda i: 1))
-    assert "ceiling" in _by(ceiling, "raises").reason and "ceiling" in _by(ceiling, "Pinning").reason
+    assert "ceiling" in _by(ceiling, "raises the violation").reason and "ceiling" in _by(ceiling, "Pinning lowers").reason
     # compaction did not raise violations: nothing for the card to restore
     flat = LA.claims_from_rows(_competence(15), _rows(lambda i: i % 2, lambda i: i % 2, lambda i: 0))
-    assert _by(flat, "Pinning").verdict.value == "uninformative" and "nothing" in _by(flat, "Pinning").reason
+    assert _by(flat, "Pinning lowers").verdict.value == "uninformative" and "nothing" in _by(flat, "Pinning lowers").reason
+
+
+def test_no_violations_in_view_count_only_when_the_never_stated_control_violates():
+    zero, one = (lambda i: 0), (lambda i: 1)
+    stated = _by(LA.claims_from_rows(_competence(15), _rows(zero, one, zero, n=64, never=one)), "full context")
+    assert stated.verdict.value == "reproduced" and stated.audit_gaps() == []
+    assert stated.replication == {"unit": "scenarios", "n": 64, "clustered_by": "rule template (8)"}
+    # an agent that does not violate even when the rule was never stated: the set-up, not the rule, keeps it at 0%
+    silent = _by(LA.claims_from_rows(_competence(15), _rows(zero, one, zero, n=64, never=zero)), "full context")
+    assert silent.verdict.value == "uninformative" and "negative control" in silent.reason
+
+
+def test_a_stock_path_rate_above_what_the_agent_can_reach_is_uninformative():
+    # the agent never calls the governed tool after LangMem's compaction: its 95% is out of reach, not refuted
+    rows = _rows(lambda i: 0, lambda i: 0, lambda i: 0, n=48,
+                 requested=lambda cond, i: not (cond == "compacted" and i % 3 == 2))
+    claims = LA.claims_from_rows(_competence(15), rows)
+    langmem = _by(claims, "stock LangMem")
+    assert langmem.verdict.value == "uninformative" and "out of the agent's reach" in langmem.reason
+    assert _by(claims, "stock LangGraph").verdict.value == "not reproduced"  # reachable, and 0% is far from 65%
+    # every measurement is one claim: rates of different conditions or paths never share a unit
+    units = [c.unit for c in claims]
+    assert len(set(units)) == len(units) and "share of episodes (compacted, langmem-summarize)" in units
 
 
 def test_a_lost_trigger_is_a_failed_set_up():
@@ -275,5 +305,9 @@ def test_run_conditions_prefetches_exactly_the_prompts_the_agent_sends():
 
     cfg = dataclasses.replace(LA.SMOKE, n_scenarios=5, batch_scenarios=2, n_filler=3, base_lines=2)
     rows = LA.run_conditions(Chat(), cfg, TokenCounter.chars4(), SUMMARY)
-    assert len(rows) == 15 and [len(b) for b in batches] == [6, 6, 3]
+    assert len(rows) == 20 and [len(b) for b in batches] == [8, 8, 4]
+    # the never-stated twin is the same scenario without its policy turn, paired by the stated scenario's id
+    never = [r for r in rows if r["condition"] == "never stated"]
+    assert [r["scenario"] for r in never] == [r["scenario"] for r in rows if r["condition"] == "in view"]
+    assert all(not r["stated"] and r["compactor"] == "full-context" for r in never)
     assert [p for b in batches for p in b] == seen

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 KINDS = ("evicts", "keeps-head", "summarises")
 PREDICTS_LOSS = {"evicts": True, "keeps-head": False, "summarises": True}
+# the paper's violation rate on each stock framework path (episode, review)
+STOCK_PAPER = {"LangGraph": 0.65, "LangMem": 0.95, "AutoGen": 1.00}
 KIND_TEXT = {"evicts": "evicts the oldest turns", "keeps-head": "keeps the head",
              "summarises": "summarises the oldest turns"}
 

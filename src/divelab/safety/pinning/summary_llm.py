@@ -82,3 +82,34 @@ def smollm2_writer(max_new_tokens: int = 128, seed: int = 0) -> CachedSummaryMod
         return HFChatModel(model, tok, max_new_tokens=max_new_tokens, seed=seed)
 
     return CachedSummaryModel(load, model_key=real.cache_path().name, max_new_tokens=max_new_tokens)
+
+
+# What the summary writer is additionally asked, appended to the last user message of each summary request. The
+# rule-keeping instruction is the ingredient the paper says a task-focused summariser lacks; the sham asks, in as
+# many words, to keep something else verbatim, so a drop in rule loss that the sham also produces comes from any
+# extra copying instruction, not from asking for the rules.
+KEEP_RULES = "Also keep, word for word, every standing rule or policy the user stated for this session."
+KEEP_SHAM = "Also keep, word for word, every service name and log file path mentioned during this session."
+
+
+@dataclass
+class InstructedWriter:
+    """A summary writer that appends ``instruction`` to the last user message of every request it forwards."""
+
+    inner: ChatModel
+    instruction: str
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return getattr(self.inner, "stats", {})
+
+    def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None, *,
+                 temperature: float | None = None, max_tokens: int | None = None) -> ChatResponse:
+        msgs = list(messages)
+        users = [i for i, m in enumerate(msgs) if m.role == "user"]
+        if users:
+            i = users[-1]
+            msgs[i] = Message("user", f"{msgs[i].content}\n\n{self.instruction}", name=msgs[i].name)
+        else:
+            msgs.append(Message("user", self.instruction))
+        return self.inner.complete(msgs, tools, temperature=temperature, max_tokens=max_tokens)
