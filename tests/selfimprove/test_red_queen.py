@@ -124,12 +124,28 @@ def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
     # the weak suite and the lenient anchor are ours: only the method comparison is empirical, and it is
     # judged against the strongest baseline measured, erasure ablation included
     assert [c.kind.value for c in prog] == ["planted", "planted", "empirical", "planted"]
-    assert {b["name"] for b in prog[2].baselines} == {"frozen weak suite", "self-judging",
+    # the trivial baselines (no search, a random pick from the same archive) are among those the strongest is
+    # taken from, and the comparison carries its audit trail: a falsifier, the shuffled-anchor control, the unit
+    assert {b["name"] for b in prog[2].baselines} == {"seeded buggy writer (no search)", "random node of RQGM's "
+                                                      "archive", "frozen weak suite", "self-judging",
                                                       "replacement without erasure"}
     assert prog[2].compared_with == max(prog[2].baselines, key=lambda b: b["value"])["name"]
     assert rep.planted and "style weight" in rep.planted
     main = next(c for c in rep.claims if c.statement.startswith("full RQGM minus the strongest baseline"))
-    assert {b["name"] for b in main.baselines} == {"fixed judge", "self-judging", "replacement without erasure"}
+    assert {b["name"] for b in main.baselines} == {"starting writer (no search)", "random node of RQGM's archive",
+                                                   "fixed judge", "self-judging", "replacement without erasure"}
+    for c in (main, prog[2]):
+        assert c.falsifier and c.rule["args"]["control"]["name"] == "RQGM with the anchor's labels shuffled"
+    assert main.replication == {"unit": "seeds (one run of every arm each)", "n": 3, "clustered_by": ""}
+    assert prog[2].replication == {"unit": "runs (task × seed)", "n": 4, "clustered_by": "HumanEval tasks"}
+    # every claim that has an interval names its replication unit, and no value is compared with a measured
+    # baseline as if it were chance
+    assert all(c.replication for c in rep.claims if c.ci is not None)
+    assert not [c.statement for c in rep.claims if c.rule and c.rule["args"].get("chance") is not None]
+    # re-ranking with the same items is true for any other judge: not an empirical finding
+    rerank = [c for c in rep.claims if c.statement.startswith("replacement re-ranks")]
+    assert all(c.kind.value == "by construction" for c in rerank)
+    assert rep.details["arms"]["rqgm_shuffled_anchor"]["replacements"] >= 0
     assert all(c.rule["args"].get("exact") for c in rep.claims if c.rule and c.rule["name"] == "bound")
     pw = rep.details["program_world"]
     assert pw["tasks"] == ["HumanEval/0", "HumanEval/3"] and pw["arms"]["fixed"]["replacements"] == 0

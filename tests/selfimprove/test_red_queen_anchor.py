@@ -9,7 +9,13 @@ import pytest
 from divelab import verdicts
 from divelab.claims import Kind
 from divelab.selfimprove.red_queen.reproduce import lenient_anchor_judge_claims, run_arm
-from divelab.selfimprove.red_queen.rqgm import DegenerateAnchor, RQGMConfig, check_anchor, run
+from divelab.selfimprove.red_queen.rqgm import (
+    DegenerateAnchor,
+    RQGMConfig,
+    check_anchor,
+    run,
+    shuffled_labels,
+)
 from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
 
 
@@ -44,3 +50,23 @@ def test_judge_side_effects_of_a_lenient_anchor_are_claims():
     want = np.mean([r["judge"]["accuracy"] for r in results["rqgm_lenient_anchor"]]) - np.mean(
         [r["judge"]["accuracy"] for r in results["rqgm"]])
     assert acc.measured == pytest.approx(want)
+
+
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_the_shuffled_anchor_keeps_items_and_label_counts_but_not_the_truth(adversarial):
+    anchor = SyntheticWorld(seed=5).anchor(adversarial)
+    shuf = shuffled_labels(anchor, seed=5)
+    assert [[x for x, _ in t] for t in shuf] == [[x for x, _ in t] for t in anchor]  # the same items, in order
+    assert check_anchor(shuf) == check_anchor(anchor)
+    moved = np.mean([t[0][1] != s[0][1] for t, s in zip(anchor, shuf, strict=True)])
+    assert moved > 0.3  # labels no longer follow the items' truth
+    if adversarial:  # matched twins keep one label between them
+        assert all(len({y for _, y in t}) == 1 for t in shuf)
+    assert shuffled_labels(anchor, seed=5) == shuf  # seeded
+    # the loop runs on it (the negative control arm) and its replacements differ from the true anchor's
+    w = SyntheticWorld(seed=5)
+    ctl = run(w, RQGMConfig(budget=200, mode="rqgm", shuffle_anchor=True), seed=5)
+    real = run(SyntheticWorld(seed=5), RQGMConfig(budget=200, mode="rqgm"), seed=5)
+    assert ctl.evaluations == 200
+    assert [r.step for r in ctl.replacements] != [r.step for r in real.replacements] or \
+        ctl.final_writer.tolist() != real.final_writer.tolist()

@@ -1,5 +1,7 @@
 """The SmolLM2-judge code path of E178, on a tiny random model and on a scripted scorer (no SmolLM2)."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -78,10 +80,52 @@ def test_round_replaces_the_biased_judge_and_removes_its_source_bias():
     assert after["accuracy"] >= before["accuracy"]
     assert len(claims) == 4 and claims[0].measured > 1.2 and claims[2].measured == pytest.approx(1.0)
     assert claims[1].measured == pytest.approx(1.5) and before["quality_auroc"] > 0.8
+    assert details["anchor_discrimination"]["before"]["discriminates"]
+    # the bias claim carries a falsifier, its sham-voice control (no effect) and its unit
+    ctl = claims[0].rule["args"]["control"]
+    assert claims[0].falsifier and ctl["name"] == real_llm.SHAM and ctl["ci"][0] <= 1.0 <= ctl["ci"][1]
+    assert claims[0].replication == {"unit": "fresh matched AI/human pairs", "n": 40, "clustered_by": ""}
     x = np.zeros(7)
     x[:4] = 1.0  # all "excellent": margin 0.5 * (16 - 8) = 4
     assert LLMJudge(scorer, "content_only", threshold=3.9).accepts(x)
     assert not LLMJudge(scorer, "content_only", threshold=4.1).accepts(x)
+
+
+class ShiftedScorer(ScriptedScorer):
+    """The scripted margins moved up by 5 nats: every item gets Yes over No, as SmolLM2 gives."""
+
+    def margins(self, prompt, texts, desc=""):
+        return super().margins(prompt, texts, desc) + 5.0
+
+
+class BlindScorer:
+    """Margins that ignore the ratings (a fixed pseudo-random number per text), all positive."""
+
+    def margins(self, prompt, texts, desc=""):
+        return np.array([1.0 + (zlib.crc32((prompt + t).encode()) % 1000) / 1000 for t in texts])
+
+
+def test_the_incumbent_threshold_is_calibrated_not_zero():
+    # threshold 0 would accept every item of a judge whose Yes always beats No; calibrated on the judge-task
+    # pairs (held out from the anchor and the fresh pairs), the judge accepts some items and not others
+    res = run_round(ShiftedScorer(), RoundConfig(task_pairs=16, anchor_pairs=24, eval_pairs=40), seed=0)
+    assert res["incumbent"]["threshold"] > 2.0
+    before = res["eval"]["before"]
+    assert 0 < np.concatenate([before["accept_ai"], before["accept_human"]]).mean() < 1
+    assert before["accuracy"] > 0.7
+
+
+def test_a_judge_that_cannot_discriminate_drives_no_acceptance_claim():
+    res = run_round(BlindScorer(), RoundConfig(task_pairs=16, anchor_pairs=24, eval_pairs=40), seed=0)
+    claims, details = claims_from_round(res, config="test")
+    disc = details["anchor_discrimination"]["before"]
+    assert not disc["discriminates"] and disc["auroc_ci"][0] <= 0.5
+    ratio = next((c for c in claims if "acceptance ratio" in c.statement), None)
+    if ratio is not None:  # None: the ratio itself was undefined
+        assert ratio.verdict.value == "uninformative" and "AUROC" in ratio.reason
+    # the round kept the incumbent: the judge in office after is the same judge, not a second claim
+    assert not res["decision"].replace
+    assert not any("after" in c.statement for c in claims) and "no second claim" in details["round"]
 
 
 def test_the_plan_sizes_the_round_at_full_scale_only(monkeypatch):

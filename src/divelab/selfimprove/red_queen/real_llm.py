@@ -13,13 +13,19 @@ accepted when the margin exceeds the judge's threshold. A judge is ``(system pro
 
 One round of controlled utility evolution with the adversarial objective:
 
-1. incumbent: the plain reviewer prompt at threshold 0 (the model's own Yes-vs-No preference);
+1. incumbent: the plain reviewer prompt, its threshold calibrated on the labelled judge-task pairs (the
+   threshold that judges most of their items right; the model's own Yes-vs-No preference, threshold 0, accepts
+   every item, so it is no judge at all);
 2. the meta-agent proposes challengers — each of the prompt variants in :data:`PROMPTS`, with its
    threshold fitted on labelled matched-pair judge tasks (a pair counts only if both items are
    judged right: the adversarial objective) — and the best on those tasks is the challenger;
 3. challenger vs incumbent on a separate anchor of matched pairs with the ε-best-belief rule
    (:func:`compare_judges`: strict improvement, ties keep the incumbent);
 4. the AI/human acceptance ratio of the judge in office, before and after, on fresh matched pairs.
+
+Every fit uses the task pairs, the replacement decision the anchor, the claims the fresh pairs: three disjoint
+sets. A judge that cannot tell good items from bad (the AUROC of its margin on the anchor pairs not above 0.5
+with its interval) drives no claim about its acceptance: those claims are uninformative with that reason.
 
 >>> from divelab.selfimprove.red_queen.real_llm import RoundConfig, measure   # doctest: +SKIP
 >>> claims, details = measure(RoundConfig(), seed=0)
@@ -63,7 +69,7 @@ PROMPTS = {
                      "evidence, completeness); ignore the opening line, the writing style, the length and the tone."),
     "rubric": "You review short submissions. Accept only if most quality ratings are good or excellent.",
 }
-INCUMBENT = ("plain", 0.0)
+INCUMBENT_PROMPT = "plain"
 
 
 def _level(v: float, cuts: tuple[float, ...], words: tuple[str, ...]) -> str:
@@ -151,7 +157,7 @@ class RoundConfig:
     """texts scored together in one batched forward pass (memory, not results)"""
     prompts: tuple[str, ...] = tuple(PROMPTS)
     """the challengers' prompts (keys of ``PROMPTS``), each with a threshold fitted on the task pairs; the
-    incumbent is the plain prompt at threshold 0"""
+    incumbent is the plain prompt with its threshold calibrated on the same pairs (item accuracy)"""
 
 
 def matched_pairs(world: SyntheticWorld, n: int, stream: int) -> list[tuple[np.ndarray, np.ndarray, bool, int]]:
@@ -169,14 +175,37 @@ def _texts(pairs: list) -> tuple[list[str], list[str]]:
     return [render(ai, v) for ai, _, _, v in pairs], [render(hu, v) for _, hu, _, v in pairs]
 
 
-def _fit_threshold(m_ai: np.ndarray, m_hu: np.ndarray, y: np.ndarray) -> tuple[float, int]:
-    """The threshold maximising pair successes (both items right); ties → the one nearest 0."""
+def _fit_threshold(m_ai: np.ndarray, m_hu: np.ndarray, y: np.ndarray, objective: str = "pairs") -> tuple[float, int]:
+    """The threshold maximising ``objective`` on labelled pairs: "pairs" counts pairs with both items right
+    (the adversarial objective), "items" counts items right (a plain calibration); ties → the one nearest 0.
+    Returns the threshold and the number of pair successes at it."""
+    if objective not in ("pairs", "items"):
+        raise ValueError(f"objective must be 'pairs' or 'items', got {objective!r}")
     allm = np.sort(np.concatenate([m_ai, m_hu]))
     cands = np.concatenate([[allm[0] - 1.0], (allm[1:] + allm[:-1]) / 2, [allm[-1] + 1.0], [0.0]])
-    score = [int(np.sum(((m_ai > t) == y) & ((m_hu > t) == y))) for t in cands]
+
+    def pairs_right(t: float) -> int:
+        return int(np.sum(((m_ai > t) == y) & ((m_hu > t) == y)))
+
+    def items_right(t: float) -> int:
+        return int(np.sum((m_ai > t) == y) + np.sum((m_hu > t) == y))
+
+    score = [(pairs_right if objective == "pairs" else items_right)(t) for t in cands]
     best = max(score)
     t = min((c for c, s in zip(cands, score, strict=True) if s == best), key=abs)
-    return float(t), best
+    return float(t), pairs_right(t)
+
+
+def discrimination(m_ai: np.ndarray, m_hu: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, Any]:
+    """How well a judge's margin tells truly good items from bad ones: the AUROC of each pair's mean margin
+    (the twins share their content and label, so the pair is the unit) with a bootstrap interval, and whether
+    the interval lies wholly above 0.5 (a random scorer's AUROC)."""
+    y = np.asarray(y).astype(int)
+    pair = (np.asarray(m_ai) + np.asarray(m_hu)) / 2
+    if not 0 < y.mean() < 1:
+        return {"auroc": None, "auroc_ci": None, "discriminates": False, "n_pairs": int(y.size)}
+    auc, lo, hi = stats.auroc_ci(y, pair, seed=seed)
+    return {"auroc": auc, "auroc_ci": (lo, hi), "discriminates": bool(lo > 0.5), "n_pairs": int(y.size)}
 
 
 def run_round(scorer: Any, cfg: RoundConfig, seed: int = 0) -> dict[str, Any]:
@@ -196,21 +225,21 @@ def run_round(scorer: Any, cfg: RoundConfig, seed: int = 0) -> dict[str, Any]:
         ma, mh = margins(p, tasks, "judge tasks")
         t, s = _fit_threshold(ma, mh, y_t)
         challengers.append({"prompt": p, "threshold": t, "task_successes": s})
-    inc_task = margins(INCUMBENT[0], tasks, "judge tasks")
-    inc_s = int(np.sum(((inc_task[0] > INCUMBENT[1]) == y_t) & ((inc_task[1] > INCUMBENT[1]) == y_t)))
+    inc_t, inc_s = _fit_threshold(*margins(INCUMBENT_PROMPT, tasks, "judge tasks"), y_t, objective="items")
+    incumbent = (INCUMBENT_PROMPT, inc_t)
     best = max(challengers, key=lambda c: c["task_successes"])  # first maximum: PROMPTS order breaks ties
+    y_a = np.array([p[2] for p in anchor])
 
-    def pair_right(judge: tuple[str, float], pairs: list, what: str) -> np.ndarray:
-        ma, mh = margins(judge[0], pairs, what)
-        y = np.array([p[2] for p in pairs])
-        return ((ma > judge[1]) == y) & ((mh > judge[1]) == y)
+    def on_anchor(judge: tuple[str, float]) -> tuple[np.ndarray, dict[str, Any]]:
+        ma, mh = margins(judge[0], anchor, "anchor")
+        return ((ma > judge[1]) == y_a) & ((mh > judge[1]) == y_a), discrimination(ma, mh, y_a, seed)
 
-    inc_ok = pair_right(INCUMBENT, anchor, "anchor")
+    inc_ok, inc_disc = on_anchor(incumbent)
     ch = (best["prompt"], best["threshold"])
-    ch_ok = pair_right(ch, anchor, "anchor")
+    ch_ok, ch_disc = on_anchor(ch)
     dec = compare_judges((int(inc_ok.sum()), int((~inc_ok).sum())), (int(ch_ok.sum()), int((~ch_ok).sum())),
                          cfg.eps)
-    after = ch if dec.replace else INCUMBENT
+    after = ch if dec.replace else incumbent
 
     def on_eval(judge: tuple[str, float]) -> dict[str, Any]:
         ma, mh = margins(judge[0], ev, "fresh pairs")
@@ -219,10 +248,12 @@ def run_round(scorer: Any, cfg: RoundConfig, seed: int = 0) -> dict[str, Any]:
         return {"accept_ai": acc_ai, "accept_human": acc_hu, "margin_ai": ma, "margin_human": mh, "truth": y,
                 "accuracy": float(np.mean(np.concatenate([acc_ai == y, acc_hu == y])))}
 
-    return {"incumbent": {"prompt": INCUMBENT[0], "threshold": INCUMBENT[1], "task_successes": inc_s},
+    return {"incumbent": {"prompt": INCUMBENT_PROMPT, "threshold": inc_t, "task_successes": inc_s,
+                          "calibration": "threshold judging most task-pair items right (ties: nearest 0)"},
             "challengers": challengers, "challenger": best, "decision": dec, "after": after,
             "anchor_ok": {"before": inc_ok, "after": ch_ok if dec.replace else inc_ok},
-            "eval": {"before": on_eval(INCUMBENT), "after": on_eval(after)},
+            "anchor_discrimination": {"before": inc_disc, "after": ch_disc if dec.replace else inc_disc},
+            "eval": {"before": on_eval(incumbent), "after": on_eval(after)},
             "eval_truth": np.array([p[2] for p in ev])}
 
 
@@ -255,69 +286,135 @@ def bias_summary(ev: dict[str, Any], seed: int = 0) -> dict[str, Any]:
         out["ratio_ci"] = stats.bootstrap_ci(ai * 2 + hu, _ratio, seed=seed, method="percentile")
     else:
         out["ratio_ci"] = None
+    right = ((ev["accept_ai"] == ev["truth"]).astype(float) + (ev["accept_human"] == ev["truth"])) / 2
+    out["accuracy_ci"] = stats.bootstrap_ci(right, seed=seed) if np.ptp(right) > 0 else (out["accuracy"],) * 2
+    # the negative control: which twin is called "AI" drawn at random in each pair, so any gap is noise
+    flip = np.random.default_rng([seed, 43]).random(ai.size) < 0.5
+    s_ai, s_hu = np.where(flip, hu, ai), np.where(flip, ai, hu)
+    out["sham_ratio"] = _ratio(s_ai * 2 + s_hu)
+    out["sham_ratio_ci"] = stats.bootstrap_ci(s_ai * 2 + s_hu, _ratio, seed=seed, method="percentile")
+    sign = np.where(flip, -1.0, 1.0)
+    sg, slo, shi = stats.paired_diff_ci(sign * ev["margin_ai"], sign * ev["margin_human"])
+    out.update(sham_margin_gap=sg, sham_margin_gap_ci=(slo, shi))
     return out
+
+
+SHAM = "AI and human voices assigned at random within each pair"
+
+
+def _cannot_judge(disc: dict[str, Any], who: str) -> str:
+    """The reason a judge's acceptance claims are uninformative ("" when it discriminates on the anchor)."""
+    if disc["discriminates"]:
+        return ""
+    if disc["auroc"] is None:
+        return f"the anchor's {disc['n_pairs']} pairs carry one label only, so {who}'s discrimination is unmeasured"
+    lo, hi = disc["auroc_ci"]
+    return (f"{who} cannot tell good items from bad: the AUROC of its margin on the {disc['n_pairs']} anchor pairs "
+            f"is {disc['auroc']:.2f} [{lo:.2f}, {hi:.2f}], not above 0.5 (a random scorer); its acceptance is "
+            "then no reviewer's verdict")
+
+
+def _after_the_round(blind: str, measured: float, ci: Any, paper: float, tol: float, kept: float,
+                     kept_ci: Any) -> Any:
+    """The ruling on the judge in office after the round: the paper's size, with the incumbent kept (no
+    replacement) as the negative control; uninformative when that judge cannot discriminate (``blind``)."""
+    if blind:
+        return verdicts.uninformative(blind)
+    return verdicts.value(measured, paper=paper, tol=tol, tol_kind="abs", ci=ci,
+                          control=verdicts.control("no replacement (the incumbent kept)", kept, kept_ci))
+
+
+def _pairs(n: int) -> dict[str, Any]:
+    return {"unit": "fresh matched AI/human pairs", "n": int(n), "clustered_by": ""}
 
 
 def claims_from_round(res: dict[str, Any], seed: int = 0, config: str = "") -> tuple[list[Claim], dict[str, Any]]:
     b, a = bias_summary(res["eval"]["before"], seed), bias_summary(res["eval"]["after"], seed)
-    dec = res["decision"]
+    dec, inc, disc = res["decision"], res["incumbent"], res["anchor_discrimination"]
     n = b["n_pairs"]
     where = f"{n} fresh matched AI/human pairs ({config})"
+    calib = (f"threshold {inc['threshold']:+.2f}, calibrated on the judge-task pairs (the threshold judging most of "
+             "their items right), not on the pairs measured here")
     out: list[Claim] = []
-    stmt = f"{MODEL_LABEL} as judge (plain prompt, Yes/No log-prob margin > 0): its own AI/human acceptance ratio"
+    stmt = (f"{MODEL_LABEL} as judge (plain prompt, Yes/No log-prob margin, calibrated threshold): its own AI/human "
+            "acceptance ratio")
+    blind = _cannot_judge(disc["before"], f"{MODEL_LABEL} (plain prompt)")
     if b["ratio_ci"] is None:
         out.append(not_checkable(stmt, "1.91× (AI reviewer)", f"acceptance AI {b['accept_ai']:.2f} vs human "
                                  f"{b['accept_human']:.2f} on {where}: a ratio with a zero is undefined; paired gap "
                                  f"{b['gap']:+.3f} [{b['gap_ci'][0]:+.3f}, {b['gap_ci'][1]:+.3f}]", source=SRC))
     else:
+        # judged by the paper's band alone: it lies wholly above parity (1.0, the ratio of a judge with no source
+        # bias), so an interval inside it is also beyond parity
+        ruling = verdicts.uninformative(blind) if blind else verdicts.value(
+            b["ratio"], paper=1.91, tol=0.5, tol_kind="abs", ci=b["ratio_ci"],
+            control=verdicts.control(SHAM, b["sham_ratio"], b["sham_ratio_ci"]))
         out.append(Claim(stmt, "1.91× (AI reviewer)", b["ratio"], unit="×", ci=b["ratio_ci"], kind=Kind.EMPIRICAL,
-                         source=SRC, ruling=verdicts.value(b["ratio"], paper=1.91, tol=0.5, tol_kind="abs",
-                                                           ci=b["ratio_ci"], chance=1.0),
-                         note=f"acceptance AI {b['accept_ai']:.2f} vs human {b['accept_human']:.2f}; paired gap "
-                              f"{b['gap']:+.3f} [{b['gap_ci'][0]:+.3f}, {b['gap_ci'][1]:+.3f}]; {where}. "
-                              "'chance' is no bias (1.0)."))
+                         source=SRC, ruling=ruling, replication=_pairs(n),
+                         falsifier="An acceptance ratio outside the paper's band (1.91× ± 0.5, wholly above parity) "
+                                   "fails it; which "
+                                   "twin SmolLM2 says Yes to more often is the pretrained model's own behaviour, not "
+                                   "set by our code (the threshold is fitted on other pairs, blind to the voice).",
+                         note=f"{calib}; acceptance AI {b['accept_ai']:.2f} vs human {b['accept_human']:.2f}; paired "
+                              f"gap {b['gap']:+.3f} [{b['gap_ci'][0]:+.3f}, {b['gap_ci'][1]:+.3f}]; ground-truth "
+                              f"accuracy {b['accuracy']:.2f}; {where}."))
     stmt = f"{MODEL_LABEL} as judge (plain prompt): its own source bias in log-prob, margin(AI) − margin(human)"
     auc = (f"; its margins separate truly good from bad items with AUROC {b['quality_auroc']:.2f} "
-           f"[{b['quality_auroc_ci'][0]:.2f}, {b['quality_auroc_ci'][1]:.2f}]" if "quality_auroc" in b else "")
+           f"[{b['quality_auroc_ci'][0]:.2f}, {b['quality_auroc_ci'][1]:.2f}] on the fresh items" if "quality_auroc"
+           in b else "")
     out.append(Claim(stmt, "AI reviewer prefers AI-written work (1.91×)", b["margin_gap"], unit="nats",
-                     ci=b["margin_gap_ci"], kind=Kind.EMPIRICAL, source=SRC,
+                     ci=b["margin_gap_ci"], kind=Kind.EMPIRICAL, source=SRC, replication=_pairs(n),
+                     falsifier="A log-prob margin no higher on the AI-voiced twin than on the human-voiced one "
+                               "(interval reaching 0 or below) fails it; the margins are the pretrained model's, "
+                               "and the twins differ only in the opening line.",
                      ruling=verdicts.direction(b["margin_gap"], b["margin_gap_ci"], expected_sign=1,
-                                               why="the paper reports an acceptance ratio, not log-probs"),
+                                               why="the paper reports an acceptance ratio, not log-probs",
+                                               control=verdicts.control(SHAM, b["sham_margin_gap"],
+                                                                        b["sham_margin_gap_ci"])),
                      note=f"threshold-free: log p(Yes) − log p(No) on the AI-voiced item minus on its human-voiced "
                           f"twin (same ratings), paired over {n} pairs; at a threshold accepting half the items the "
                           f"ratio is {b['ratio_at_median_threshold']:.2f}×{auc}."))
     c = res["challenger"]
-    stmt = (f"{MODEL_LABEL}: AI/human acceptance ratio of the judge in office after one replacement round "
-            "(adversarial objective)")
     swap = (f"challenger {c['prompt']} prompt at threshold {c['threshold']:+.2f} "
             f"({'replaced' if dec.replace else 'kept incumbent'}: BB {dec.challenger_bb:.3f} vs "
-            f"{dec.incumbent_bb:.3f}, anchor pairs right {dec.challenger[0]} vs {dec.incumbent[0]}); log-prob margin gap of the judge in office "
-            f"{a['margin_gap']:+.3f} [{a['margin_gap_ci'][0]:+.3f}, {a['margin_gap_ci'][1]:+.3f}] nats")
-    if a["ratio_ci"] is None or b["ratio_ci"] is None:
-        out.append(not_checkable(stmt, "1.91× → ≈1.0", f"{swap}; acceptance after: AI {a['accept_ai']:.2f} vs human "
-                                 f"{a['accept_human']:.2f} (before: {b['accept_ai']:.2f} vs {b['accept_human']:.2f}) "
-                                 f"on {where}: a ratio with a zero is undefined", source=SRC))
+            f"{dec.incumbent_bb:.3f}, anchor pairs right {dec.challenger[0]} vs {dec.incumbent[0]})")
+    round_note = swap
+    if dec.replace:  # a different judge in office: a new measurement (kept, it would repeat the claims above)
+        blind = _cannot_judge(disc["after"], f"{MODEL_LABEL} ({c['prompt']} prompt)")
+        stmt = (f"{MODEL_LABEL}: AI/human acceptance ratio of the judge in office after one replacement round "
+                "(adversarial objective)")
+        if a["ratio_ci"] is None or b["ratio_ci"] is None:
+            out.append(not_checkable(stmt, "1.91× → ≈1.0", f"{swap}; acceptance after: AI {a['accept_ai']:.2f} vs "
+                                     f"human {a['accept_human']:.2f} (before: {b['accept_ai']:.2f} vs "
+                                     f"{b['accept_human']:.2f}) on {where}: a ratio with a zero is undefined",
+                                     source=SRC))
+        else:
+            out.append(Claim(
+                stmt, "1.91× → ≈1.0", a["ratio"], unit="×", ci=a["ratio_ci"], kind=Kind.EMPIRICAL, source=SRC,
+                baseline=f"before the round: {b['ratio']:.2f}×", replication=_pairs(n),
+                falsifier="A ratio after the round outside the paper's band around parity fails it; the judge in "
+                          "office is picked on the anchor, which never sees the pairs measured here.",
+                ruling=_after_the_round(blind, a["ratio"], a["ratio_ci"], 1.0, 0.15, b["ratio"], b["ratio_ci"]),
+                note=f"{swap}; acceptance AI {a['accept_ai']:.2f} vs human {a['accept_human']:.2f}, paired gap "
+                     f"{a['gap']:+.3f} [{a['gap_ci'][0]:+.3f}, {a['gap_ci'][1]:+.3f}]; log-prob margin gap "
+                     f"{a['margin_gap']:+.3f} [{a['margin_gap_ci'][0]:+.3f}, {a['margin_gap_ci'][1]:+.3f}] nats; "
+                     f"{where}."))
+        out.append(Claim(
+            f"{MODEL_LABEL}: ground-truth accuracy of the judge in office after the round, on fresh pairs",
+            "~80% accuracy retained", a["accuracy"], ci=a["accuracy_ci"], kind=Kind.EMPIRICAL, source=SRC,
+            baseline=f"before the round: {b['accuracy']:.2f}", replication=_pairs(n),
+            falsifier="An accuracy outside the paper's band around 80% fails it; the truth is the world's threshold "
+                      "on the item's ratings, which the judge reads only as words.",
+            ruling=_after_the_round(blind, a["accuracy"], a["accuracy_ci"], 0.80, 0.05, b["accuracy"],
+                                    b["accuracy_ci"]),
+            note=f"{swap}; an item is right when its acceptance matches its truth; interval over pairs; {where}."))
     else:
-        toward = -1 if b["ratio"] > 1 else 1
-        out.append(Claim(stmt, "1.91× → ≈1.0", a["ratio"], unit="×", ci=a["ratio_ci"], kind=Kind.EMPIRICAL,
-                         source=SRC, baseline=f"before the round: {b['ratio']:.2f}×",
-                         ruling=verdicts.value(a["ratio"], paper=1.0, tol=0.15, tol_kind="abs", ci=a["ratio_ci"],
-                                               chance=b["ratio"], expected_sign=toward),
-                         note=f"{swap}; acceptance AI {a['accept_ai']:.2f} vs human {a['accept_human']:.2f}, paired "
-                              f"gap {a['gap']:+.3f} [{a['gap_ci'][0]:+.3f}, {a['gap_ci'][1]:+.3f}]; 'chance' is the "
-                              f"ratio before the round (direction = towards 1); {where}."))
-    ok_b, ok_a = res["anchor_ok"]["before"].astype(float), res["anchor_ok"]["after"].astype(float)
-    d, lo, hi = stats.paired_diff_ci(ok_a, ok_b)
-    out.append(Claim(f"{MODEL_LABEL}: anchor pair accuracy of the judge in office, after − before the round",
-                     "replacement only on strict anchor improvement; ~80% accuracy retained", d, ci=(lo, hi),
-                     kind=Kind.EMPIRICAL, source=SRC, baseline=f"incumbent: {ok_b.mean():.2f}",
-                     ruling=verdicts.direction(d, (lo, hi), expected_sign=1,
-                                               why="the paper reports no anchor-accuracy change for this round"),
-                     note=f"{ok_b.size} anchor pairs (a pair is right only if both items are); ground-truth "
-                          f"accuracy on the fresh items {b['accuracy']:.2f} → {a['accuracy']:.2f}."))
-    details = {"model": MODEL_LABEL, "before": b, "after": a, "incumbent": res["incumbent"],
-               "challengers": res["challengers"], "decision": asdict(dec), "after_judge": list(res["after"]),
-               "true_accept_rate": float(res["eval_truth"].mean())}
+        round_note = (f"{swap}: the judge in office after the round is the incumbent, so its ratio and accuracy are "
+                      "the ones measured before (no second claim)")
+    details = {"model": MODEL_LABEL, "before": b, "after": a, "incumbent": inc, "challengers": res["challengers"],
+               "decision": asdict(dec), "after_judge": list(res["after"]), "round": round_note,
+               "anchor_discrimination": disc, "true_accept_rate": float(res["eval_truth"].mean()),
+               "anchor_pairs_right": {k: int(v.sum()) for k, v in res["anchor_ok"].items()}}
     return out, details
 
 

@@ -24,10 +24,13 @@ from divelab.selfimprove.red_queen.rqgm import run as run_loop
 from divelab.selfimprove.red_queen.world_synthetic import SyntheticWorld
 
 SOURCE = "arXiv 2606.26294; week-in-review E178"
-ARMS = {  # name: (mode, adversarial, lenient anchor)
-    "fixed": ("fixed", False, False), "self_judge": ("self_judge", False, False),
-    "no_erasure": ("no_erasure", False, False), "rqgm": ("rqgm", False, False),
-    "rqgm_adversarial": ("rqgm", True, False), "rqgm_lenient_anchor": ("rqgm", False, True),
+ARMS = {  # name: (mode, adversarial, lenient anchor, anchor labels shuffled)
+    "fixed": ("fixed", False, False, False), "self_judge": ("self_judge", False, False, False),
+    "no_erasure": ("no_erasure", False, False, False), "rqgm": ("rqgm", False, False, False),
+    "rqgm_adversarial": ("rqgm", True, False, False), "rqgm_lenient_anchor": ("rqgm", False, True, False),
+    # the negative control of the method comparison: the anchor's labels permuted, so replacement cannot pick
+    # judges that are right more often
+    "rqgm_shuffled_anchor": ("rqgm", False, False, True),
 }
 LENIENT_SHIFT = 0.6  # the lenient anchor labels "good" from q > tau - 0.6
 
@@ -62,16 +65,20 @@ PLANS = {
 
 
 def run_arm(arm: str, seed: int, budget: int, eval_items: int) -> dict[str, Any]:
-    mode, adv, lenient = ARMS[arm]
+    mode, adv, lenient, shuffled = ARMS[arm]
     world = SyntheticWorld(seed=seed, adversarial=adv)
     if lenient:
         world.anchor_tau = world.tau - LENIENT_SHIFT
-    res = run_loop(world, RQGMConfig(budget=budget, mode=mode, adversarial=adv), seed=seed)
+    res = run_loop(world, RQGMConfig(budget=budget, mode=mode, adversarial=adv, shuffle_anchor=shuffled), seed=seed)
+    # a trivial baseline: the final answer picked uniformly from the same archive instead of by best-belief
+    nodes = res.archive.nodes
+    random_node = nodes[int(np.random.default_rng([seed, 29]).integers(len(nodes)))]
     pool = world.eval_items(eval_items)
     ws = world.writer_stats(res.final_writer, res.final_judge)
     frozen = world.writer_stats(res.final_writer, res.initial_judge)
     rhos = [r.spearman for r in res.replacements if r.spearman is not None]
-    return {"true_quality": ws["true_quality"], "judged_accept": ws["judged_accept"],
+    return {"true_quality": ws["true_quality"], "random_node_quality": world.true_quality(random_node.writer),
+            "judged_accept": ws["judged_accept"],
             "judged_accept_initial_judge": frozen["judged_accept"], "agreement": ws["judge_agreement"],
             "agreement_initial_judge": frozen["judge_agreement"], "judge": world.judge_stats(res.final_judge, pool),
             "replacements": len(res.replacements), "spearman": float(np.mean(rhos)) if rhos else None,
@@ -98,6 +105,7 @@ def lenient_anchor_judge_claims(results: dict[str, list[dict]], seed: int = 0) -
                          paper_value=f"everything hinges on anchor quality ({paper}; no number)", measured=d,
                          ci=(lo, hi), kind=Kind.PLANTED, source=SOURCE + " (limits)",
                          baseline=f"correct anchor: {_col(cor, 'judge', key).mean():.3f}",
+                         replication=_seeds(len(cor)),
                          ruling=verdicts.direction(d, (lo, hi), expected_sign=sign, why="the paper gives no number"),
                          note=f"lenient anchor: {_col(len_, 'judge', key).mean():.3f}; judges measured on fresh "
                               "AI and human items, labelled by the true threshold"))
@@ -108,6 +116,7 @@ def lenient_anchor_judge_claims(results: dict[str, list[dict]], seed: int = 0) -
     out.append(Claim(statement="lenient anchor minus correct anchor: the final judge's AI/human bias, |ratio − 1|",
                      paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
                      kind=Kind.PLANTED, source=SOURCE + " (limits)", unit="|AI/human acceptance ratio − 1|",
+                     replication=_seeds(len(cor)),
                      baseline=f"correct anchor: |ratio − 1| = {gap_cor.mean():.3f}",
                      ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no number"),
                      note=f"mean ratio {_col(len_, 'judge', 'ratio').mean():.2f} (lenient) vs "
@@ -138,7 +147,7 @@ def run(plan: Plan, seed: int) -> Reproduction:
                        "judge_accept_rate": float(np.mean(_col(rs, "judge", "accept_rate")))}
                             for a, rs in R.items()}}
     rep.claims += _claims_goodhart(R, init)
-    rep.claims += _claims_against_baselines(R, seed)
+    rep.claims += _claims_against_baselines(R, init, seed)
     rep.claims += _claims_adversarial_objective(R, init)
     rep.claims += _claims_less_strict(R, init)
     rep.claims += _claims_anchor(R, seed)
@@ -147,9 +156,13 @@ def run(plan: Plan, seed: int) -> Reproduction:
                    "rewards two 'hack' features, is over-strict, and its style weight is set so its AI/human "
                    "acceptance ratio is near the paper's 1.9x; so the Goodhart drop under that frozen judge, the "
                    "ratio falling to about 1 under the adversarial objective, the judge loosening, and the harm of a "
-                   "lenient anchor follow from what we built. In the program world the frozen test suite holds a "
-                   "wrong test that a constant stub passes, and the lenient anchor mislabels half-passing programs "
-                   "as good.")
+                   "lenient anchor follow from what we built, and how close the gamed acceptance gets to 100% is "
+                   "set by our item noise and effort budget. Re-ranking after a replacement is true by the set-up "
+                   "(both rankings score the same items, so any other judge reorders them). In the program world "
+                   "the frozen test suite holds a wrong test that a constant stub passes, and the lenient anchor "
+                   "mislabels half-passing programs as good. Empirical here: RQGM against the strongest alternative "
+                   "(in both worlds, beside a copy of RQGM whose anchor labels are shuffled) and SmolLM2's own "
+                   "behaviour as a judge.")
     # world 2: HumanEval programs, sandboxed
     program_claims, pw = reproduce_programs.program_world(plan.programs, seed)
     rep.claims += program_claims
@@ -171,32 +184,42 @@ def _run_arms(plan: Plan, seeds: list[int]) -> dict[str, list[dict]]:
 
 
 def _initial(plan: Plan, seeds: list[int]) -> dict[str, Any]:
-    """The initial writer (first seed's world) and the initial judge of every seed's world, before any search."""
-    w0 = SyntheticWorld(seed=seeds[0])
-    init_js = [SyntheticWorld(seed=s).judge_stats(SyntheticWorld(seed=s).initial_judge(),
-                                                  SyntheticWorld(seed=s).eval_items(plan.eval_items)) for s in seeds]
-    return {"writer": w0.writer_stats(w0.initial_writer(), w0.initial_judge()),
-            "ratio": np.array([j["ratio"] for j in init_js]), "accuracy": np.array([j["accuracy"] for j in init_js]),
-            "accept_rate": np.array([j["accept_rate"] for j in init_js])}
+    """The initial writer and judge of every seed's world, before any search: the writer's stats under the
+    initial judge, and the judge's on the fresh items the final judges are measured on (paired by seed)."""
+    worlds = [SyntheticWorld(seed=s) for s in seeds]
+    ws = [w.writer_stats(w.initial_writer(), w.initial_judge()) for w in worlds]
+    js = [w.judge_stats(w.initial_judge(), w.eval_items(plan.eval_items)) for w in worlds]
+    return {"writer": ws[0], "judged_accept": np.array([x["judged_accept"] for x in ws]),
+            "true_quality": np.array([x["true_quality"] for x in ws]),
+            "ratio": np.array([j["ratio"] for j in js]), "accuracy": np.array([j["accuracy"] for j in js]),
+            "accept_rate": np.array([j["accept_rate"] for j in js])}
+
+
+def _seeds(n: int) -> dict[str, Any]:
+    """The replication unit of the controlled world's claims: independent runs, one per seed (each seed is
+    one run of every arm, so comparisons are paired over seeds)."""
+    return {"unit": "seeds (one run of every arm each)", "n": int(n), "clustered_by": ""}
 
 
 def _claims_goodhart(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Claim]:
     """Goodhart under the frozen biased judge: acceptance rises, true quality falls, agreement is low."""
-    init_ws, tq0 = init["writer"], init["writer"]["true_quality"]
+    rep = _seeds(len(R["fixed"]))
     ja = _col(R["fixed"], "judged_accept")
     lo, hi = stats.mean_ci(ja)
+    rise, rlo, rhi = stats.paired_diff_ci(ja, init["judged_accept"])
     out = [Claim(statement="frozen biased judge: judged acceptance of the final writer", paper_value="100%",
-                 measured=float(ja.mean()), ci=(lo, hi), kind=Kind.BY_CONSTRUCTION, source=SOURCE + " (ablation)",
-                 baseline=f"initial writer: {init_ws['judged_accept']:.2f}",
-                 ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi),
-                                       chance=init_ws["judged_accept"]),
-                 note="'chance' here is the initial writer's acceptance: the direction is 'acceptance rose'. "
-                      "The search maximises this acceptance, so its rise is a prerequisite, not a finding.")]
+                 measured=float(ja.mean()), ci=(lo, hi), kind=Kind.PLANTED, source=SOURCE + " (ablation)",
+                 baseline=f"initial writer: {init['judged_accept'].mean():.2f}", replication=rep,
+                 ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.1, tol_kind="abs", ci=(lo, hi)),
+                 note=f"Rise over the initial writer under the same frozen judge, paired over seeds: {rise:+.3f} "
+                      f"[{rlo:+.3f}, {rhi:+.3f}]. The search maximises this acceptance, so the rise is by "
+                      "construction; how close it gets to 100% is set by our item noise and effort budget.")]
     tq = _col(R["fixed"], "true_quality")
-    d, lo, hi = stats.paired_diff_ci(tq, np.full(len(tq), tq0))
+    d, lo, hi = stats.paired_diff_ci(tq, init["true_quality"])
     out.append(Claim(statement="frozen biased judge: true quality of the final writer minus the initial writer's",
                      paper_value="anchor accuracy falls to 78.2% while acceptance is 100%", measured=d, ci=(lo, hi),
-                     kind=Kind.PLANTED, source=SOURCE, baseline=f"initial writer: {tq0:.2f}",
+                     kind=Kind.PLANTED, source=SOURCE, baseline=f"initial writer: {init['true_quality'].mean():.2f}",
+                     replication=rep,
                      ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper reports accuracy, not a "
                                                "quality drop; sizes are not comparable"),
                      note="True quality = P(an item of the writer truly deserves acceptance), exact."))
@@ -204,57 +227,76 @@ def _claims_goodhart(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Cla
     lo, hi = stats.mean_ci(ag)
     out.append(Claim(statement="frozen biased judge: its agreement with the truth on the final writer's items",
                      paper_value="78.2% anchor accuracy", measured=float(ag.mean()), ci=(lo, hi), kind=Kind.PLANTED,
-                     source=SOURCE, ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs",
-                                                          ci=(lo, hi)),
+                     source=SOURCE, replication=rep,
+                     ruling=verdicts.value(float(ag.mean()), paper=0.782, tol=0.1, tol_kind="abs", ci=(lo, hi)),
                      note="Our stand-in for the paper's anchor accuracy: how often the gamed judge is right on what "
                           "the writer now produces."))
     return out
 
 
-def _claims_against_baselines(R: dict[str, list[dict]], seed: int) -> list[Claim]:
+def _claims_against_baselines(R: dict[str, list[dict]], init: dict[str, Any], seed: int) -> list[Claim]:
     """Full RQGM against the strongest baseline, and how much replacement re-ranks the archive."""
     tq = {a: _col(R[a], "true_quality") for a in ARMS}
-    # one comparison against the strongest baseline measured (fixed judge, self-judging, and the erasure
-    # ablation), so "erasure is load-bearing" and "beats the baselines" are not counted twice
-    cmp = against_strongest(tq["rqgm"], {"fixed judge": tq["fixed"], "self-judging": tq["self_judge"],
-                                         "replacement without erasure": tq["no_erasure"]}, seed=seed)
-    out = [Claim(statement="full RQGM minus the strongest baseline (fixed judge, self-judging, replacement without "
-                           "erasure): true quality of the final writer at equal budget",
+    # one comparison against the strongest baseline measured (the trivial ones — no search, a random pick from
+    # RQGM's own archive — the fixed judge, self-judging and the erasure ablation), so "erasure is load-bearing"
+    # and "beats the baselines" are not counted twice
+    base = {"starting writer (no search)": init["true_quality"],
+            "random node of RQGM's archive": _col(R["rqgm"], "random_node_quality"),
+            "fixed judge": tq["fixed"], "self-judging": tq["self_judge"], "replacement without erasure": tq["no_erasure"]}
+    cmp = against_strongest(tq["rqgm"], base, seed=seed)
+    c, clo, chi = stats.paired_diff_ci(tq["rqgm_shuffled_anchor"], base[cmp.strongest], seed=seed)
+    out = [Claim(statement="full RQGM minus the strongest baseline (no search, random pick from the archive, fixed "
+                           "judge, self-judging, replacement without erasure): true quality of the final writer at "
+                           "equal budget",
                  paper_value="higher quality at equal budget (71.7% vs 69.9% Polyglot; 1.78–1.86× writer acceptance); "
                              "without selective erasure stale evidence accumulates",
                  measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
+                 replication=_seeds(len(tq["rqgm"])),
+                 falsifier="RQGM's final writer no better in true quality than the strongest alternative run on the "
+                           "same seeds and budget (interval reaching 0 or below) fails it; which arm wins is decided "
+                           "by the search, the anchor's decisions and the final pick, not set by a constant (the "
+                           "biased initial judge that all arms start from is ours).",
                  ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
-                                           why="the paper's numbers are on other tasks"),
-                 note=f"paired over {len(tq['rqgm'])} seeds (each seed is one run of every arm)")]
+                                           why="the paper's numbers are on other tasks",
+                                           control=verdicts.control("RQGM with the anchor's labels shuffled", c,
+                                                                    (clo, chi))),
+                 note=f"paired over {len(tq['rqgm'])} seeds (each seed is one run of every arm); negative control: "
+                      f"the same loop with the anchor's labels permuted, minus the same baseline.")]
     rh = np.array([r["spearman"] for r in R["rqgm"] if r["spearman"] is not None])
     if rh.size >= 2:
         lo, hi = stats.mean_ci(1 - rh)
         out.append(Claim(statement="replacement re-ranks the archive: 1 − Spearman ρ of node rankings before/after",
                          paper_value="ρ well below 1", measured=float(1 - rh.mean()), ci=(lo, hi),
-                         kind=Kind.EMPIRICAL, source=SOURCE,
+                         kind=Kind.BY_CONSTRUCTION, source=SOURCE, replication=_seeds(int(rh.size)),
                          ruling=verdicts.direction(float(1 - rh.mean()), (lo, hi), why="the paper gives no number"),
-                         note=f"mean ρ = {rh.mean():.2f} over {rh.size} seeds with a replacement."))
+                         note=f"mean ρ = {rh.mean():.2f} over {rh.size} seeds with a replacement. Both rankings score "
+                              "the same items, so any judge other than the incumbent gives ρ < 1: the sign is true "
+                              "by the set-up, and the size follows from our judge-mutation step."))
     return out
 
 
 def _claims_adversarial_objective(R: dict[str, list[dict]], init: dict[str, Any]) -> list[Claim]:
     """The adversarial objective equalises acceptance between sources and keeps the judge accurate."""
-    ra = _col(R["rqgm_adversarial"], "judge", "ratio")
+    rep = _seeds(len(R["rqgm_adversarial"]))
+    ra, rn = _col(R["rqgm_adversarial"], "judge", "ratio"), _col(R["rqgm"], "judge", "ratio")
     lo, hi = stats.mean_ci(ra)
+    d, dlo, dhi = stats.paired_diff_ci(ra, init["ratio"])
     out = [Claim(statement="adversarial objective: AI/human acceptance ratio of the final judge",
                  paper_value="1.91× (baseline reviewer) → similar rates", measured=float(ra.mean()), ci=(lo, hi),
-                 unit="×", kind=Kind.PLANTED, source=SOURCE,
-                 baseline=f"initial judge: {init['ratio'].mean():.2f}×; RQGM without the objective: "
-                          f"{_col(R['rqgm'], 'judge', 'ratio').mean():.2f}×",
+                 unit="×", kind=Kind.PLANTED, source=SOURCE, replication=rep,
+                 baseline=f"initial judge: {init['ratio'].mean():.2f}×; RQGM without the objective: {rn.mean():.2f}×",
                  ruling=verdicts.value(float(ra.mean()), paper=1.0, tol=0.15, tol_kind="abs", ci=(lo, hi),
-                                       chance=float(init["ratio"].mean()), expected_sign=-1),
-                 note="The initial judge's style weight was set so its ratio is near the paper's 1.9× "
-                      "(by construction); 'chance' is that initial ratio.")]
+                                       control=verdicts.control("RQGM without the adversarial objective",
+                                                                float(rn.mean()), stats.mean_ci(rn))),
+                 note=f"Change from the initial judge, paired over seeds: {d:+.3f} [{dlo:+.3f}, {dhi:+.3f}]. The "
+                      "initial judge's style weight was set so its ratio is near the paper's 1.9× (by "
+                      "construction), and the objective's judge edits learn from matched pairs that differ only in "
+                      "style.")]
     acc = _col(R["rqgm_adversarial"], "judge", "accuracy")
     lo, hi = stats.mean_ci(acc)
     out.append(Claim(statement="adversarial objective: ground-truth accuracy of the final judge",
                      paper_value="~80%", measured=float(acc.mean()), ci=(lo, hi), kind=Kind.PLANTED,
-                     source=SOURCE, baseline=f"initial judge: {init['accuracy'].mean():.2f}",
+                     source=SOURCE, baseline=f"initial judge: {init['accuracy'].mean():.2f}", replication=rep,
                      ruling=verdicts.value(float(acc.mean()), paper=0.80, tol=0.05, tol_kind="abs", ci=(lo, hi))))
     return out
 
@@ -265,7 +307,7 @@ def _claims_less_strict(R: dict[str, list[dict]], init: dict[str, Any]) -> list[
     da, alo, ahi = stats.paired_diff_ci(_col(R["rqgm"], "judge", "accuracy"), init["accuracy"])
     return [Claim(statement="the replaced grader is less strict: acceptance rate change (final − initial judge)",
                   paper_value="biggest gain from becoming less strict (+9% accuracy)", measured=d, ci=(lo, hi),
-                  kind=Kind.PLANTED, source=SOURCE,
+                  kind=Kind.PLANTED, source=SOURCE, replication=_seeds(len(R["rqgm"])),
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper gives no strictness number"),
                   note=f"accuracy change {da:+.3f} [{alo:+.3f}, {ahi:+.3f}] (paper +9%). The initial judge is "
                        "over-strict by construction; what is empirical is that search loosens it.")]
@@ -278,6 +320,7 @@ def _claims_anchor(R: dict[str, list[dict]], seed: int) -> list[Claim]:
     return [Claim(statement="lenient anchor minus correct anchor: true quality of the final writer",
                   paper_value="everything hinges on anchor quality (no number)", measured=d, ci=(lo, hi),
                   kind=Kind.PLANTED, source=SOURCE + " (limits)", baseline=f"correct anchor: {tq_cor.mean():.3f}",
+                  replication=_seeds(len(tq_cor)),
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number"),
                   note=f"lenient anchor labels items good from q > tau − {LENIENT_SHIFT}."),
             *lenient_anchor_judge_claims(R, seed)]

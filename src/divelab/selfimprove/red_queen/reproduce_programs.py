@@ -21,8 +21,11 @@ from divelab.selfimprove.red_queen.rqgm import RQGMConfig, run
 from divelab.selfimprove.red_queen.world_programs import Bench, ProgramWorld, build_bench
 
 SOURCE = "arXiv 2606.26294; week-in-review E178"
-ARMS = {"fixed": ("fixed", "strict"), "self_judge": ("self_judge", "strict"),
-        "no_erasure": ("no_erasure", "strict"), "rqgm": ("rqgm", "strict"), "rqgm_lenient_anchor": ("rqgm", "lenient")}
+ARMS = {"fixed": ("fixed", "strict", False), "self_judge": ("self_judge", "strict", False),
+        "no_erasure": ("no_erasure", "strict", False), "rqgm": ("rqgm", "strict", False),
+        "rqgm_lenient_anchor": ("rqgm", "lenient", False),
+        # the method comparison's negative control: the anchor's labels permuted across its programs
+        "rqgm_shuffled_anchor": ("rqgm", "strict", True)}  # name: (mode, anchor labels, anchor labels shuffled)
 # the alternatives the method is judged against (arm -> the name a claim records)
 BASELINES = {"fixed": "frozen weak suite", "self_judge": "self-judging", "no_erasure": "replacement without erasure"}
 # The bool-valued HumanEval tasks that can host the world (build_bench does not refuse them) and where no
@@ -52,12 +55,16 @@ class Plan:
 
 
 def run_arm(bench: Bench, arm: str, seed: int, budget: int) -> dict[str, Any]:
-    mode, anchor_mode = ARMS[arm]
+    mode, anchor_mode, shuffled = ARMS[arm]
     world = ProgramWorld(bench, seed=seed, anchor_mode=anchor_mode)
-    res = run(world, RQGMConfig(budget=budget, mode=mode), seed=seed)
+    res = run(world, RQGMConfig(budget=budget, mode=mode, shuffle_anchor=shuffled), seed=seed)
     w = res.final_writer
+    # a trivial baseline: the final program picked uniformly from the same archive instead of by best-belief
+    nodes = res.archive.nodes
+    random_node = nodes[int(np.random.default_rng([seed, 29]).integers(len(nodes)))]
     rhos = [r.spearman for r in res.replacements if r.spearman is not None]
-    return {"true_quality": world.true_quality(w), "correct": float(bench.quality(w, "all") == 1.0),
+    return {"true_quality": world.true_quality(w), "random_node_quality": world.true_quality(random_node.writer),
+            "correct": float(bench.quality(w, "all") == 1.0),
             "stub": float(bench.programs[w].origin == "stub"),
             "judged_accept": world.judged_accept(w, res.final_judge),
             "judged_accept_initial_judge": world.judged_accept(w, res.initial_judge),
@@ -97,43 +104,58 @@ def program_world(plan: Plan, seed: int = 0) -> tuple[list[Claim], dict[str, Any
     out = []
     # seeds within a task share its bench and its hidden tests: intervals resample whole tasks
     task_of = np.repeat(m["tasks"], len(m["seeds"]))
+    rep = {"unit": "runs (task × seed)", "n": int(n), "clustered_by": "HumanEval tasks"}
     ja = _col(R["fixed"], "judged_accept")
-    lo, hi = stats.mean_ci(ja)
-    chance = float(np.mean(m["initial_judged_accept"]))
+    _, lo, hi = stats.cluster_diff_ci(ja, np.zeros_like(ja), task_of, seed=seed)  # the mean, tasks resampled
+    start = float(np.mean(m["initial_judged_accept"]))
+    rise, rlo, rhi = stats.cluster_diff_ci(ja, m["initial_judged_accept"], task_of, seed=seed)
     out.append(Claim(statement="program world, frozen weak test suite: judged acceptance (suite pass rate) of the "
                             "final program", paper_value="100%", measured=float(ja.mean()), ci=(lo, hi),
-                  kind=Kind.PLANTED, source=src,
-                  baseline=f"seeded buggy writer: {chance:.2f}; canonical solution: "
+                  kind=Kind.PLANTED, source=src, replication=rep,
+                  baseline=f"seeded buggy writer: {start:.2f}; canonical solution: "
                            f"{np.mean(m['canonical_accept_weak_suite']):.2f}",
-                  ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.05, tol_kind="abs", ci=(lo, hi),
-                                        chance=chance),
-                  note=f"share of final programs that are `return c` stubs: {_col(R['fixed'], 'stub').mean():.2f}. "
-                       "The suite is weak by construction (it holds a wrong test a stub passes); what is "
-                       "empirical is that search finds the hack."))
+                  ruling=verdicts.value(float(ja.mean()), paper=1.0, tol=0.05, tol_kind="abs", ci=(lo, hi)),
+                  note=f"share of final programs that are `return c` stubs: {_col(R['fixed'], 'stub').mean():.2f}; "
+                       f"rise over the seeded buggy writer under the same suite {rise:+.3f} [{rlo:+.3f}, {rhi:+.3f}] "
+                       "(cluster bootstrap over tasks). The suite is weak by construction (it holds a wrong test a "
+                       "stub passes) and the search maximises its pass rate; what is empirical is that search finds "
+                       "the hack."))
     d, lo, hi = stats.cluster_diff_ci(tq["fixed"], m["initial_true_quality"], task_of, seed=seed)
     out.append(Claim(statement="program world, frozen weak suite: hidden-test pass rate of the final program minus the "
                             "seeded buggy writer's", paper_value="anchor accuracy falls (78.2%) while acceptance is 100%",
-                  measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src,
+                  measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src, replication=rep,
                   baseline=f"seeded buggy writer: {np.mean(m['initial_true_quality']):.3f}",
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1,
                                             why="the paper reports accuracy on other tasks; sizes not comparable"),
                   note="True quality = pass rate on the official HumanEval tests outside the anchor slice."))
-    # one comparison against the strongest alternative measured in this run (the frozen weak suite,
-    # self-judging, and the erasure ablation), so erasure and "beats the baselines" are not counted twice
-    cmp = against_strongest(tq["rqgm"], {name: tq[arm] for arm, name in BASELINES.items()},
-                            clusters=task_of, seed=seed)
-    strongest_arm = next(arm for arm, name in BASELINES.items() if name == cmp.strongest)
+    # one comparison against the strongest alternative measured in this run (the trivial ones — the seeded writer
+    # with no search, a random pick from RQGM's own archive — the frozen weak suite, self-judging, and the erasure
+    # ablation), so erasure and "beats the baselines" are not counted twice
+    base = {"seeded buggy writer (no search)": m["initial_true_quality"],
+            "random node of RQGM's archive": _col(R["rqgm"], "random_node_quality"),
+            **{name: tq[arm] for arm, name in BASELINES.items()}}
+    cmp = against_strongest(tq["rqgm"], base, clusters=task_of, seed=seed)
+    ctl, clo, chi = stats.cluster_diff_ci(tq["rqgm_shuffled_anchor"], base[cmp.strongest], task_of, seed=seed)
     # power: the task is the independent unit, so the spread that matters is that of the per-task mean gaps
-    per_task = np.array([np.mean(tq["rqgm"][task_of == t] - tq[strongest_arm][task_of == t]) for t in m["tasks"]])
+    per_task = np.array([np.mean(tq["rqgm"][task_of == t] - base[cmp.strongest][task_of == t]) for t in m["tasks"]])
     sd_task = float(per_task.std(ddof=1)) if per_task.size > 1 else 0.0
-    out.append(Claim(statement="program world: full RQGM minus the strongest alternative (frozen weak suite, "
-                            "self-judging, replacement without erasure), hidden-test pass rate at equal budget",
+    out.append(Claim(statement="program world: full RQGM minus the strongest alternative (no search, random pick from "
+                            "the archive, frozen weak suite, self-judging, replacement without erasure), hidden-test "
+                            "pass rate at equal budget",
                   paper_value="higher quality at equal budget; without selective erasure stale evidence accumulates",
                   measured=cmp.effect, ci=cmp.ci, kind=Kind.EMPIRICAL, source=src, **cmp.claim_fields(),
+                  replication=rep,
+                  falsifier="RQGM's final program passing no more official hidden tests than the strongest alternative "
+                            "on the same tasks, seeds and budget (interval reaching 0 or below) fails it; the hidden "
+                            "tests are HumanEval's own, so the pass rates are not set by our constants (the weak "
+                            "suite and the stubs the search may find are ours).",
                   ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1,
-                                            why="the paper's numbers are on other tasks"),
+                                            why="the paper's numbers are on other tasks",
+                                            control=verdicts.control("RQGM with the anchor's labels shuffled", ctl,
+                                                                     (clo, chi))),
                   note=f"against {cmp.strongest}; {len(m['tasks'])} tasks × {len(m['seeds'])} runs per task and arm, "
-                       f"cluster bootstrap over tasks (stats.cluster_diff_ci). Power: sd of the per-task mean gap "
+                       f"cluster bootstrap over tasks (stats.cluster_diff_ci); negative control: the same loop with the "
+                       f"anchor's labels permuted, minus the same baseline. Power: sd of the per-task mean gap "
                        f"{sd_task:.3f} over {len(m['tasks'])} tasks gives a minimum detectable effect (80%, alpha "
                        f"0.05) of {stats.mde_two_sample(sd_task, len(m['tasks'])):.3f}; the paper's own gap (71.7 vs "
                        f"69.9 on Polyglot) is on other tasks. Share correct on all hidden tests: RQGM "
@@ -148,7 +170,7 @@ def program_world(plan: Plan, seed: int = 0) -> tuple[list[Claim], dict[str, Any
     d, lo, hi = stats.cluster_diff_ci(tq["rqgm_lenient_anchor"], tq["rqgm"], task_of, seed=seed)
     out.append(Claim(statement="program world: lenient anchor (good = passes half the held-out slice) minus strict "
                             "anchor, hidden-test pass rate", paper_value="everything hinges on anchor quality (no number)",
-                  measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src + " (limits)",
+                  measured=d, ci=(lo, hi), kind=Kind.PLANTED, source=src + " (limits)", replication=rep,
                   baseline=f"strict anchor: {tq['rqgm'].mean():.3f}",
                   ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number")))
     arms = {a: {k: float(np.mean(_col(rs, k))) for k in ("true_quality", "correct", "stub", "judged_accept",
@@ -157,4 +179,4 @@ def program_world(plan: Plan, seed: int = 0) -> tuple[list[Claim], dict[str, Any
             for a, rs in R.items()}
     return out, {"tasks": m["tasks"], "units": n, "programs": m["programs"],
                   "pool_tests": m["pool_tests"], "initial_true_quality": float(np.mean(m["initial_true_quality"])),
-                  "initial_judged_accept": chance, "arms": arms}
+                  "initial_judged_accept": float(np.mean(m["initial_judged_accept"])), "arms": arms}

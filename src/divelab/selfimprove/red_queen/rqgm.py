@@ -44,6 +44,8 @@ class RQGMConfig:
     first_checkpoint: int = 8
     rho: float = 2.0
     rank_items: int = 24  # items per node for the pre/post replacement ranking
+    shuffle_anchor: bool = False  # negative control: the anchor's labels permuted across its tasks
+
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -70,6 +72,17 @@ def check_anchor(anchor: list[Task]) -> dict[bool, int]:
             f"judge that calls everything {only} scores perfectly on it; an anchor needs items of both labels "
             "(make it stricter or more lenient, or draw more items)")
     return counts
+
+
+def shuffled_labels(anchor: list[Task], seed: int) -> list[Task]:
+    """The anchor with its labels permuted across tasks (task i takes the labels of task perm[i]): the same
+    items and the same label counts, but labels no longer tied to the items' truth. A negative control: with
+    it, replacement on the anchor can no longer pick judges that are right more often."""
+    perm = np.random.default_rng([seed, 23]).permutation(len(anchor))
+    labels = [[y for _, y in anchor[k]] for k in perm]
+    if any(len(a) != len(b) for a, b in zip(anchor, labels, strict=True)):
+        raise ValueError("shuffled_labels needs anchor tasks of one size (single items or matched pairs)")
+    return [[(x, y) for (x, _), y in zip(task, ys, strict=True)] for task, ys in zip(anchor, labels, strict=True)]
 
 
 def judge_score(world: World, judge: Any, tasks: list[Task]) -> tuple[int, int]:
@@ -118,6 +131,8 @@ def run(world: World, cfg: RQGMConfig, seed: int = 0) -> RunResult:
     marks = checkpoints(cfg.budget, cfg.first_checkpoint, cfg.rho)
     res = RunResult(archive, 0, None, None, incumbent, marks)
     anchor = world.anchor(cfg.adversarial)
+    if cfg.shuffle_anchor:
+        anchor = shuffled_labels(anchor, seed)
     if cfg.mode in ("rqgm", "no_erasure"):  # the modes that replace judges on the anchor
         check_anchor(anchor)
     epoch = 0
