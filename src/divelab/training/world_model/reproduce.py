@@ -356,6 +356,10 @@ def _claims_outcome(wm: WorldModel, outcome: OutcomeModel, w: dict[str, Any], de
     # heads are fitted on the same labels; a game that can be lost would tell them apart
     lost = sum(t.done and t.reward <= 0 for t in w["train_u"] + w["test_u"])
     for k, name in (("reward", "win (reward)"), ("done", "episode-end (terminal)")):
+        if k == "done" and lost == 0:
+            # every logged end is a win: the terminal decisions are the win decisions again (kept in details);
+            # one measurement, one claim
+            continue
         c, b = heads[k], token[k]
         true_pos, pred_pos = c["tp"] + c["fn"], c["tp"] + c["fp"]
         # chance: a decision that ignores its input, saying "yes" as often as the heads do, has
@@ -381,7 +385,9 @@ def _claims_outcome(wm: WorldModel, outcome: OutcomeModel, w: dict[str, Any], de
             claims.append(Claim(measured=c["tp"] / den, ci=(lo, hi), **common,
                                 ruling=verdicts.value(c["tp"] / den, ci=(lo, hi), chance=chance,
                                                       why="the paper reports no reward or terminal precision "
-                                                          "or recall")))
+                                                          "or recall",
+                                                      chance_why=f"the expected {metric} of a decision that ignores "
+                                                                 "its input and says yes as often as the heads")))
     return claims
 
 
