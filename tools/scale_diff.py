@@ -66,6 +66,12 @@ def code_since(key: str, rep) -> str:
     own = [p.removeprefix(package + "/") for p in changed if p.startswith(package + "/")]
     engines = [p.removeprefix("src/") for p in changed if not p.startswith(package + "/")]
     state = f"run at {commit}{' (uncommitted changes)' if dirty else ''}"
+    if dirty and "uncommitted" in rep.environment:
+        # the run named the files that differed: edits elsewhere in the tree do not touch what this system runs
+        edited = str(rep.environment["uncommitted"]).split()
+        mine = [p for p in edited if p.startswith(package + "/") or p in shared]
+        state = (f"run at {commit} (uncommitted changes in its code: {', '.join(mine)})" if mine else
+                 f"run at {commit} (other files were being edited; none of them is code it runs)")
     if not changed:
         return f"Code: {state}; `{package}` and the {len(shared)} shared files it imports unchanged since."
     parts = ([f"in `{package}`: " + ", ".join(own)] if own else []) + (

@@ -335,7 +335,23 @@ def environment_facts() -> dict[str, str]:
     commit = _source_commit()
     if commit:
         facts["commit"] = commit
+        if commit.endswith("+dirty"):
+            # which files differed: a result stands for its commit when none of them is code the system runs
+            facts["uncommitted"] = " ".join(_uncommitted_files())
     return facts
+
+
+def _uncommitted_files() -> list[str]:
+    """The source files (paths from the repository root) that differ from the commit, or are new."""
+    import subprocess
+
+    src = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                             text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted(line[3:].split(" -> ")[-1].strip('"') for line in out.splitlines() if len(line) > 3)
 
 
 def _source_commit() -> str:

@@ -14,6 +14,10 @@ def test_a_result_records_the_load_and_the_commit_it_ran_from(monkeypatch):
     assert re.fullmatch(r"[0-9a-f]{12}(\+dirty)?", facts["commit"])
     monkeypatch.setattr(claims, "_source_commit", lambda: "")  # an installed package outside a checkout
     assert "commit" not in claims.environment_facts()
+    # a dirty checkout names the files that differ, so a reader can tell whether they are code the run used
+    monkeypatch.setattr(claims, "_source_commit", lambda: "a" * 12 + "+dirty")
+    monkeypatch.setattr(claims, "_uncommitted_files", lambda: ["src/divelab/x.py", "src/divelab/y.py"])
+    assert claims.environment_facts()["uncommitted"] == "src/divelab/x.py src/divelab/y.py"
 
 
 def test_the_runner_records_the_load_at_the_end_of_a_run(fake_system):

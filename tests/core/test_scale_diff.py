@@ -36,6 +36,17 @@ def test_head_commit_is_unchanged_and_dirty_is_said():
     assert "uncommitted changes" in scale_diff.code_since("g2po", _rep(head + "+dirty"))
 
 
+def test_edits_elsewhere_in_the_tree_do_not_make_a_run_stale_but_edits_in_its_code_do():
+    head = _git("rev-parse", "--short=12", "HEAD").stdout.strip()
+    rep = _rep(head + "+dirty")
+    rep.environment["uncommitted"] = "src/divelab/science/autocog/reproduce.py"  # not code g2po runs
+    said = scale_diff.code_since("g2po", rep)
+    assert "unchanged since" in said and "uncommitted" not in said
+    rep.environment["uncommitted"] = "src/divelab/training/g2po/setup.py src/divelab/verdicts.py"
+    said = scale_diff.code_since("g2po", rep)
+    assert "uncommitted changes in its code: src/divelab/training/g2po/setup.py, src/divelab/verdicts.py" in said
+
+
 def test_a_commit_before_a_change_lists_the_changed_files():
     # the first commit that touched g2po's setup.py: its parent predates that file's current content
     first = _git("log", "--format=%h", "--reverse", "--", "src/divelab/training/g2po/setup.py").stdout.split()[0]

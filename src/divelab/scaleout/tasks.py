@@ -180,7 +180,7 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
     # a reproduction records its environment when it builds its Reproduction, which some do only after hours of
     # work; the source commit and the load are taken here, as the run starts, so a commit landed meanwhile is not
     # credited with the run
-    at_start = {k: v for k, v in environment_facts().items() if k in ("commit", "load_1_5_15_min")}
+    at_start = {k: v for k, v in environment_facts().items() if k in ("commit", "uncommitted", "load_1_5_15_min")}
     t0 = time.perf_counter()
     # stages (divelab.stages) report progress, and at full resume from the cache after a kill
     with run_context(module.rsplit(".", 1)[-1], module, scale, plans.to_dict(plan), seed,
@@ -192,6 +192,7 @@ def run_reproduction(module: str, scale: str, seed: int, sets: dict[str, str] | 
                 rep = mod.run(plan, seed)
     rep.runtime_s = time.perf_counter() - t0
     rep.environment.pop("commit", None)  # a checkout that is not a git repository records none
+    rep.environment.pop("uncommitted", None)
     rep.environment.update(at_start)
     # the load when the run began is in environment_facts; at the end the 15-minute figure covers most of a run
     rep.environment["load_1_5_15_min_at_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
