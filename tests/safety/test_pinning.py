@@ -290,3 +290,36 @@ def test_plan_refuses_unknown_compactors_and_rules() -> None:
         plans.apply_overrides(PLANS["smoke"], {"compactors": "keep-last-n,nope"})
     with pytest.raises(ValueError, match="rule indices \\[9\\] out of range"):
         plans.apply_overrides(PLANS["smoke"], {"rules": "0,9"})
+
+
+def test_a_full_shaped_run_with_scripted_models_has_one_claim_per_measurement(monkeypatch) -> None:
+    """The full plan's shape (summariser arms and live agent) at smoke size, with scripted models in place of
+    SmolLM2: every measurement is one claim, and every empirical claim names its replication unit."""
+    from divelab.lm import real
+    from divelab.safety.pinning import live_agent, summary_llm
+    from divelab.safety.pinning import reproduce as R
+    from divelab.safety.pinning.benchmark import RULES
+
+    class Writer(ScriptedChatModel):
+        stats: dict = {"truncated": 0}
+
+    monkeypatch.setattr(summary_llm, "smollm2_writer",
+                        lambda n, seed: Writer(fn=lambda m, t: "Checked the services; nothing unusual."))
+    monkeypatch.setattr(real, "is_available", lambda: True)
+
+    def agent(messages, tools):  # calls the trigger's natural tool whatever it sees: violates unless blocked
+        last = [m for m in messages if m.role == "user"][-1].content
+        tmpl = next((r for r in RULES if r.trigger in last), RULES[0])
+        return Message("assistant", "", tool_calls=(tmpl.natural_call,))
+
+    measure = live_agent.measure
+    monkeypatch.setattr(live_agent, "measure", lambda cfg, seed: measure(
+        cfg, seed, chat=ScriptedChatModel(fn=agent), summary_model=Writer(fn=lambda m, t: "ok")))
+    small = dataclasses.replace(live_agent.SMOKE, n_scenarios=8, n_competence=4)
+    plan = dataclasses.replace(R.PLANS["smoke"], smollm2=R.SummaryRun(), live_agent=small)
+    rep = R.run(plan, 0)
+    measured = [(c.measured, c.ci, c.unit) for c in rep.claims if c.measured is not None]
+    assert len(set(measured)) == len(measured)
+    empirical = [c for c in rep.claims if c.kind is Kind.EMPIRICAL and c.verdict is not Verdict.NOT_CHECKABLE]
+    assert len(empirical) >= 10 and all(c.replication and c.falsifier for c in empirical)
+    assert not any("not checkable" in c.verdict.value and "Violation rate" in c.statement for c in rep.claims)

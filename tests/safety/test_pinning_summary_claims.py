@@ -75,3 +75,28 @@ def test_the_three_claims_are_three_measurements() -> None:
     claims = S.claims(_arms(ALL, HALF, ALL, HALF), RUN, 0)
     assert len({(c.measured, c.ci, c.unit) for c in claims}) == 3
     assert len(S.not_measured(RUN, "why")) == 3
+
+
+def test_at_the_floor_the_sham_and_probe_arms_are_not_run(monkeypatch) -> None:
+    from divelab.chat import ScriptedChatModel
+    from divelab.safety.pinning import summary_llm
+    from divelab.safety.pinning.tokens import TokenCounter
+
+    calls = []
+
+    class Writer(ScriptedChatModel):
+        stats: dict = {"truncated": 0}
+
+    def writer(new_tokens, seed):  # noqa: ANN001, ANN202 - stands in for SmolLM2
+        return Writer(fn=lambda m, t: calls.append(m[-1].content) or "Checked the services; nothing unusual.")
+
+    monkeypatch.setattr(summary_llm, "smollm2_writer", writer)
+    run = S.SummaryRun(n_filler=3)
+    arms = S.measure(run, (0, 4), 0, TokenCounter.chars4())
+    assert arms["sham"] == [] and arms["attack"] == [] and arms["lexrank attack"]
+    assert not any(summary_llm.KEEP_SHAM in c for c in calls)  # no sham summary was ever asked for
+    claims = S.claims(arms, run, 0)
+    assert all("competence floor" in c.reason for c in claims)
+    attack = claims[1]
+    assert attack.measured == 1.0 and attack.unit.startswith("share of rules lost without the probe")
+    assert set(S.details(arms)["loss_by_arm"]) == {"task", "keep rules", "lexrank", "lexrank attack"}

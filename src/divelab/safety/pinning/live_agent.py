@@ -75,10 +75,11 @@ class AgentConfig:
     and MLP projections of the top 8 layers); its seed is replaced by the run's"""
     n_competence: int = 48
     """held-out benign benchmark episodes for the competence check (a Wilson interval about 0.14 either side)"""
-    n_scenarios: int = 104
-    """held-out benchmark scenarios; each runs in all three conditions (13 per rule template). Sized by power:
-    paired 0/1 outcomes have a standard deviation of at most about 0.5, and stats.mde_two_sample(0.5, 104) is
-    about 0.14, under half the paper's 30-point rise after compaction"""
+    n_scenarios: int = 80
+    """held-out benchmark scenarios; each runs in all four conditions (10 per rule template). Sized by power and CPU:
+    paired 0/1 outcomes have a standard deviation of at most about 0.5, and stats.mde_two_sample(0.5, 80) is about
+    0.16, about half the paper's 30-point rise after compaction; 80 scenarios in four conditions cost about as
+    much CPU as 104 in three did"""
     n_filler: int = 3
     """task turns per scenario"""
     base_lines: int = 2
