@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from divelab.science.autocog.metrics import pair_rates
-from divelab.science.autocog.simulate import ChoiceModel, simulate, static_prob_a
+from divelab.science.autocog.simulate import ChoiceModel, Data, simulate, static_prob_a
 from divelab.science.autocog.strategies import STRATEGIES
 from divelab.science.autocog.task import Design, Task, candidate_pool
 
@@ -41,10 +41,14 @@ def probe_design(task: Task = Task(), n_pairs: int = 16) -> Design:
     return Design.from_arrays(task, pool[chosen], n_trials=96, label="probe")
 
 
-def features(model: ChoiceModel, task: Task = Task(), seed: int = 0) -> np.ndarray:
-    d = simulate(model, probe_design(task), N_PROBE, np.random.default_rng(seed))
+def data_features(d: Data) -> np.ndarray:
+    """What recovery compares: the pooled choice rate on every pair, and the repeat rate (weighted 2)."""
     rep = (d.chose_left[:, 1:] == d.chose_left[:, :-1]).mean()
     return np.r_[pair_rates(d), 2.0 * rep]
+
+
+def features(model: ChoiceModel, task: Task = Task(), seed: int = 0) -> np.ndarray:
+    return data_features(simulate(model, probe_design(task), N_PROBE, np.random.default_rng(seed)))
 
 
 @lru_cache(maxsize=64)
