@@ -85,3 +85,22 @@ def test_a_full_run_records_its_stages_and_a_second_one_loads_them(tmp_path, mon
     assert all(s["cached"] for s in again.details["stages"])
     assert [(c.statement, c.measured, c.ci) for c in again.claims] == [
         (c.statement, c.measured, c.ci) for c in first.claims]
+
+
+def test_study_differences_are_clustered_by_seed() -> None:
+    """Units of one seed share the memories that seed built: the interval resamples whole seeds, so a
+    difference that is the same within each seed but flips between seeds is not separated from zero."""
+    from divelab.selfimprove.metis.agent import Outcome
+    from divelab.selfimprove.metis.reproduce import _paired, _replication
+    from divelab.selfimprove.metis.study import SeedResult
+
+    def seed(a_won: bool, b_won: bool, n: int = 10) -> SeedResult:
+        r = SeedResult()
+        r.outcomes["recurring"] = {"a": [Outcome(a_won, 1, 1, 1) for _ in range(n)],
+                                   "none": [Outcome(b_won, 1, 1, 1) for _ in range(n)]}
+        return r
+
+    results = [seed(True, False), seed(False, True), seed(True, False), seed(False, True)]
+    d, lo, hi = _paired(results, "recurring", "a", "none")
+    assert d == 0 and lo < -0.4 and hi > 0.4  # pairs within a seed would give a zero-width interval here
+    assert _replication(results, "recurring") == {"unit": "(seed, test task) pairs", "n": 40, "clustered_by": "seed"}

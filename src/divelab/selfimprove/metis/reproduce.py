@@ -64,8 +64,19 @@ def _arr(results: list[SeedResult], wl: str, arm: str, field: str) -> np.ndarray
     return np.array([float(getattr(o, field)) for r in results for o in r.outcomes[wl][arm]])
 
 
+def _seeds(results: list[SeedResult], wl: str, arm: str) -> list[int]:
+    """Each unit's seed (its cluster: the units of one seed share the memories that seed built)."""
+    return [s for s, r in enumerate(results) for _ in r.outcomes[wl][arm]]
+
+
 def _paired(results: list[SeedResult], wl: str, a: str, b: str, field: str = "won") -> tuple[float, float, float]:
-    return stats.paired_diff_ci(_arr(results, wl, a, field), _arr(results, wl, b, field))
+    """Mean paired difference a - b over (seed, task) units, the interval from a bootstrap over whole seeds."""
+    return stats.cluster_diff_ci(_arr(results, wl, a, field), _arr(results, wl, b, field), _seeds(results, wl, a))
+
+
+def _replication(results: list[SeedResult], wl: str) -> dict[str, Any]:
+    return {"unit": "(seed, test task) pairs", "n": sum(len(r.outcomes[wl]["none"]) for r in results),
+            "clustered_by": "seed"}
 
 
 # What the study's own set-up writes into the outcomes (shown with every run).
@@ -75,7 +86,8 @@ PLANTED = ("The test agents are our heuristic programs: they follow a memory's p
            "unvalidated, eager or ungated tools measures those injected bugs; the shifted worlds change exactly "
            "what a recorded tool hard-codes (directions, containers, a door, the key), while text advice is "
            "filtered to admissible moves by the harness. Execution cost is our word-count model of what an LLM "
-           "agent would read.")
+           "agent would read. In the SmolLM2 run, the harness plays the Metis memory's admissible plan steps "
+           "itself, so that memory's gain under the model is the rule-distilled plans', not the model's.")
 
 
 def _table(results: list[SeedResult]) -> dict[str, Any]:
@@ -130,6 +142,7 @@ def _claims_text_vs_code(results: list[SeedResult], table: dict[str, Any], runs:
     d, lo, hi = _paired(results, "novel", "code", "none")
     collapse = Claim(
         statement="novel tasks: code-only memory vs no memory (success difference)",
+        replication=_replication(results, "novel"),
         paper_value="−22 points (streaming); 53% vs 63% in one setting", measured=d, ci=(lo, hi), unit="success",
         kind=Kind.PLANTED, source=SOURCE, baseline=f"no memory: {table['novel/none']['success']:.2f}",
         ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, paper=-0.22, tol=0.11, tol_kind="abs",
@@ -140,6 +153,7 @@ def _claims_text_vs_code(results: list[SeedResult], table: dict[str, Any], runs:
     d, lo, hi = _paired(results, "novel", "text", "code")
     transfer = Claim(
         statement="novel tasks: text memory transfers better than code memory (success difference)",
+        replication=_replication(results, "novel"),
         paper_value="text transfers better to unseen tasks (no number)", measured=d, ci=(lo, hi), unit="success",
         kind=Kind.PLANTED, source=SOURCE, baseline=f"code memory: {table['novel/code']['success']:.2f}",
         ruling=verdicts.direction(d, (lo, hi), expected_sign=1, why="the paper states the direction only",
@@ -148,6 +162,7 @@ def _claims_text_vs_code(results: list[SeedResult], table: dict[str, Any], runs:
     d, lo, hi = _paired(results, "recurring", "code", "text", "context_words")
     cheaper = Claim(
         statement="recurring tasks: code memory is cheaper to run than text memory (words read per task)",
+        replication=_replication(results, "recurring"),
         paper_value="code efficient to run, text costlier (no number)", measured=d, ci=(lo, hi), unit="words",
         kind=Kind.BY_CONSTRUCTION, source=SOURCE,
         baseline=f"text memory: {table['recurring/text']['context_words']:.0f}",
@@ -163,12 +178,14 @@ def _claims_metis_vs_baselines(results: list[SeedResult], table: dict[str, Any],
     strongest: the paper's +20.6% is against ReAct (no memory), the review's +0.6 points against text."""
     others = ("none", "text", "code")
     cmp = against_strongest(_arr(results, "recurring", "metis", "won"),
-                            {a: _arr(results, "recurring", a, "won") for a in others}, better="higher", seed=seed)
+                            {a: _arr(results, "recurring", a, "won") for a in others}, better="higher",
+                            clusters=_seeds(results, "recurring", "metis"), seed=seed)
     paper_vs = {"none": 0.206, "text": 0.006}  # the review's +0.6 points is unverified
     success = Claim(
         statement=f"recurring tasks: Metis vs the strongest baseline ({cmp.strongest}) (success difference)",
         paper_value="up to +20.6% accuracy vs ReAct (AppWorld); 66.1 vs 65.5 vs text only [review, unverified]",
         measured=cmp.effect, ci=cmp.ci, unit="success", kind=Kind.PLANTED, source=SOURCE,
+        replication=_replication(results, "recurring"),
         baseline=", ".join(f"{a}: {table[f'recurring/{a}']['success']:.2f}" for a in others),
         ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1, paper=paper_vs.get(cmp.strongest),
                                   tol=0.03 if cmp.strongest == "text" else 0.1, tol_kind="abs",
@@ -177,7 +194,7 @@ def _claims_metis_vs_baselines(results: list[SeedResult], table: dict[str, Any],
         **cmp.claim_fields())
     cost = against_strongest(_arr(results, "recurring", "metis", "context_words"),
                              {a: _arr(results, "recurring", a, "context_words") for a in others}, better="lower",
-                             seed=seed)
+                             clusters=_seeds(results, "recurring", "metis"), seed=seed)
     base = _arr(results, "recurring", cost.strongest, "context_words").mean()
     rel, rlo, rhi = cost.effect / base, cost.ci[0] / base, cost.ci[1] / base
     dc, clo, chi = _paired(results, "recurring", "metis", "none", "context_words")
@@ -215,6 +232,7 @@ def _claims_eager(results: list[SeedResult], table: dict[str, Any], cfg: StudyCo
     d2, lo2, hi2 = _paired(results, "novel", "eager", "metis")
     out.append(Claim(
         statement="Eager vs the gate: success difference (recurring workload)",
+        replication=_replication(results, "recurring"),
         paper_value="lower score", measured=d, ci=(lo, hi), unit="success", kind=Kind.PLANTED, source=SOURCE,
         baseline=f"gate k={cfg.k}: {table['recurring/metis']['success']:.2f}",
         ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number",
@@ -242,6 +260,7 @@ def _claims_validation(results: list[SeedResult], table: dict[str, Any], runs: i
     d, lo, hi = _paired(results, "recurring", "unvalidated", "metis")
     out = [Claim(
         statement="unvalidated vs validated tools (same gate k): success difference, recurring",
+        replication=_replication(results, "recurring"),
         paper_value="a flawed tool propagates to every caller (no number)", measured=d, ci=(lo, hi), unit="success",
         kind=Kind.PLANTED, source=SOURCE, baseline=f"validated: {table['recurring/metis']['success']:.2f}",
         ruling=verdicts.direction(d, (lo, hi), expected_sign=-1, why="the paper gives no number",
