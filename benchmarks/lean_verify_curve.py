@@ -1,0 +1,103 @@
+"""What a k-token forward costs on the lean decoding path, relative to a 1-token forward.
+
+A speculative verifier scores k draft tokens in one target forward; it pays off only if that forward
+costs little more than a 1-token step. For SmolLM2-135M-Instruct on this CPU, per weight format
+(``fp32``, ``bf16``, ``int8``) and cached context (64, 256, 512 tokens): the median wall time of
+``--repeats`` forwards of k = 1..16 new tokens (each followed by ``rollback(k)``, so the context stays
+fixed; k interleaved within each repeat so drift hits every k alike), and its ratio to k = 1. The
+target is k <= 8 at <= 1.25x. ``--compile`` adds the same curve at one context with
+``torch.compile`` for the formats that compile, and the compile time.
+
+    python benchmarks/lean_verify_curve.py              # writes benchmarks/lean_verify_curve.json
+    python benchmarks/lean_verify_curve.py --quick --out /tmp/c.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from divelab.lm.lean import LeanLM
+
+
+def curve(lean: LeanLM, context: int, ks: list[int], repeats: int) -> dict:
+    lean.reset()
+    lean.forward([(17 * i) % 1000 + 10 for i in range(context)], last_only=True)
+    times: dict[int, list[float]] = {k: [] for k in ks}
+    draft = [(31 * i) % 1000 + 10 for i in range(max(ks))]
+    for k in ks:  # warm-up: first calls of a shape allocate
+        lean.forward(draft[:k])
+        lean.rollback(k)
+    for _ in range(repeats):
+        for k in ks:
+            t0 = time.perf_counter()
+            lean.forward(draft[:k])
+            times[k].append(time.perf_counter() - t0)
+            lean.rollback(k)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"context": context, "median_ms": {str(k): med[k] * 1e3 for k in ks},
+            "ratio_to_k1": {str(k): med[k] / med[1] for k in ks},
+            "iqr_ms": {str(k): (float(torch.tensor(v).quantile(0.75) - torch.tensor(v).quantile(0.25))) * 1e3
+                       for k, v in times.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(Path(__file__).with_suffix(".json")))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--formats", default="fp32,bf16,int8")
+    ap.add_argument("--contexts", default="64,256,512")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile'd forwards at context 256")
+    ap.add_argument("--quick", action="store_true", help="3 repeats, k in 1,4,8, one context (a fast look)")
+    args = ap.parse_args()
+    from divelab.lm import load_model
+    from divelab.machine import numerics_facts
+
+    torch.set_num_threads(args.threads)
+    ks = [1, 4, 8] if args.quick else list(range(1, 17))
+    contexts = [64] if args.quick else [int(c) for c in args.contexts.split(",")]
+    repeats = 3 if args.quick else args.repeats
+    load_before = os.getloadavg()
+    t_start = time.perf_counter()
+    model, _ = load_model("smollm2-135m-instruct")
+    result: dict = {"model": "SmolLM2-135M-Instruct", "threads": args.threads, "repeats": repeats, "ks": ks,
+                    "target": "k <= 8 at <= 1.25x a 1-token forward", "load_average_before": load_before,
+                    "machine": {"cpus": os.cpu_count(), **numerics_facts()}, "formats": {}}
+    for fmt in args.formats.split(","):
+        lean = LeanLM.from_hf(model, fmt, max_len=max(contexts) + max(ks) + 1)
+        rows = [curve(lean, c, ks, repeats) for c in contexts]
+        worst = max(r["ratio_to_k1"][str(k)] for r in rows for k in ks if k <= 8)
+        result["formats"][fmt] = {"curves": rows, "worst_ratio_k_le_8": worst, "meets_target": worst <= 1.25}
+        print(fmt, [(r["context"], round(r["median_ms"]["1"], 1), round(r["ratio_to_k1"][str(min(8, max(ks)))], 2))
+                    for r in rows], flush=True)
+        del lean
+    if args.compile:
+        result["compiled"] = {}
+        for fmt in args.formats.split(","):
+            try:
+                lean = LeanLM.from_hf(model, fmt, max_len=256 + max(ks) + 1, compile=True)
+                t0 = time.perf_counter()
+                lean.forward([10, 11], last_only=True)  # compiles the k > 1 graph
+                lean.forward([12])  # and the k = 1 graph
+                compile_s = time.perf_counter() - t0
+                row = curve(lean, 256, [k for k in ks if k in (1, 2, 4, 8, 16)], repeats)
+                result["compiled"][fmt] = {"compile_s": compile_s, **row}
+                print("compiled", fmt, round(compile_s), round(row["median_ms"]["1"], 1), flush=True)
+            except Exception as exc:  # a failed compile is a result: eager stays the default
+                result["compiled"][fmt] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                print("compiled", fmt, "failed:", type(exc).__name__, flush=True)
+    result["load_average_after"] = os.getloadavg()
+    result["wall_s"] = time.perf_counter() - t_start
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
