@@ -297,28 +297,45 @@ def test_cli_scores_a_jsonl(pair, tmp_path) -> None:
 
 
 def test_reproduce_smoke_computes_claims() -> None:
+    import re
+
     from divelab.claims import Kind, Verdict
     from divelab.scaleout import run_reproduction
+    from divelab.training.progress_advantage.lm_claims import SHAM
     from divelab.training.progress_advantage.reproduce import PLANS, exact_check
 
     rep = run_reproduction("divelab.training.progress_advantage", "smoke", 0)
     assert rep.system == "progress-advantage"
     lm = rep.details["lm"]
+    runs = PLANS["smoke"].training_runs
     assert set(lm) == {"TextWorld deterministic", "TextWorld slippery (slip 0.2)"}
-    for res in lm.values():  # 2 games x 2 groups x 4 rollouts, scored by both the token and command levels
-        assert res["policy"]["n_rollouts"] == 16 and res["command_level"]["n_rollouts"] == 16
-        assert len(res["policy"]["progress"]) == 30 and "mean command log-prob" in res["policy"]["baselines"]
-        assert res["policy"]["step_corr_mc"]["n_steps"] == 4
-        assert all(0.9 < v <= 1.0 for v in res["optimal_success"].values())
+    for variant in lm.values():  # one result per training run, each reseeded
+        assert len(variant) == runs
+        assert len({r["config"]["testbed"]["seed"] for r in variant}) == runs
+        for res in variant:  # 2 games x 2 groups x 4 rollouts, scored by both the token and command levels
+            assert res["policy"]["n_rollouts"] == 16 and res["command_level"]["n_rollouts"] == 16
+            assert len(res["policy"]["progress"]) == 30 and "mean command log-prob" in res["policy"]["baselines"]
+            assert res["policy"]["step_corr_mc"]["n_steps"] == 4
+            assert all(0.9 < v <= 1.0 for v in res["optimal_success"].values())
     assert len(rep.claims) >= 5
     assert rep.claims[0].measured < 1e-8 and rep.claims[0].verdict is Verdict.REPRODUCED
     assert [c.kind for c in rep.claims[:3]] == [Kind.CHECK] * 3
     pg = rep.claims[2]
     assert pg.rule["name"] == "bound" and (pg.verdict is Verdict.REPRODUCED) == (pg.measured <= 1e-6)  # can fail
     bon = [c for c in rep.claims if c.statement.startswith("best-of-") and c.verdict is not Verdict.NOT_CHECKABLE]
-    assert len(bon) == 2 and all(c.rule["name"] == "direction" and "best-of-" in c.baseline for c in bon)
-    # every confidence baseline is recorded beside the verdict, which is taken on the strongest
-    assert all({b["name"] for b in c.baselines} == set(lm[next(iter(lm))]["policy"]["baselines"]) for c in bon)
+    assert len(bon) == 2 and all(c.rule["name"] == "direction" and "best-of-" not in c.compared_with for c in bon)
+    # every baseline, the trivial picks included, is recorded beside the verdict, which is taken on the strongest
+    names = set(lm["TextWorld deterministic"][0]["policy"]["baselines"]) | {"random pick", "first rollout"}
+    assert all({b["name"] for b in c.baselines} == names for c in bon)
+    assert all(c.compared_with == max(c.baselines, key=lambda b: b["value"])["name"] for c in bon)
+    # no comparison with a baseline's point estimate as if it were chance: paired differences over training runs
+    lm_claims = [c for c in rep.claims if c.kind is Kind.EMPIRICAL and c.verdict is not Verdict.NOT_CHECKABLE]
+    assert len(lm_claims) == 10 and all(c.rule["name"] == "direction" for c in lm_claims)
+    assert all(c.replication == {"unit": "training runs", "n": runs, "clustered_by": ""} and c.falsifier
+               and c.rule["args"]["training_runs"] == runs and c.rule["args"]["control"]["name"] == SHAM
+               for c in lm_claims)
+    # statements name no measured count (they are matched across runs and machines)
+    assert not any(re.search(r"\b\d+ (failed|steps)\b", c.statement) for c in rep.claims)
     assert all(c.rule["args"]["exact"] for c in rep.claims if c.rule and c.rule["name"] == "bound")
     agg = [c for c in rep.claims if c.statement.startswith("dependence on the aggregation")]
     assert len(agg) == 2 and all(c.rule["name"] == "direction" and "sum/sum" in c.baseline for c in agg)

@@ -79,7 +79,17 @@ def test_summary_and_claims_from_scored_candidates(lora_pair) -> None:
     assert t["policy log-prob (sum)"]["best_of_k"] == pytest.approx(y[np.arange(6), fav].mean())
     claims = R.claims(res)
     assert len(claims) == 3 and all(c.verdict is not None for c in claims)
-    assert all(c.compared_with and len(c.baselines) == len(R.BASELINES) for c in claims[:2])
+    # the trivial baselines (random and first pick, the instruct model itself, a random scorer) are judged too
+    names = [{b["name"] for b in c.baselines} for c in claims[:2]]
+    assert names[0] == {*R.BASELINES, R.REFERENCE, "random pick", "first candidate"}
+    assert names[1] == {*R.BASELINES, R.REFERENCE, R.RANDOM_SCORER}
+    assert all(c.compared_with and c.falsifier and c.replication["unit"] == "held-out states" for c in claims[:2])
+    # the same statistics on permuted scores, and one fine-tune cannot separate a method from its run
+    assert all(c.rule["args"]["control"]["name"] == R.SHAM and c.rule["args"]["training_runs"] == 1
+               for c in claims[:2])
+    assert all(c.verdict.value not in ("reproduced", "direction holds") for c in claims[:2])
+    strongest = max(claims[0].baselines, key=lambda b: b["value"])
+    assert claims[0].compared_with == strongest["name"]
     assert claims[2].kind.value == "check"  # the fine-tune improving on its reference is the method's premise
     pub = R.public(res)
     assert "_scores" not in pub and "_picks" not in pub["table"][R.PROGRESS]

@@ -19,6 +19,7 @@ and sampling uses one KV cache.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,11 @@ from divelab.training.progress_advantage.textgame import (
 )
 
 ACTION_TOKENS = 3
+REFERENCE_BASELINE = "starting model's mean token log-prob"
+"""the reference (the model before RL) as a selector: the trivial 'starting model' baseline"""
+LOCALISATION_BASELINES = ("least-confident step", "random step", "first step", "last step")
+REFERENCE_STEP_BASELINE = "starting model's log-prob"
+SHAM_SEED = 101  # offset of the negative control's permutation stream from the evaluation seed
 SPECIALS = ("<pad>", "<bos>", "<unk>")
 _VERSION = 1  # bump to invalidate cached models when training code changes
 
@@ -384,15 +390,17 @@ def evaluate_scored(scored: list[Any], success: np.ndarray, n: int,
                         "auroc": auroc(sc, success) if two_classes else None}
     res["progress"] = table
     res["_raw"], res["_per_task"] = raw, per_task
+    # the confidence baselines, and the starting model's own confidence (the trivial "reference" selector)
     base = {"mean token log-prob": np.array([x.mean_logprob() for x in scored]),
             "negative entropy": np.array([x.neg_entropy() for x in scored]),
-            "self-certainty": np.array([x.self_certainty() for x in scored])}
+            "self-certainty": np.array([x.self_certainty() for x in scored]),
+            REFERENCE_BASELINE: np.array([float(np.concatenate(x.reference_logprobs).mean()) for x in scored])}
     res["baselines"] = {k: {"best_of_n": best_of_n_success(v, success, n),
                             "auroc": auroc(v, success) if two_classes else None} for k, v in base.items()}
     # failure localisation on failed episodes that have a known wrong step
     loc: dict[str, list[float]] = {f"progress ({ta})": [] for ta in TOKEN_AGGREGATIONS}
-    loc["least-confident step"] = []
-    loc["random step"] = []
+    for k in LOCALISATION_BASELINES:
+        loc[k] = []
     oracle_step_adv, prog_step_adv, step_lp = [], [], []
     for x, won, lab in zip(scored, success, labels, strict=True):
         if lab is None:
@@ -406,14 +414,35 @@ def evaluate_scored(scored: list[Any], success: np.ndarray, n: int,
         for ta in TOKEN_AGGREGATIONS:
             loc[f"progress ({ta})"].append(float(failure_step(x.step_advantages(ta)) == wrong))
         loc["least-confident step"].append(float(int(np.argmin(x.step_logprobs("sum"))) == wrong))
-        loc["random step"].append(1.0 / x.n_steps)
+        loc["random step"].append(1.0 / x.n_steps)  # the expected hit rate of a uniform pick, exactly
+        loc["first step"].append(float(wrong == 0))
+        loc["last step"].append(float(wrong == x.n_steps - 1))
     res["localisation"] = {k: (float(np.mean(v)) if v else None) for k, v in loc.items()}
     res["n_localised"] = len(loc["random step"])
+    res["_loc"] = loc  # per failed rollout, for paired comparisons
     res["step_corr_oracle"] = {"progress": _spearman(prog_step_adv, oracle_step_adv),
                                "policy log-prob": _spearman(step_lp, oracle_step_adv)}
     res["_scores"] = {"progress sum/sum": [x.score("sum", "sum") for x in scored],
                       **{k: v.tolist() for k, v in base.items()}, "success": success.tolist()}
     return res
+
+
+def permuted_steps(scored: Sequence[Any], rng: np.random.Generator) -> list[Any]:
+    """The negative control's scores: every step's (policy, reference) token log-probs moved to a random other
+    step of the same pool, so each trajectory keeps its number of steps (and its confidence numbers) while its
+    log-ratios carry nothing about its own actions. What survives this (a length effect of an aggregation, say)
+    comes from the set-up, not from the log-ratio."""
+    from divelab.training.progress_advantage.scorer import TrajectoryScores
+
+    pool = [(p, r) for x in scored for p, r in zip(x.policy_logprobs, x.reference_logprobs, strict=True)]
+    order = rng.permutation(len(pool))
+    out, i = [], 0
+    for x in scored:
+        picked = [pool[j] for j in order[i:i + x.n_steps]]
+        i += x.n_steps
+        out.append(TrajectoryScores([p for p, _ in picked], [r for _, r in picked], x.policy_entropy,
+                                    x.policy_self_certainty, x.beta))
+    return out
 
 
 def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: Any, spec: GameSpec,
@@ -425,7 +454,10 @@ def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: 
     pa = ProgressAdvantage(policy, reference, tok, beta=beta, batch_size=32)
     scored = pa.score_trajectories([e.to_trajectory() for e in episodes])
     success = np.array([e.won for e in episodes], dtype=bool)
-    res = evaluate_scored(scored, success, n, [oracle_labels(spec, e) for e in episodes])
+    labels = [oracle_labels(spec, e) for e in episodes]
+    res = evaluate_scored(scored, success, n, labels)
+    sham = permuted_steps(scored, np.random.default_rng(seed + SHAM_SEED))
+    res["_sham"] = evaluate_scored(sham, success, n, labels)
     if mc_model is not None and mc_steps > 0:
         rng = np.random.default_rng(seed)
         all_steps = [(e, t) for e in episodes for t in range(len(e.actions))]
@@ -435,12 +467,22 @@ def evaluate_rollouts(policy: torch.nn.Module, reference: torch.nn.Module, tok: 
         idx = {id(e): j for j, e in enumerate(episodes)}
         prog = [scored[idx[id(e)]].step_advantages("sum")[t] for e, t in picks]
         lp = [scored[idx[id(e)]].step_logprobs("sum")[t] for e, t in picks]
-        res["_mc"] = {"progress": [float(v) for v in prog], "policy log-prob": [float(v) for v in lp],
-                      "mc": [float(v) for v in mc]}
+        res["_mc"] = mc_pairs(scored, sham, [(idx[id(e)], t) for e, t in picks], mc)
         res["step_corr_mc"] = {"progress": _spearman(prog, mc),
                                "policy log-prob": _spearman(lp, mc), "n_steps": len(picks),
                                "rollouts_per_estimate": mc_rollouts}
     return res
+
+
+def mc_pairs(scored: Sequence[Any], sham: Sequence[Any], picks: Sequence[tuple[int, int]],
+             mc: Sequence[float]) -> dict[str, list[float]]:
+    """Per Monte Carlo step (trajectory index, step): its progress score, the policy's and the starting model's
+    summed log-prob of the action, the negative control's progress score, and the Monte Carlo advantage."""
+    return {"progress": [float(scored[i].step_advantages("sum")[t]) for i, t in picks],
+            "policy log-prob": [float(scored[i].step_logprobs("sum")[t]) for i, t in picks],
+            REFERENCE_STEP_BASELINE: [float(scored[i].reference_logprobs[t].sum()) for i, t in picks],
+            "sham": [float(sham[i].step_advantages("sum")[t]) for i, t in picks],
+            "mc": [float(v) for v in mc]}
 
 
 def _spearman(a: Any, b: Any) -> float | None:

@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from divelab import stats, verdicts
-from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable, strongest
-from divelab.comparisons import baseline_records
+from divelab import verdicts
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.rl.presets import TESTBEDS
 from divelab.rl.testbed import TestbedConfig
 from divelab.training.progress_advantage import mdp as M
@@ -53,10 +52,12 @@ class Plan:
     evaluation: EvalConfig
     """scoring of the policy's rollouts: groups per game, rollouts per group (best-of-n), Monte Carlo
     steps and rollouts for the true advantage."""
-    keydoor: bool
-    """also run the key-and-door text game, which trains its own pair of tiny LMs (minutes of CPU)."""
-    bootstrap: int
-    """bootstrap resamples for the intervals of the AUROC and step-correlation claims."""
+    training_runs: int
+    """independent trainings of each TextWorld pair (run r: warm start, GRPO and evaluation seeded seed + r); the
+    language-model claims' unit: one trained policy is one draw of the recipe."""
+    keydoor_runs: int
+    """trainings of each key-and-door pair (0: the second test bed is not run; each trains its own pair of tiny
+    LMs, minutes of CPU)."""
     real_llm: RealLLMConfig | None
     """SmolLM2-135M-Instruct against a KL-RL LoRA policy over it: its states, fine-tune and evaluation (minutes
     of CPU and the model download); None: not measured at this scale. Its seed is the run's."""
@@ -69,7 +70,7 @@ PLANS = {
                                   small_gammas=(0.9, 0.99), mdps_per_cell=1, pg_steps=300, pg_sampled_steps=100),
                   testbed=TESTBEDS["smoke"],
                   iterations=2, group_size=4, evaluation=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
-                  keydoor=False, bootstrap=50, real_llm=None),
+                  training_runs=2, keydoor_runs=0, real_llm=None),
     "quick": Plan(exact=ExactPlan(slips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4), random_mdps=200,
                                   small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                   mdps_per_cell=1, pg_steps=2000, pg_sampled_steps=1000),
@@ -77,13 +78,13 @@ PLANS = {
                                         min_random_success=0.1, max_states=120, sft_episodes=32, sft_steps=200,
                                         sft_lr=1e-2),
                   iterations=3, group_size=8, evaluation=EvalConfig(reps=20, n=8, mc_steps=100, mc_rollouts=32),
-                  keydoor=False, bootstrap=400, real_llm=None),
+                  training_runs=5, keydoor_runs=0, real_llm=None),
     "full": Plan(exact=ExactPlan(slips=tuple(np.linspace(0, 0.6, 13).tolist()), random_mdps=2000,
                                  small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                  mdps_per_cell=5, pg_steps=5000, pg_sampled_steps=3000),
                  testbed=TESTBEDS["full"],
                  iterations=4, group_size=8, evaluation=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64),
-                 keydoor=True, bootstrap=2000, real_llm=RealLLMConfig()),
+                 training_runs=5, keydoor_runs=3, real_llm=RealLLMConfig()),
 }
 
 
@@ -146,19 +147,24 @@ def exact_check(plan: ExactPlan, seed: int) -> dict[str, Any]:
 
 
 # -- the language-model checks -----------------------------------------------------------------------
-def textworld_check(plan: Plan, seed: int) -> dict[str, Any]:
-    """The headline LM check: the RL engine's TextWorld games, a GRPO+KL policy and its reference."""
+def textworld_check(plan: Plan, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """The headline LM check: the RL engine's TextWorld games, a GRPO+KL policy and its reference, trained
+    ``plan.training_runs`` times (run r: warm start, training and evaluation seeded ``seed + r``)."""
     from divelab.training.progress_advantage.twcheck import TWCheckConfig, run_variant, variants
 
-    base = TWCheckConfig(testbed=replace(plan.testbed, seed=seed), iterations=plan.iterations,
-                         group_size=plan.group_size, seed=seed)
-    ev = plan.evaluation
-    return {name: run_variant(cfg, ev, seed) for name, cfg in variants(base, SLIP).items()}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in range(plan.training_runs):
+        s = seed + r
+        base = TWCheckConfig(testbed=replace(plan.testbed, seed=s), iterations=plan.iterations,
+                             group_size=plan.group_size, seed=s)
+        for name, cfg in variants(base, SLIP).items():
+            out.setdefault(name, []).append(run_variant(cfg, plan.evaluation, s))
+    return out
 
 
-def keydoor_check(seed: int) -> dict[str, Any]:
+def keydoor_check(seed: int, runs: int) -> dict[str, list[dict[str, Any]]]:
     """The second, exactly solvable test bed: a key-and-door text game of our own with a tiny LM
-    trained by KL-regularised REINFORCE (full scale only: it trains its own models)."""
+    trained by KL-regularised REINFORCE, ``runs`` times (full scale only: it trains its own models)."""
     from divelab.training.progress_advantage.lmcheck import (
         LMCheckConfig,
         all_tasks,
@@ -167,37 +173,26 @@ def keydoor_check(seed: int) -> dict[str, Any]:
         sample_tasks,
     )
 
-    base = LMCheckConfig(sft_steps=300, rl_iters=40, seed=seed)
-    out: dict[str, Any] = {}
-    for name, cfg in {"key-door deterministic": base,
-                      f"key-door slippery (slip {SLIP})": replace(base, slip=SLIP, slack=2)}.items():
-        policy, reference, tok, curves = model_pair(cfg)
-        eps = sample_tasks(policy, tok, cfg.spec, all_tasks(cfg.spec) * 5, 8, seed=seed + 7)
-        res: dict[str, Any] = {"config": cfg.__dict__, "curves": curves}
-        res["policy"] = evaluate_rollouts(policy, reference, tok, cfg.spec, cfg.beta, eps, 8, mc_model=policy,
-                                          mc_steps=200, mc_rollouts=16, seed=seed)
-        out[name] = res
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in range(runs):
+        s = seed + r
+        base = LMCheckConfig(sft_steps=300, rl_iters=40, seed=s)
+        for name, cfg in {"key-door deterministic": base,
+                          f"key-door slippery (slip {SLIP})": replace(base, slip=SLIP, slack=2)}.items():
+            policy, reference, tok, curves = model_pair(cfg)
+            eps = sample_tasks(policy, tok, cfg.spec, all_tasks(cfg.spec) * 5, 8, seed=s + 7)
+            res: dict[str, Any] = {"config": cfg.__dict__, "curves": curves}
+            res["policy"] = evaluate_rollouts(policy, reference, tok, cfg.spec, cfg.beta, eps, 8, mc_model=policy,
+                                              mc_steps=200, mc_rollouts=16, seed=s)
+            out.setdefault(name, []).append(res)
     return out
 
 
-def lm_check(plan: Plan, seed: int) -> dict[str, Any]:
+def lm_check(plan: Plan, seed: int) -> dict[str, list[dict[str, Any]]]:
     out = textworld_check(plan, seed)
-    if plan.keydoor:
-        out.update(keydoor_check(seed))
+    if plan.keydoor_runs:
+        out.update(keydoor_check(seed, plan.keydoor_runs))
     return out
-
-
-def cross_fitted(per_task: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Choose the aggregation on the even tasks and evaluate it on the odd ones, and the other way round
-    (the paper tunes it per task; this keeps the choice honest). Result order: odd tasks, then even."""
-    n_tasks = len(next(iter(per_task.values())))
-    halves = [np.arange(n_tasks) % 2 == 0, np.arange(n_tasks) % 2 == 1]
-    picked, bo = [], []
-    for fit, ev in (halves, halves[::-1]):
-        best = max(per_task, key=lambda k: per_task[k][fit].mean())
-        picked.append(best)
-        bo.append(per_task[best][ev])
-    return {"picked": picked, "per_task": np.concatenate(bo)}
 
 
 def run(plan: Plan, seed: int) -> Reproduction:
@@ -207,9 +202,9 @@ def run(plan: Plan, seed: int) -> Reproduction:
                        scale="", seed=seed)
     ex = exact_check(plan.exact, seed)
     lm = lm_check(plan, seed)
-    rep.details = {"exact": ex, "lm": _strip(lm)}
+    rep.details = {"exact": ex, "lm": {name: [_strip(r) for r in runs] for name, runs in lm.items()}}
     rep.claims += _exact_claims(ex)
-    rep.claims += _lm_claims(lm, seed, plan.bootstrap)
+    rep.claims += _lm_claims(lm, seed)
     rep.figures += _figures(ex, lm)
     rep.setup = _setup(ex, lm, plan)
     if plan.real_llm is not None:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
@@ -219,8 +214,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     return rep
 
 
-def _setup(ex: dict[str, Any], lm: dict[str, Any], plan: Plan) -> str:
-    tw = next(iter(lm.values()))["config"]
+def _setup(ex: dict[str, Any], lm: dict[str, list[dict[str, Any]]], plan: Plan) -> str:
+    tw = next(iter(lm.values()))[0]["config"]
     return (
         "Exact check: a 6-state chain MDP (left/stay/right, slip probability p replaces the move by another at "
         "random, gamma 0.9, beta 0.5, uniform reference policy). Soft value iteration gives Q*, V*; the optimal "
@@ -238,26 +233,29 @@ def _setup(ex: dict[str, Any], lm: dict[str, Any], plan: Plan) -> str:
         "sequences the policy reads (context [SEP] command [EOS]); the engine's policy is a softmax over "
         "admissible commands, so the same log-ratio at the command level (the distribution the KL term "
         "regularised) is reported beside it. Confidence baselines: the policy's mean token log-prob "
-        "(DeepConf-style), negative entropy, self-certainty, and mean command log-prob. Labels: the game's whole "
+        "(DeepConf-style), negative entropy, self-certainty, and mean command log-prob; trivial baselines: a random "
+        "pick, the first rollout, the starting model's own mean token log-prob, a random scorer. Every number is "
+        f"measured on {plan.training_runs} independent training runs of each pair (warm start, GRPO and rollouts "
+        "reseeded), the unit of every language-model claim's interval. Negative control: the same statistics with "
+        "each step's log-ratio moved to a random other step of the run. Labels: the game's whole "
         "state graph gives the optimal discounted value (gamma 0.9, with slip), so the first wrong step of a failed "
         "episode is its first step off every optimal path; the policy's true advantage P(win|h,a) - P(win|h) is "
         f"estimated by {tw['eval']['mc_rollouts']} Monte Carlo rollouts each from replayed prefixes at "
         f"{tw['eval']['mc_steps']} random steps. Stand-ins: tiny LMs for Gemma4/Qwen3.5, TextWorld for "
         "BFCL/WebShop/tau2-bench, the graph oracle's first wrong step for Who&When annotations."
         + (" At full scale the key-and-door game of lmcheck.py (a tiny LM fine-tuned on a noisy expert, then "
-           "KL-regularised REINFORCE, beta 0.1) is a second test bed." if plan.keydoor else "")
+           f"KL-regularised REINFORCE, beta 0.1; {plan.keydoor_runs} training runs) is a second test bed."
+           if plan.keydoor_runs else "")
     )
 
 
-def _strip(lm: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for name, res in lm.items():
-        r = dict(res)
-        for src in ("policy", "reference", "command_level"):
-            if src in res:
-                r[src] = {k: v for k, v in res[src].items() if not k.startswith("_")}
-        out[name] = r
-    return out
+def _strip(res: dict[str, Any]) -> dict[str, Any]:
+    """One run's result without its raw per-rollout arrays (keys starting with "_")."""
+    r = dict(res)
+    for src in ("policy", "reference", "command_level"):
+        if src in res:
+            r[src] = {k: v for k, v in res[src].items() if not k.startswith("_")}
+    return r
 
 
 def _exact_claims(ex: dict[str, Any]) -> list[Claim]:
@@ -333,147 +331,19 @@ def _exact_claims(ex: dict[str, Any]) -> list[Claim]:
     return claims
 
 
-def _boot(n: int, fn, seed: int, n_resamples: int) -> tuple[float, float]:
-    """Percentile 95% interval of ``fn(task indices)``, resampling tasks (:func:`divelab.stats.bootstrap_ci`)."""
-    return stats.bootstrap_ci(np.arange(n), lambda i: float(fn(i.astype(int))), n_resamples=n_resamples, seed=seed,
-                              method="percentile")
+# how each test bed's policies were trained, for the claims' falsifiers
+TRAINED = {"TextWorld": "trained by the RL engine's GRPO on generated TextWorld games",
+           "key-door": "trained by KL-regularised REINFORCE on the key-and-door game"}
 
 
-def _lm_claims(lm: dict[str, Any], seed: int, n_boot: int) -> list[Claim]:
-    """Per test bed: best-of-n, AUROC, failure localisation, step correlation, dependence on the aggregation."""
-    from divelab.training.progress_advantage.lmcheck import best_of_n_per_task
+def _lm_claims(lm: dict[str, list[dict[str, Any]]], seed: int) -> list[Claim]:
+    """Per test bed, over its training runs: best-of-n, AUROC, failure localisation, step correlation, dependence
+    on the aggregation (:mod:`divelab.training.progress_advantage.lm_claims`)."""
+    from divelab.training.progress_advantage.lm_claims import variant_claims
 
     claims: list[Claim] = []
-    for env_name, res in lm.items():
-        pol = res["policy"]
-        n = pol["n"]
-        sc = pol["_scores"]
-        success = np.array(sc["success"], dtype=bool)
-        fit = cross_fitted(pol["_per_task"])
-        prog_tasks = fit["per_task"]
-        base_tasks = {k: best_of_n_per_task(np.array(sc[k]), success, n) for k in pol["baselines"]}
-        order = np.concatenate([np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 1),
-                                np.flatnonzero(np.arange(len(prog_tasks)) % 2 == 0)])
-        # every confidence baseline, in the same task order as the progress score; the verdict is on the best
-        records = baseline_records({k: 100 * v[order] for k, v in base_tasks.items()}, seed=seed)
-        best_base = strongest(records, "higher")["name"]
-        diff = 100 * (prog_tasks - base_tasks[best_base][order])
-        ci = stats.bootstrap_ci(diff, seed=seed, method="percentile")
-        default = pol["progress"]["sum/sum"]["best_of_n"]
-        measured = float(prog_tasks.mean())
-        cmd = res.get("command_level")
-        cmd_bo = (f" Command level (the log-ratio of the engine's command softmax, the distribution the KL "
-                  f"regularised): cross-fitted {100 * cross_fitted(cmd['_per_task'])['per_task'].mean():.1f}%, "
-                  f"sum/sum {100 * cmd['progress']['sum/sum']['best_of_n']:.1f}%.") if cmd else ""
-        claims.append(Claim(
-            statement=f"best-of-{n} success with the progress score beats the best confidence baseline ({env_name}, "
-                      "policy rollouts; aggregation chosen on the other half of the groups)",
-            paper_value="38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, "
-                        "Qwen3.5-9B: +7 to +11 points",
-            measured=float(diff.mean()), unit="points over the best baseline", ci=ci, kind=Kind.EMPIRICAL,
-            baseline=f"{best_base}: best-of-{n} {100 * base_tasks[best_base].mean():.1f}% (progress "
-                     f"{100 * measured:.1f}%)",
-            ruling=verdicts.direction(float(diff.mean()), ci, paper=(7.1, 11.4), tol=0.5, tol_kind="rel"),
-            baselines=records, better="higher", compared_with=best_base,
-            source=SOURCE + " (second-hand: the aiweekly review)",
-            note=f"Random pick {100 * pol['mean_success']:.1f}%, any-of-{n} {100 * pol['oracle_best_of_n']:.1f}%; "
-                 + ", ".join(f"{k} {100 * v['best_of_n']:.1f}%" for k, v in pol["baselines"].items())
-                 + f"; progress with the theory's default sum/sum {100 * default:.1f}%; cross-fitted picks "
-                 f"{fit['picked']}. The best baseline is picked on the same tasks (which favours it). Rule: the 95% "
-                 "bootstrap CI over tasks of (progress - best baseline) lies above 0; size within ±50% of the "
-                 "paper's +7..+11 points." + cmd_bo))
-        pa = pol["progress"]
-        if pol["baselines"]["mean token log-prob"]["auroc"] is not None:
-            au_fit, au_ci = _crossfit_auroc_ci(pol, seed, n_boot)
-            aus = [{"name": k, "value": float(v["auroc"]), "ci": None} for k, v in pol["baselines"].items()]
-            best_k = strongest(aus, "higher")["name"]
-            best_au = pol["baselines"][best_k]["auroc"]
-            claims.append(Claim(
-                statement=f"AUROC of the progress score for trajectory success, above the best confidence baseline "
-                          f"({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
-                paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", measured=au_fit, ci=au_ci,
-                kind=Kind.EMPIRICAL, baseline=f"{best_k}: AUROC {best_au:.3f}",
-                ruling=verdicts.value(au_fit, paper=0.87, tol=0.05, tol_kind="abs", ci=au_ci, chance=best_au),
-                baselines=aus, better="higher", compared_with=best_k,
-                source=SOURCE,
-                note="Confidence baselines: " + ", ".join(f"{k} {v['auroc']:.3f}" for k, v in pol["baselines"].items())
-                     + f"; progress sum/sum {pa['sum/sum']['auroc']:.3f}, min/last {pa['min/last']['auroc']:.3f}"
-                     + (f"; command level cross-fitted {_crossfit_auroc(cmd):.3f}" if cmd else "")
-                     + ". Rule: direction = the bootstrap CI over tasks (aggregation picks fixed) lies above the best "
-                       "confidence baseline's AUROC; size = within ±0.05 of 0.87. No LLM judge here."))
-        loc = pol["localisation"]
-        if pol["n_localised"] > 0:
-            acc, k_loc = loc["progress (sum)"], pol["n_localised"]
-            rnd, lc = loc["random step"], loc["least-confident step"]
-            ci_l = stats.proportion_ci(int(round(acc * k_loc)), k_loc)
-            locs = [{"name": "random step", "value": 100 * rnd, "ci": None},
-                    {"name": "least-confident step", "value": 100 * lc, "ci": None}]
-            claims.append(Claim(
-                statement=f"failure localisation: argmin of the running sum of step advantages = the known first "
-                          f"wrong step ({env_name}, {k_loc} failed policy rollouts)",
-                paper_value="used for failure attribution (Who&When); no accuracy in the notes",
-                measured=100 * acc, unit="%", ci=(100 * ci_l[0], 100 * ci_l[1]), kind=Kind.EMPIRICAL,
-                baseline=f"least-confident step {100 * lc:.1f}%, random step {100 * rnd:.1f}%",
-                ruling=verdicts.value(100 * acc, ci=(100 * ci_l[0], 100 * ci_l[1]), chance=100 * max(rnd, lc),
-                                      why="the notes give no localisation accuracy"),
-                baselines=locs,
-                better="higher", compared_with=strongest(locs, "higher")["name"],
-                source=SOURCE,
-                note="Per token aggregation: "
-                     + ", ".join(f"{k[10:-1]} {100 * v:.1f}%" for k, v in loc.items() if k.startswith("progress"))
-                     + (f"; command level {100 * cmd['localisation']['progress (sum)']:.1f}%" if cmd else "")
-                     + ". Rule: the Wilson 95% CI lies above the stronger of the two baselines."))
-        mc = pol.get("step_corr_mc")
-        raw_mc = pol.get("_mc")
-        if mc and raw_mc and mc["progress"] is not None:
-            from divelab.training.progress_advantage.lmcheck import _spearman
-
-            xs, lps, ys = (np.asarray(raw_mc[k]) for k in ("progress", "policy log-prob", "mc"))
-
-            def rho(i: np.ndarray, x: np.ndarray = xs, y: np.ndarray = ys) -> float:
-                r = _spearman(x[i], y[i])
-                return 0.0 if r is None else r
-
-            rho_p = float(mc["progress"])
-            ci_r = _boot(len(ys), rho, seed, n_boot)
-            rho_lp = mc["policy log-prob"]
-            claims.append(Claim(
-                statement=f"step scores track the policy's true advantage (Spearman rho with Monte Carlo "
-                          f"P(win|h,a) - P(win|h), {mc['n_steps']} steps, {env_name})",
-                paper_value="beta*log pi/pi_ref = A* at the optimum", measured=rho_p, ci=ci_r, kind=Kind.EMPIRICAL,
-                baseline=f"policy log-prob of the action: rho {_r(rho_lp)}",
-                ruling=verdicts.value(rho_p, ci=ci_r, chance=max(0.0, rho_lp or 0.0),
-                                      why="the paper states an identity at the optimum, not a correlation for a "
-                                          "trained policy"),
-                **({"baselines": [{"name": "policy log-prob", "value": float(rho_lp), "ci": None}],
-                    "better": "higher", "compared_with": "policy log-prob"} if rho_lp is not None else {}),
-                source=SOURCE,
-                note=(f"Command-level progress rho {_r(mc['progress (command level)'])}; "
-                      if "progress (command level)" in mc else "")
-                     + f"against the oracle's optimal advantage Q*-V* (all labelled steps): progress "
-                     f"{_r(pol['step_corr_oracle']['progress'])}, policy log-prob "
-                     f"{_r(pol['step_corr_oracle']['policy log-prob'])}. {mc['rollouts_per_estimate']} rollouts per "
-                     "estimate, so MC noise caps rho. Rule: the bootstrap CI over steps lies above both 0 and the "
-                     "policy log-prob's rho."))
-        # dependence on the aggregation: does tuning it (on the other half) beat the theory's default sum/sum?
-        dflt = pol["_per_task"]["sum/sum"][order]
-        gain = 100 * (prog_tasks - dflt)
-        ci_g = stats.bootstrap_ci(gain, seed=seed + 1, method="percentile")
-        vals = [v["best_of_n"] for v in pa.values()]
-        n_beat = sum(v > max(b["best_of_n"] for b in pol["baselines"].values()) for v in vals)
-        claims.append(Claim(
-            statement=f"dependence on the aggregation: the token/step aggregation chosen on the other half of the "
-                      f"groups beats the theory's default sum/sum (best-of-{n}, {env_name})",
-            paper_value="aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an "
-                        "admitted soft spot", measured=float(gain.mean()), unit="points", ci=ci_g, kind=Kind.EMPIRICAL,
-            baseline=f"sum/sum: best-of-{n} {100 * default:.1f}%",
-            ruling=verdicts.direction(float(gain.mean()), ci_g, why="the paper reports the tuned choices, not the "
-                                      "gain of tuning"),
-            source=SOURCE,
-            note=f"Spread over all 5 token x 6 step aggregations {100 * min(vals):.0f}%..{100 * max(vals):.0f}% "
-                 f"(in-sample), {n_beat}/{len(vals)} above the best baseline; cross-fitted picks {fit['picked']}. "
-                 "Rule: the 95% bootstrap CI over tasks of (tuned - sum/sum) lies above 0; if it covers 0 the "
-                 "dependence is not separated from noise. Full tables in details."))
+    for env_name, runs in lm.items():
+        claims += variant_claims(env_name, runs, TRAINED[env_name.split()[0]], seed)
     claims.append(not_checkable(
         "best-of-8 and AUROC on BFCLv4 / WebShop / AgentDojo / tau2-bench / Who&When with Gemma4-4B, "
         "Qwen3.5-9B, Qwen3-14B, Olmo-3-7B pairs, and the Claude-as-judge baseline",
@@ -481,57 +351,6 @@ def _lm_claims(lm: dict[str, Any], seed: int, n_boot: int) -> list[Claim]:
         "no pretrained weights, benchmarks or API models are reachable from this machine; the TextWorld games and "
         "tiny LMs above stand in", source=SOURCE))
     return claims
-
-
-def _r(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _crossfit_picks(pol: dict[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The aggregation picked on each half of the groups (by AUROC), the labels and each rollout's group."""
-    from divelab.training.progress_advantage.aggregate import auroc
-
-    raw = pol["_raw"]
-    y = np.array(pol["_scores"]["success"], dtype=bool)
-    task = np.arange(len(y)) // pol["n"]
-    picks = []
-    for fit in (task % 2 == 0, task % 2 == 1):
-        def au(k: str, m: np.ndarray = fit) -> float:
-            yy = y[m]
-            return auroc(np.array(raw[k])[m], yy) if 0 < yy.sum() < len(yy) else 0.5
-        picks.append(max(raw, key=au))
-    return picks, y, task
-
-
-def _crossfit_eval(pol: dict[str, Any], picks: list[str], y: np.ndarray, task: np.ndarray,
-                   tasks: np.ndarray | None = None) -> float:
-    """Mean over the two halves of the AUROC of the other half's pick, on ``tasks`` (all by default;
-    a bootstrap resample of group indices, with repeats)."""
-    from divelab.training.progress_advantage.aggregate import auroc
-
-    raw = pol["_raw"]
-    n_tasks = int(task.max()) + 1
-    tasks = np.arange(n_tasks) if tasks is None else tasks
-    members = [np.flatnonzero(task == t) for t in range(n_tasks)]
-    vals = []
-    for h, chosen in enumerate(picks):  # picked on half h, evaluated on the other half
-        rows = np.concatenate([members[t] for t in tasks if t % 2 != h] or [np.array([], dtype=int)])
-        yy = y[rows]
-        vals.append(auroc(np.array(raw[chosen])[rows], yy) if 0 < yy.sum() < len(yy) else 0.5)
-    return float(np.mean(vals))
-
-
-def _crossfit_auroc(pol: dict[str, Any]) -> float:
-    picks, y, task = _crossfit_picks(pol)
-    return _crossfit_eval(pol, picks, y, task)
-
-
-def _crossfit_auroc_ci(pol: dict[str, Any], seed: int, n_resamples: int) -> tuple[float, tuple[float, float]]:
-    """The cross-fitted AUROC and a percentile bootstrap interval over groups, with the picks fixed."""
-    picks, y, task = _crossfit_picks(pol)
-    point = _crossfit_eval(pol, picks, y, task)
-    ci = _boot(int(task.max()) + 1, lambda i: _crossfit_eval(pol, picks, y, task, i), seed, n_resamples)
-    return point, ci
 
 
 def _figures(ex: dict[str, Any], lm: dict[str, Any]) -> list[Figure]:
@@ -557,8 +376,8 @@ def _figures(ex: dict[str, Any], lm: dict[str, Any]) -> list[Figure]:
     figs.append(Figure.from_matplotlib(fig, "identity", "Left: the advantage identity holds at every slip while the "
                                        "reward-recovery reading breaks. Right: a trained tabular policy's log-ratio "
                                        "approaching Q*-V*."))
-    for env_name, res in lm.items():
-        pol = res["policy"]
+    for env_name, runs in lm.items():
+        pol = runs[0]["policy"]  # the first training run
         keys = list(pol["progress"])
         fig, ax = plt.subplots(figsize=(11, 3.6))
         ax.bar(range(len(keys)), [100 * pol["progress"][k]["best_of_n"] for k in keys], color="tab:blue")
@@ -568,7 +387,7 @@ def _figures(ex: dict[str, Any], lm: dict[str, Any]) -> list[Figure]:
         ax.axhline(100 * pol["mean_success"], ls=":", color="k", label="random pick")
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
         ax.set_ylabel(f"best-of-{pol['n']} success (%)")
-        ax.set_title(f"every token/step aggregation, {env_name} game, policy rollouts")
+        ax.set_title(f"every token/step aggregation, {env_name} game, policy rollouts (first training run)")
         ax.legend(fontsize=7)
         slug = "".join(ch if ch.isalnum() else "-" for ch in env_name.lower()).strip("-")
         figs.append(Figure.from_matplotlib(fig, f"aggregations-{slug}",

@@ -289,7 +289,14 @@ class EvalConfig:
 def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]:
     """Every number of the TextWorld LM check for one variant (deterministic or slippery)."""
     from divelab.envs.textworld import game_graph
-    from divelab.training.progress_advantage.lmcheck import _spearman, evaluate_scored
+    from divelab.training.progress_advantage.lmcheck import (
+        REFERENCE_STEP_BASELINE,
+        SHAM_SEED,
+        _spearman,
+        evaluate_scored,
+        mc_pairs,
+        permuted_steps,
+    )
     from divelab.training.progress_advantage.scorer import ProgressAdvantage
 
     pair = trained_pair(cfg)
@@ -308,6 +315,8 @@ def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]
                            "curves": {"rl_success": pair.success_curve, "kl": pair.kl_curve},
                            "optimal_success": {g: o.value(o.root, max_steps) for g, o in win_prob.items()}}
     pol = evaluate_scored(token, success, ev.n, labels)
+    sham = permuted_steps(token, np.random.default_rng(seed + SHAM_SEED))
+    pol["_sham"] = evaluate_scored(sham, success, ev.n, labels)
     cmd = evaluate_scored(command, success, ev.n, labels)
     # the engine policy's own confidence: mean log-prob of the chosen commands
     conf = np.array([x.mean_logprob() for x in command])
@@ -325,9 +334,10 @@ def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]
                                                  replace=False)]
         mc = [mc_advantage(pair.policy, make_env, trajs[i], t, ev.mc_rollouts, max_steps, rng) for i, t in picks]
         prog_mc = [token[i].step_advantages("sum")[t] for i, t in picks]
-        lp_mc = [command[i].step_logprobs("sum")[t] for i, t in picks]
-        pol["_mc"] = {"progress": [float(v) for v in prog_mc], "policy log-prob": [float(v) for v in lp_mc],
-                      "mc": [float(v) for v in mc]}  # raw pairs, for the claim's bootstrap interval
+        # raw pairs, for the claim's paired comparison; the policy's confidence is its command log-prob
+        at_command = mc_pairs(command, sham, picks, mc)
+        pol["_mc"] = {**mc_pairs(token, sham, picks, mc), "policy log-prob": at_command["policy log-prob"],
+                      REFERENCE_STEP_BASELINE: at_command[REFERENCE_STEP_BASELINE]}
         pol["step_corr_mc"] = {
             "progress": _spearman(prog_mc, mc),
             "progress (command level)": _spearman([command[i].step_advantages("sum")[t] for i, t in picks], mc),
