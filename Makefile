@@ -26,6 +26,11 @@ $(STAMP): $(BIN)/python pyproject.toml Makefile
 		"hydra-core==1.3.8" "antlr4-python3-runtime==4.9.3" "tensordict==0.10.0" "pyvers==0.1.0" \
 		"codetiming==1.4.0" "torchdata==0.11.0" "cachetools==8.0.1" "jaxtyping==0.3.11" \
 		"wadler-lindig==0.1.8" "loguru==0.7.3" "TransferQueue==0.1.11" "pyzmq>=26" "msgspec>=0.18"
+	# Public substrates that install offline (docs/engines/substrates.md): ScienceWorld and TextWorldExpress (their
+	# bundled jars run on Java 11+) and the BFCL v4 data. bfcl-eval --no-deps: its wheel pins numpy==1.26.4 and a
+	# dozen API clients, and divelab only reads its data files. The extra `divelab[external]` names the same packages.
+	$(BIN)/pip install -q "scienceworld==1.2.3" "textworld-express==1.1.0"
+	$(BIN)/pip install -q --no-deps "bfcl-eval==2026.3.23"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -4,6 +4,7 @@ simulator process (a JVM, slow to start) serves the whole module."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 
 import external_checks as checks
 import pytest
@@ -15,10 +16,13 @@ from divelab.envs.scienceworld import (
     scienceworld_env_factory,
     task_names,
 )
-from divelab.envs.substrate import Simulator
+from divelab.envs.substrate import JAVA_HINT, Simulator
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("scienceworld") is None,
-                                reason=f"ScienceWorld is an optional substrate; install it with: {INSTALL}")
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("scienceworld") is None,
+                       reason=f"ScienceWorld is an optional substrate; install it with: {INSTALL}"),
+    pytest.mark.skipif(shutil.which("java") is None, reason=f"ScienceWorld's simulator runs on Java; install: {JAVA_HINT}"),
+]
 
 
 @pytest.fixture(scope="module")
