@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--formats", default="fp32,bf16,int8")
     ap.add_argument("--contexts", default="64,256,512")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd forwards at context 256")
+    ap.add_argument("--compile-formats", default="fp32,bf16")
     ap.add_argument("--quick", action="store_true", help="3 repeats, k in 1,4,8, one context (a fast look)")
     args = ap.parse_args()
     from divelab.lm import load_model
@@ -80,7 +81,7 @@ def main() -> None:
         del lean
     if args.compile:
         result["compiled"] = {}
-        for fmt in args.formats.split(","):
+        for fmt in args.compile_formats.split(","):
             try:
                 lean = LeanLM.from_hf(model, fmt, max_len=256 + max(ks) + 1, compile=True)
                 t0 = time.perf_counter()
@@ -101,3 +102,36 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def render_markdown(b: dict) -> str:
+    """The docs block (docs/lean-decoding.md, ``results:lean-verify-curve``) from a saved run."""
+    shown = [k for k in (2, 4, 8, 12, 16) if k in b["ks"]]
+    la = (b["load_average_before"][0], b["load_average_after"][0])
+    lines = [f"SmolLM2-135M-Instruct on {b['machine']['cpus']} CPUs ({b['machine'].get('cpu_model', '?')}), "
+             f"{b['threads']} torch threads, median of {b['repeats']} forwards per cell, load average {la[0]:.2f} "
+             f"before and {la[1]:.2f} after. Cost of a k-token forward relative to a 1-token forward "
+             f"(target: {b['target']}).", "",
+             "| format | context | 1-token forward (ms) | " + " | ".join(f"k={k}" for k in shown)
+             + " | worst k≤8 | meets target |", "|---" * (5 + len(shown)) + "|"]
+    for fmt, f in b["formats"].items():
+        for r in f["curves"]:
+            lines.append(f"| {fmt} | {r['context']} | {r['median_ms']['1']:.1f} | "
+                         + " | ".join(f"{r['ratio_to_k1'][str(k)]:.2f}x" for k in shown)
+                         + f" | {max(r['ratio_to_k1'][str(k)] for k in b['ks'] if k <= 8):.2f}x | "
+                         + ("yes" if max(r['ratio_to_k1'][str(k)] for k in b['ks'] if k <= 8) <= 1.25 else "no")
+                         + " |")
+    if b.get("compiled"):
+        eager = {fmt: next(r for r in f["curves"] if r["context"] == 256) for fmt, f in b["formats"].items()
+                 if any(r["context"] == 256 for r in f["curves"])}
+        lines += ["", "With `compile=True` (`torch.compile`, context 256):", "",
+                  "| format | compile time (s) | 1-token forward, compiled (ms) | eager (ms) | 8-token ratio, compiled |",
+                  "|---|---|---|---|---|"]
+        for fmt, c in b["compiled"].items():
+            if "error" in c:
+                lines.append(f"| {fmt} | failed: {c['error'][:80].replace('|', '/')} | | | |")
+                continue
+            e = eager.get(fmt, {}).get("median_ms", {}).get("1")
+            lines.append(f"| {fmt} | {c['compile_s']:.0f} | {c['median_ms']['1']:.1f} | "
+                         f"{'' if e is None else f'{e:.1f}'} | {c['ratio_to_k1'].get('8', float('nan')):.2f}x |")
+    return "\n".join(lines) + "\n"

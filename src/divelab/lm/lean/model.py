@@ -96,11 +96,11 @@ class LeanLM:
         for li, lw in enumerate(w.layers):
             h = F.rms_norm(x, d, lw.attn_norm, cfg.rms_eps)
             qkv = lw.qkv(h)
-            q = qkv[:, :q_dim].view(k, heads, hd).transpose(0, 1)
-            kk = qkv[:, q_dim:q_dim + kv_dim].view(k, kv_heads, hd).transpose(0, 1)
+            # queries and keys rotate together: one rotary application per layer instead of two
+            qk = apply_rope(qkv[:, :q_dim + kv_dim].view(k, heads + kv_heads, hd).transpose(0, 1), cos, sin)
+            q = qk[:heads]
             v = qkv[:, q_dim + kv_dim:].view(k, kv_heads, hd).transpose(0, 1)
-            q, kk = apply_rope(q, cos, sin), apply_rope(kk, cos, sin)
-            keys, values = cache.write(li, start, kk, v)
+            keys, values = cache.write(li, start, qk[heads:], v)
             # grouped-query attention without repeating keys: the `group` query heads that share a
             # key/value head are stacked as extra query rows of that head
             qg = q.reshape(kv_heads, group * k, hd)
