@@ -39,6 +39,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lean_verify_curve import code_state  # noqa: E402  (the commit and lean-source state, recorded alike)
+
 TARGET_RATIO = 2.5
 LEAN_FORMATS = ("fp32", "bf16", "int8")
 HF_FP32 = "HF generate fp32"
@@ -251,16 +254,16 @@ def run(args: argparse.Namespace) -> dict:
     return {"command": "python " + " ".join(sys.argv), "model": "SmolLM2-135M-Instruct", "threads": args.threads,
             "cpus": os.cpu_count(), "prompts": len(prompts), "max_new_tokens": m, "target_ratio": TARGET_RATIO,
             "load_average_before": load_before, "load_average_after": os.getloadavg(),
-            "wall_s": time.perf_counter() - t_start, "machine": numerics_facts(), "peers": list(peers),
+            "wall_s": time.perf_counter() - t_start, "code": code_state(), "machine": numerics_facts(), "peers": list(peers),
             "peers_failed": failed, "llama_cpp": LLAMA_INFO, "by_temperature": by_temp, "lean_profile": prof}
 
 
 def merge(old: dict, new: dict) -> dict:
     """Add ``new``'s temperatures to ``old`` (each temperature keeps the machine record of its own run)."""
-    runs = old.get("runs", {t: {k: old[k] for k in ("command", "load_average_before", "load_average_after",
-                                                    "wall_s", "machine")} for t in old["by_temperature"]})
+    keys = ("command", "load_average_before", "load_average_after", "wall_s", "code", "machine")
+    runs = old.get("runs", {t: {k: old.get(k) for k in keys} for t in old["by_temperature"]})
     for t in new["by_temperature"]:
-        runs[t] = {k: new[k] for k in ("command", "load_average_before", "load_average_after", "wall_s", "machine")}
+        runs[t] = {k: new[k] for k in keys}
     merged = {**new, "by_temperature": {**old["by_temperature"], **new["by_temperature"]}, "runs": runs}
     return merged
 

@@ -26,6 +26,18 @@ import torch
 from divelab.lm.lean import LeanLM
 
 
+def code_state() -> dict:
+    """The commit measured, and whether the lean path's source differed from it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    git = ["git", "-C", str(root)]
+    head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src/divelab/lm/lean", "benchmarks/lean_verify_curve.py",
+                            "benchmarks/lean_decoding.py"], capture_output=True, text=True).stdout.strip()
+    return {"commit": head, "lean_source_dirty": bool(dirty)}
+
+
 def curve(lean: LeanLM, context: int, ks: list[int], repeats: int) -> dict:
     lean.reset()
     lean.forward([(17 * i) % 1000 + 10 for i in range(context)], last_only=True)
@@ -70,7 +82,7 @@ def main() -> None:
     model, _ = load_model("smollm2-135m-instruct")
     result: dict = {"model": "SmolLM2-135M-Instruct", "threads": args.threads, "repeats": repeats, "ks": ks,
                     "target": "k <= 8 at <= 1.25x a 1-token forward", "load_average_before": load_before,
-                    "machine": {"cpus": os.cpu_count(), **numerics_facts()}, "formats": {}}
+                    "code": code_state(), "machine": {"cpus": os.cpu_count(), **numerics_facts()}, "formats": {}}
     for fmt in args.formats.split(","):
         lean = LeanLM.from_hf(model, fmt, max_len=max(contexts) + max(ks) + 1)
         rows = [curve(lean, c, ks, repeats) for c in contexts]
