@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--contexts", default="64,256,512")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile'd forwards at context 256")
     ap.add_argument("--compile-formats", default="fp32,bf16")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="only the compiled timings, added to an existing --out (the eager curves are kept)")
     ap.add_argument("--quick", action="store_true", help="3 repeats, k in 1,4,8, one context (a fast look)")
     args = ap.parse_args()
     from divelab.lm import load_model
@@ -83,7 +85,7 @@ def main() -> None:
     result: dict = {"model": "SmolLM2-135M-Instruct", "threads": args.threads, "repeats": repeats, "ks": ks,
                     "target": "k <= 8 at <= 1.25x a 1-token forward", "load_average_before": load_before,
                     "code": code_state(), "machine": {"cpus": os.cpu_count(), **numerics_facts()}, "formats": {}}
-    for fmt in args.formats.split(","):
+    for fmt in [] if args.compile_only else args.formats.split(","):
         lean = LeanLM.from_hf(model, fmt, max_len=max(contexts) + max(ks) + 1)
         rows = [curve(lean, c, ks, repeats) for c in contexts]
         worst = max(r["ratio_to_k1"][str(k)] for r in rows for k in ks if k <= 8)
@@ -91,8 +93,9 @@ def main() -> None:
         print(fmt, [(r["context"], round(r["median_ms"]["1"], 1), round(r["ratio_to_k1"][str(min(8, max(ks)))], 2))
                     for r in rows], flush=True)
         del lean
-    if args.compile:
-        result["compiled"] = {}
+    if args.compile or args.compile_only:
+        comp_before, comp_rows = os.getloadavg(), {}
+        result["compiled"] = {"formats": comp_rows, "load_average_before": comp_before}
         for fmt in args.compile_formats.split(","):
             try:
                 lean = LeanLM.from_hf(model, fmt, max_len=256 + max(ks) + 1, compile=True)
@@ -101,13 +104,17 @@ def main() -> None:
                 lean.forward([12])  # and the k = 1 graph
                 compile_s = time.perf_counter() - t0
                 row = curve(lean, 256, [k for k in ks if k in (1, 2, 4, 8, 16)], repeats)
-                result["compiled"][fmt] = {"compile_s": compile_s, **row}
+                comp_rows[fmt] = {"compile_s": compile_s, **row}
                 print("compiled", fmt, round(compile_s), round(row["median_ms"]["1"], 1), flush=True)
             except Exception as exc:  # a failed compile is a result: eager stays the default
-                result["compiled"][fmt] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                comp_rows[fmt] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
                 print("compiled", fmt, "failed:", type(exc).__name__, flush=True)
     result["load_average_after"] = os.getloadavg()
     result["wall_s"] = time.perf_counter() - t_start
+    if "compiled" in result:
+        result["compiled"].update(load_average_after=result["load_average_after"], code=result["code"])
+    if args.compile_only:  # keep the eager run's record; the compiled timings carry their own machine state
+        result = {**json.loads(Path(args.out).read_text()), "compiled": result["compiled"]}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print("wrote", args.out)
 
@@ -139,7 +146,7 @@ def render_markdown(b: dict) -> str:
         lines += ["", "With `compile=True` (`torch.compile`, context 256):", "",
                   "| format | compile time (s) | 1-token forward, compiled (ms) | eager (ms) | 8-token ratio, compiled |",
                   "|---|---|---|---|---|"]
-        for fmt, c in b["compiled"].items():
+        for fmt, c in b["compiled"]["formats"].items():
             if "error" in c:
                 lines.append(f"| {fmt} | failed: {c['error'][:80].replace('|', '/')} | | | |")
                 continue
