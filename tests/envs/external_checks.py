@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
 from divelab.envs.base import EnvFactory, InvalidAction, TextEnv
-from divelab.envs.substrate import SimulatorEnv
+from divelab.envs.substrate import JAVA_HINT, Simulator, SimulatorEnv
 from divelab.rl.rollout import IndependentSampler
 from divelab.rl.warmstart import UniformPolicy
+
+
+def requirements(module: str, name: str, install: str) -> list[pytest.MarkDecorator]:
+    """Skip marks for a module of simulator tests: the substrate's package and Java must be installed."""
+    return [pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                               reason=f"{name} is an optional substrate; install it with: {install}"),
+            pytest.mark.skipif(shutil.which("java") is None,
+                               reason=f"{name}'s simulator runs on Java; install it with: {JAVA_HINT}")]
+
+
+def simulator() -> Iterator[Simulator]:
+    """One simulator process for a whole test module (starting one costs seconds), stopped at the end."""
+    sim = Simulator()
+    yield sim
+    sim.close()
 
 
 def safe_actions(env: TextEnv) -> list[str]:

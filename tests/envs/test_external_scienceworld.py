@@ -3,9 +3,6 @@ simulator process (a JVM, slow to start) serves the whole module."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-
 import external_checks as checks
 import pytest
 
@@ -16,20 +13,9 @@ from divelab.envs.scienceworld import (
     scienceworld_env_factory,
     task_names,
 )
-from divelab.envs.substrate import JAVA_HINT, Simulator
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("scienceworld") is None,
-                       reason=f"ScienceWorld is an optional substrate; install it with: {INSTALL}"),
-    pytest.mark.skipif(shutil.which("java") is None, reason=f"ScienceWorld's simulator runs on Java; install: {JAVA_HINT}"),
-]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    simulator = Simulator()
-    yield simulator
-    simulator.close()
+pytestmark = checks.requirements("scienceworld", "ScienceWorld", INSTALL)
+sim = pytest.fixture(scope="module")(checks.simulator)
 
 
 def test_protocol_and_gold_play(sim) -> None:

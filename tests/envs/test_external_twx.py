@@ -3,27 +3,13 @@ simulator process serves the whole module."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-
 import external_checks as checks
 import pytest
 
-from divelab.envs.substrate import JAVA_HINT, Simulator
 from divelab.envs.twx import GAMES, INSTALL, TWXEnv, TWXSpec, twx_env_factory
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("textworld_express") is None,
-                       reason=f"TextWorldExpress is an optional substrate; install it with: {INSTALL}"),
-    pytest.mark.skipif(shutil.which("java") is None, reason=f"TextWorldExpress's simulator runs on Java; install: {JAVA_HINT}"),
-]
-
-
-@pytest.fixture(scope="module")
-def sim():
-    simulator = Simulator()
-    yield simulator
-    simulator.close()
+pytestmark = checks.requirements("textworld_express", "TextWorldExpress", INSTALL)
+sim = pytest.fixture(scope="module")(checks.simulator)
 
 
 def test_protocol_and_gold_play_on_each_game(sim) -> None:

@@ -25,6 +25,7 @@ from divelab.envs.substrate import (
     clean,
     require,
     simulator_factory,
+    split_id,
 )
 
 INSTALL = "pip install scienceworld==1.2.3"
@@ -63,22 +64,14 @@ class ScienceWorldSpec:
 
     @classmethod
     def from_id(cls, game_id: str) -> ScienceWorldSpec:
-        parts = game_id.split(":")
-        if parts[0] != "sw" or len(parts) not in (3, 4):
-            raise ValueError(f"not a ScienceWorld game id: {game_id!r}; expected e.g. 'sw:boil:dev' or "
-                             "'sw:boil:dev:easy'")
-        return cls(parts[1], parts[2], parts[3] if len(parts) == 4 else "")
+        return cls(*split_id(game_id, "sw", "ScienceWorld", "'sw:boil:dev' or 'sw:boil:dev:easy'"))
 
 
 class ScienceWorldEnv(SimulatorEnv):
-    """One ScienceWorld task on one split; ``simulator`` shares a running jar with other envs."""
+    """One ScienceWorld task on one split (a :class:`ScienceWorldSpec`); see :class:`SimulatorEnv`."""
 
-    def __init__(self, spec: ScienceWorldSpec, max_steps: int = 30, reward: str = "score",
-                 simulator: Simulator | None = None, strict: bool = True) -> None:
-        super().__init__(spec.split, max_steps, reward, simulator, strict)
-        self.spec = spec
-        self.game_id = spec.game_id
-        self.task_description = ""
+    spec: ScienceWorldSpec
+    task_description = ""
 
     def _key(self) -> tuple[str, str]:
         return (self.spec.task, self.spec.simplification)
@@ -123,13 +116,9 @@ class ScienceWorldEnv(SimulatorEnv):
         proc.load(self.spec.task, episode, self.spec.simplification, generateGoldPath=True)
         return proc.get_gold_action_sequence()
 
-    def _fresh(self) -> ScienceWorldEnv:
-        return ScienceWorldEnv(self.spec, self.max_steps, self.reward_mode, self.simulator, self.strict)
-
 
 def scienceworld_env_factory(specs: Sequence[ScienceWorldSpec], max_steps: int = 30, reward: str = "score",
                              cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
     """``make_env(game_id)`` for these tasks, all on one simulator process (``simulator``, or a new
     one started on the first reset); see :func:`divelab.envs.substrate.simulator_factory`."""
-    sim = simulator if simulator is not None else Simulator()
-    return simulator_factory([ScienceWorldEnv(s, 10**9, reward, sim) for s in specs], max_steps, cache)
+    return simulator_factory(ScienceWorldEnv, specs, max_steps, reward, cache, simulator)

@@ -66,6 +66,14 @@ def check_choice(kind: str, value: str, allowed: Sequence[str]) -> str:
     return value
 
 
+def split_id(game_id: str, prefix: str, what: str, examples: str) -> tuple[str, str, str]:
+    """``"<prefix>:<game>:<split>[:<settings>]"`` → (game, split, settings or "")."""
+    parts = game_id.split(":", 3)
+    if parts[0] != prefix or len(parts) < 3:
+        raise ValueError(f"not a {what} game id: {game_id!r}; expected e.g. {examples}")
+    return parts[1], parts[2], parts[3] if len(parts) == 4 else ""
+
+
 def clean(text: str | None) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
@@ -101,15 +109,19 @@ class Simulator:
 
 
 class SimulatorEnv(ReplayRestore):
-    """One game of a Java simulator (see the module docstring); subclasses fill in the hooks below."""
+    """One game of a Java simulator (see the module docstring) given by ``spec`` (a frozen dataclass with
+    ``split`` and ``game_id``); ``simulator`` shares a running jar with other envs. Subclasses fill in the
+    hooks below."""
 
     seed_invariant = False  # the seed picks the episode
 
-    def __init__(self, split: str, max_steps: int, reward: str, simulator: Simulator | None,
+    def __init__(self, spec: Any, max_steps: int = 30, reward: str = "score", simulator: Simulator | None = None,
                  strict: bool = True) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.split = check_split(split)
+        self.spec = spec
+        self.game_id: str = spec.game_id
+        self.split = check_split(spec.split)
         self.reward_mode = check_choice("reward", reward, REWARDS)
         self.max_steps = max_steps
         self.strict = strict
@@ -121,8 +133,6 @@ class SimulatorEnv(ReplayRestore):
         self._done = False
 
     # -- hooks ---------------------------------------------------------------------------------
-    game_id: str
-
     def _key(self) -> Hashable:
         """What the simulator must have loaded for this env (the game and its settings)."""
         raise NotImplementedError
@@ -245,6 +255,9 @@ class SimulatorEnv(ReplayRestore):
         """The simulator's score so far (0-1; ScienceWorld goes below 0 on a failed task)."""
         return 0.0 if self._frame is None else self._frame.score
 
+    def _fresh(self) -> Self:
+        return type(self)(self.spec, self.max_steps, self.reward_mode, self.simulator, self.strict)
+
     def clone(self) -> Self:
         # no replay now: the twin shares the simulator and catches up on its first step
         twin = self._fresh()
@@ -257,15 +270,19 @@ class SimulatorEnv(ReplayRestore):
         self.simulator.close()
 
 
-def simulator_factory(envs: Sequence[SimulatorEnv], max_steps: int, cache: bool = True) -> EnvFactory:
-    """``make_env(game_id)`` over these envs (built with no step cap of their own, sharing one simulator).
+def simulator_factory(env_type: type[SimulatorEnv], specs: Sequence[Any], max_steps: int = 30,
+                      reward: str = "score", cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
+    """``make_env(game_id)`` for these games, all on one simulator process (``simulator``, or a new one
+    started on the first reset).
 
     With ``cache`` each game is wrapped in a :class:`~divelab.envs.base.ReplayCache`, and repeated calls
     return clones of it, so all rollouts of a game share its transitions; the step cap is a
     :class:`~divelab.envs.textworld.StepCap` outside the cache, as in the TextWorld factory."""
     from divelab.envs.textworld import StepCap
 
-    by_id = {e.game_id: e for e in envs}
+    sim = simulator if simulator is not None else Simulator()
+    # no cap inside the cache: a cached transition must not depend on the step count
+    by_id = {s.game_id: env_type(s, 10**9, reward, sim) for s in specs}
     roots: dict[str, TextEnv] = {}
 
     def make_env(game_id: str) -> TextEnv:

@@ -28,6 +28,7 @@ from divelab.envs.substrate import (
     clean,
     require,
     simulator_factory,
+    split_id,
 )
 
 INSTALL = "pip install textworld-express==1.1.0"
@@ -61,21 +62,13 @@ class TWXSpec:
 
     @classmethod
     def from_id(cls, game_id: str) -> TWXSpec:
-        parts = game_id.split(":")
-        if parts[0] != "twx" or len(parts) not in (3, 4):
-            raise ValueError(f"not a TextWorldExpress game id: {game_id!r}; expected e.g. 'twx:coin:dev' or "
-                             "'twx:coin:dev:numLocations=3'")
-        return cls(parts[1], parts[2], parts[3] if len(parts) == 4 else "")
+        return cls(*split_id(game_id, "twx", "TextWorldExpress", "'twx:coin:dev' or 'twx:coin:dev:numLocations=3'"))
 
 
 class TWXEnv(SimulatorEnv):
-    """One TextWorldExpress game on one fold; ``simulator`` shares a running jar with other envs."""
+    """One TextWorldExpress game on one fold (a :class:`TWXSpec`); see :class:`SimulatorEnv`."""
 
-    def __init__(self, spec: TWXSpec, max_steps: int = 30, reward: str = "score",
-                 simulator: Simulator | None = None, strict: bool = True) -> None:
-        super().__init__(spec.split, max_steps, reward, simulator, strict)
-        self.spec = spec
-        self.game_id = spec.game_id
+    spec: TWXSpec
 
     def _key(self) -> tuple[str, str]:
         return (self.spec.game, self.spec.params)
@@ -122,13 +115,9 @@ class TWXEnv(SimulatorEnv):
         proc.reset(seed=episode, gameFold=self.split, generateGoldPath=True)
         return proc.getGoldActionSequence()
 
-    def _fresh(self) -> TWXEnv:
-        return TWXEnv(self.spec, self.max_steps, self.reward_mode, self.simulator, self.strict)
-
 
 def twx_env_factory(specs: Sequence[TWXSpec], max_steps: int = 30, reward: str = "score",
                     cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
     """``make_env(game_id)`` for these games, all on one simulator process (``simulator``, or a new
     one started on the first reset); see :func:`divelab.envs.substrate.simulator_factory`."""
-    sim = simulator if simulator is not None else Simulator()
-    return simulator_factory([TWXEnv(s, 10**9, reward, sim) for s in specs], max_steps, cache)
+    return simulator_factory(TWXEnv, specs, max_steps, reward, cache, simulator)
