@@ -14,8 +14,9 @@ samplers draw them, names one episode of the split and never one of another spli
 The observation is ``"<feedback> | <look> | <inventory>"`` as in :mod:`divelab.envs.textworld` (the first
 observation's feedback is the task description; whitespace is collapsed), and ``state_key`` is the look
 plus the inventory. ``reward="score"`` (default) gives the simulator's own score change per step on a 0-1
-scale (its sum over an episode is the score gained after the first observation); ``reward="win"`` gives 1 on a win, else 0, as the
-TextWorld games do. ``info`` carries ``won``, ``lost``, ``truncated``, ``score`` and ``episode``.
+scale (its sum over an episode is the score gained after the first observation); ``reward="win"`` gives 1
+on a win, else 0, as the TextWorld games do. ``info`` carries ``won``, ``lost``, ``truncated``, ``score``
+and ``episode``.
 
 ``strict=True`` (default) refuses an action outside ``admissible_actions()`` with
 :class:`~divelab.envs.base.InvalidAction`, as the TextWorld games do; ``strict=False`` sends any text to the
