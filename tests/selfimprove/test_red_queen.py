@@ -73,6 +73,14 @@ def test_run_modes_and_erasure_bookkeeping():
         RQGMConfig(mode="nope")
 
 
+def test_the_starting_writer_is_at_the_true_quality_ceiling():
+    w = SyntheticWorld(seed=0)
+    best = w.best_true_quality()
+    assert w.true_quality(w.initial_writer()) == pytest.approx(best)
+    rng = np.random.default_rng(0)
+    assert all(w.true_quality(w.mutate_writer(w.initial_writer(), rng)) <= best + 1e-12 for _ in range(200))
+
+
 def test_frozen_biased_judge_is_gamed():
     w = SyntheticWorld(seed=3)
     r = run(w, RQGMConfig(budget=400, mode="fixed"), seed=3)
@@ -134,6 +142,10 @@ def test_smoke_reproduction_claims_are_ruled_and_reapply(monkeypatch):
     main = next(c for c in rep.claims if c.statement.startswith("full RQGM minus the strongest baseline"))
     assert {b["name"] for b in main.baselines} == {"starting writer (no search)", "random node of RQGM's archive",
                                                    "fixed judge", "self-judging", "replacement without erasure"}
+    # the starting writer already sits at the highest true quality the effort budget allows: a ceiling no
+    # search can beat, so the controlled world cannot test "higher quality at equal budget"
+    assert main.compared_with == "starting writer (no search)"
+    assert main.verdict is verdicts.Verdict.UNINFORMATIVE and main.reason.startswith("ceiling")
     for c in (main, prog[2]):
         assert c.falsifier and c.rule["args"]["control"]["name"] == "RQGM with the anchor's labels shuffled"
     assert main.replication == {"unit": "seeds (one run of every arm each)", "n": 3, "clustered_by": ""}

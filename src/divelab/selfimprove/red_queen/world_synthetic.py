@@ -95,6 +95,11 @@ class SyntheticWorld:
         sd = W_TRUE * self.noise * np.sqrt(DQ)
         return float(_st.norm.sf(self.tau, loc=mean, scale=sd))
 
+    def best_true_quality(self) -> float:
+        """The highest true quality any writer reaches under the effort budget (exact): all effort on the quality
+        features, equally."""
+        return self.true_quality(np.concatenate([np.full(DQ, self.radius / np.sqrt(DQ)), np.zeros(DH)]))
+
     def _pool_item(self, rng: np.random.Generator, source: str) -> np.ndarray:
         x = np.empty(D)
         x[:DQ] = rng.normal(0.25, 0.6, DQ)
