@@ -6,13 +6,20 @@
   correctness wall has real work to do.
 - :class:`ChatProposer`: any OpenAI-compatible chat model (``divelab.chat``); it is shown the
   kernel's diagnoses and the allowed edits and answers with edit names.
-- :class:`RandomProposer`: a uniformly shuffled edit list (the no-information baseline).
+- :class:`RandomProposer`: a uniformly shuffled edit list (the no-information baseline); ``risky``
+  as for the rule proposer, so the two waste budget on the unsafe edit alike.
+
+Two wrappers take the diagnoses away from any proposer, for the "diagnoses vs no profiling" ablation:
+:class:`NoDiagnoses` hides them (the proposer falls back to its fixed order), :class:`ShamDiagnoses`
+keeps their number and severities but replaces every recommended edit with a random applicable one
+(a sham: the same shape of input without the profiler's information).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from typing import Protocol
 
 from divelab.coding.kernelpro.program import EDITS, apply_edit, edit_names
@@ -32,24 +39,63 @@ def _applicable(config, names: list[str]) -> list[str]:
     return out
 
 
+def _safe(capabilities) -> list[str]:
+    return [e for e in edit_names(capabilities) if e != "drop_tail"]
+
+
+def _maybe_unsafe_first(out: list[str], config, risky: float, rng: random.Random) -> list[str]:
+    """With probability ``risky``, the unsafe drop_tail edit goes first (the way an LLM proposes fast-but-wrong
+    code)."""
+    if risky and rng.random() < risky and apply_edit(config, "drop_tail") is not None:
+        out.insert(0, "drop_tail")
+    return out
+
+
 class RuleProposer:
     def __init__(self, risky: float = 0.0):
         self.risky = risky
 
     def propose(self, config, diagnoses, capabilities, rng):
-        allowed = [e for e in edit_names(capabilities) if e != "drop_tail"]
+        allowed = _safe(capabilities)
         ranked = [e for d in diagnoses for e in d.edits if e in allowed]
-        out = _applicable(config, ranked + allowed)
-        if self.risky and rng.random() < self.risky and apply_edit(config, "drop_tail") is not None:
-            out.insert(0, "drop_tail")
-        return out
+        return _maybe_unsafe_first(_applicable(config, ranked + allowed), config, self.risky, rng)
 
 
 class RandomProposer:
+    def __init__(self, risky: float = 0.0):
+        self.risky = risky
+
     def propose(self, config, diagnoses, capabilities, rng):
-        names = _applicable(config, edit_names(capabilities))
+        if not self.risky:  # the plain shuffle of every edit (random search's proposer)
+            names = _applicable(config, edit_names(capabilities))
+            rng.shuffle(names)
+            return names
+        names = _applicable(config, _safe(capabilities))
         rng.shuffle(names)
-        return names
+        return _maybe_unsafe_first(names, config, self.risky, rng)
+
+
+class NoDiagnoses:
+    """Hides the diagnoses from ``inner`` (the "no profiling" input)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def propose(self, config, diagnoses, capabilities, rng):
+        return self.inner.propose(config, [], capabilities, rng)
+
+
+class ShamDiagnoses:
+    """Shows ``inner`` sham diagnoses: each real diagnosis with its recommended edits replaced by as many random
+    safe edits (its own seeded rng, so ``inner``'s draws are unchanged)."""
+
+    def __init__(self, inner, seed: int = 0):
+        self.inner, self.rng = inner, random.Random(f"sham-diagnoses-{seed}")
+
+    def propose(self, config, diagnoses, capabilities, rng):
+        pool = _safe(capabilities)
+        sham = [replace(d, edits=self.rng.sample(pool, min(len(d.edits), len(pool)))) for d in diagnoses]
+        return self.inner.propose(config, sham, capabilities, rng)
 
 
 class ChatProposer:

@@ -13,6 +13,12 @@ MCTS (ours, after the paper's description):
 - **search memory**: the observed change in log cost of each edit (over all parents) re-ranks
   the proposer's suggestions at every later expansion.
 
+Two shams remove one ingredient each, for negative controls: ``sham_reward=True`` backs up a random
+reward in place of the measured one for every correct kernel (the tree no longer sees speed; the
+best kernel is still chosen by its measured cost), and ``sham_memory=True`` credits each edit's
+observed effect to another edit (a seeded permutation of the edit names), so the memory re-ranks
+proposals with the right numbers attached to the wrong edits.
+
 The budget counts distinct evaluated candidates (each one a compile + check + profile).
 """
 
@@ -24,7 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from divelab.coding.kernelpro.evaluate import Candidate
-from divelab.coding.kernelpro.program import Config, apply_edit
+from divelab.coding.kernelpro.program import EDITS, Config, apply_edit
 
 R_MIN, R_MAX = -2.0, 5.0
 
@@ -103,20 +109,42 @@ class _Node:
 
 class MCTS:
     def __init__(self, proposer, *, c_uct: float = 0.7, pw_c: float = 0.7, pw_alpha: float = 0.5,
-                 root_c: float = 1.5, dead_after: int = 5, memory: bool = True, seed: int = 0):
+                 root_c: float = 1.5, dead_after: int = 5, memory: bool = True, seed: int = 0,
+                 sham_reward: bool = False, sham_memory: bool = False):
+        if sham_memory and not memory:
+            raise ValueError("sham_memory=True needs memory=True (it permutes the memory's edit labels)")
         self.proposer, self.c_uct, self.pw_c, self.pw_alpha = proposer, c_uct, pw_c, pw_alpha
         self.root_c, self.dead_after, self.use_memory, self.seed = root_c, dead_after, memory, seed
+        self.sham_reward, self.sham_memory = sham_reward, sham_memory
+        names = list(EDITS)
+        # the sham memory reads edit e's entry under perm[e], a derangement (a shuffled cycle: no edit keeps its
+        # own entry); its own rng, so the proposer's draws are unchanged
+        cycle = random.Random(f"sham-memory-{seed}").sample(names, len(names))
+        self._perm = ({a: cycle[(i + 1) % len(cycle)] for i, a in enumerate(cycle)} if sham_memory
+                      else {n: n for n in names})
+
+    @property
+    def name(self) -> str:
+        return ("mcts" if self.use_memory else "mcts-nomem") + ("-shamreward" if self.sham_reward else "") + (
+            "-shammem" if self.sham_memory else "")
 
     def _ranked(self, node: _Node, caps, rng, memory) -> list[str]:
         edits = self.proposer.propose(node.cand.config, node.cand.diagnoses, caps, rng)
         if self.use_memory and memory:
             def key(e: str) -> float:
-                return -statistics.fmean(memory[e]) if memory.get(e) else 0.0
+                seen = memory.get(self._perm[e])
+                return -statistics.fmean(seen) if seen else 0.0
             edits = sorted(edits, key=key)
         return edits
 
+    def _reward(self, ref_cost: float, cand: Candidate, sham: random.Random) -> float:
+        r = log_reward(ref_cost, cand)
+        # the sham keeps the correctness wall (a wrong kernel still gets the floor) but not the speed
+        return sham.uniform(R_MIN, R_MAX) if self.sham_reward and cand.ok else r
+
     def search(self, evaluator, budget: int, root: Config | None = None) -> SearchResult:
         rng = random.Random(self.seed)
+        sham = random.Random(f"sham-reward-{self.seed}")
         caps = evaluator.problem.capabilities
         tr = _Tracker(evaluator, budget, root or Config())
         top = _Node(tr.ref, None, "", 0.0)
@@ -137,7 +165,7 @@ class MCTS:
                     if cfg is None or cfg in tr.seen:
                         continue
                     cand = tr.eval(cfg)
-                    child = _Node(cand, node, edit, log_reward(tr.ref.cost, cand))
+                    child = _Node(cand, node, edit, self._reward(tr.ref.cost, cand, sham))
                     node.children.append(child)
                     path.append(child)
                     if cand.ok and node.cand.ok:
@@ -164,7 +192,7 @@ class MCTS:
             for nd in path:
                 nd.n += 1
                 nd.w += r
-        return tr.result("mcts" if self.use_memory else "mcts-nomem", memory)
+        return tr.result(self.name, memory)
 
 
 class Greedy:
