@@ -153,14 +153,19 @@ def dspark_served(b: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def guard_served(b: dict) -> str:
-    """`divelab serve --guard` on the safety-tuned SmolLM2 (benchmarks/serving_guard.json), as the benchmark renders it."""
+# blocks that a benchmark renders itself from its saved JSON: key -> benchmarks/<name>.py / .json
+BENCHMARK_BLOCKS = {"guard-served": "serving_guard", "lean-verify-curve": "lean_verify_curve",
+                    "lean-decoding": "lean_decoding"}
+
+
+def benchmark_rendered(name: str) -> str:
+    """A block the benchmark ``benchmarks/NAME.py`` renders itself (``render_markdown``) from its saved JSON."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("serving_guard", ROOT / "benchmarks" / "serving_guard.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.render_markdown(b)
+    return module.render_markdown(json.loads((ROOT / "benchmarks" / f"{name}.json").read_text()))
 
 
 def dspark_headline(b: dict, served: dict) -> str:
@@ -308,8 +313,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
                                json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
     if key == "dspark-served":
         return dspark_served(json.loads((ROOT / "benchmarks" / "serving_load_smollm2.json").read_text()))
-    if key == "guard-served":
-        return guard_served(json.loads((ROOT / "benchmarks" / "serving_guard.json").read_text()))
+    if key in BENCHMARK_BLOCKS:
+        return benchmark_rendered(BENCHMARK_BLOCKS[key])
     if key == "headline":
         return headline(list(reps.values()), list(full.values()))
     if key == "stability":
