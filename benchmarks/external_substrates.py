@@ -129,7 +129,7 @@ def main() -> None:
     result = {
         "what": "trivial-policy floors on the dev split (random admissible action, first admissible action), "
                 "the simulator's own solution as ceiling; BFCL: abstain, first function with no arguments, reference",
-        "settings": {**vars(args), "twx_params": {g: twx[g].spec.params for g in GAMES},
+        "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "twx_params": {g: twx[g].spec.params for g in GAMES},
                      "scienceworld_simplification": "", "reward": "score"},
         "versions": {d: importlib.metadata.version(d) for d in ("scienceworld", "textworld-express", "bfcl-eval")},
         "bfcl": bfcl_floor(),
