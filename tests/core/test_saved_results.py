@@ -61,7 +61,8 @@ def problems(rep: Reproduction) -> list[str]:
             out.append(f"{where}: uninformative without a reason")
         if c.baselines and c.compared_with != strongest(c.baselines, c.better)["name"]:
             out.append(f"{where}: not judged against its strongest baseline")
-        if c.kind is Kind.EMPIRICAL and isinstance(c.measured, int | float):
+        # two floors that tie (both uninformative, counted nowhere) are not one measurement told twice
+        if c.kind is Kind.EMPIRICAL and isinstance(c.measured, int | float) and c.verdict is not Verdict.UNINFORMATIVE:
             key = (json.dumps(c.measured), json.dumps(list(c.ci) if c.ci else None), c.unit)
             if key in seen:
                 out.append(f"{where}: the same measurement as {seen[key]!r} (one measurement, one claim)")
@@ -120,6 +121,8 @@ def test_the_saved_results_check_can_fail():
     _breaks(_rep(c), "is a measured value")
     # one measurement, two claims
     _breaks(_rep(_claim("a beats b"), _claim("a beats b again")), "one measurement, one claim")
+    tie = dict(measured=0.0, ci=(0.0, 0.0), ruling=verdicts.direction(0.0, (0.0, 0.0), paper=0.2))
+    assert problems(_rep(_claim("floor one", **tie), _claim("floor two", **tie))) == []
     # planted without saying what
     _breaks(_rep(_claim(kind=Kind.PLANTED)), "does not say what it plants")
     # uninformative without a reason
