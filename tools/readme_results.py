@@ -261,14 +261,11 @@ def resumed_note(rep) -> str:
             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed" if resumed else "")
 
 
-def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | None] | None = None) -> str:
+def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | None]) -> str:
     """What the cross-ISA comparison (docs/results/stability.json) found, per scale: verdicts held, values
     identical, and the systems whose verdicts moved. Only comparisons made against the run saved now count
-    (``saved``: the commit of each saved ``(scale, system)`` run, read from docs/results when not given)."""
+    (``saved``: the commit of each saved ``(scale, system)`` run)."""
     lines = []
-    if saved is None:
-        saved = {(scale, k): rep.environment.get("commit") for scale, where in (("quick", RESULTS), ("full", FULL))
-                 for k, rep in _reps(where).items()}
     for scale in ("quick", "full"):
         every = [r for r in report["runs"] if r["scale"] == scale]
         # a comparison counts only against the run saved now: a system re-saved since needs a new check
@@ -318,7 +315,10 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     if key == "headline":
         return headline(list(reps.values()), list(full.values()))
     if key == "stability":
-        return stability(json.loads(STABILITY.read_text()), len(reps))
+        # the saved runs are already loaded for every block: their commits, not a second read of the files
+        saved = {(scale, k): rep.environment.get("commit")
+                 for scale, runs in (("quick", reps), ("full", full)) for k, rep in runs.items()}
+        return stability(json.loads(STABILITY.read_text()), len(reps), saved)
     if key == "full-tally":
         return full_tally(full)
     if key == "real-llm":
