@@ -16,6 +16,7 @@ Exit status 1 when any verdict moved, 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -84,14 +85,19 @@ def entry(system: str, scale: str, seed: int, isa: str, saved, rerun) -> dict:
 
 
 def merge(path: Path, entries: list[dict]) -> None:
-    """Replace the entries of the same (system, scale, isa) in the saved report; write it whole or not at all."""
-    old = json.loads(path.read_text())["runs"] if path.exists() else []
-    keys = {(e["system"], e["scale"], e["isa"]) for e in entries}
-    runs = [e for e in old if (e["system"], e["scale"], e["isa"]) not in keys] + entries
-    runs.sort(key=lambda e: (e["scale"], e["system"], e["isa"]))
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"version": 1, "runs": runs}, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    """Replace the entries of the same (system, scale, isa) in the saved report; write it whole or not at all.
+
+    Checks of different systems may run side by side: the read-modify-write holds a lock file beside the report
+    so that one check's merge cannot drop another's entries."""
+    with open(path.with_suffix(".json.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = json.loads(path.read_text())["runs"] if path.exists() else []
+        keys = {(e["system"], e["scale"], e["isa"]) for e in entries}
+        runs = [e for e in old if (e["system"], e["scale"], e["isa"]) not in keys] + entries
+        runs.sort(key=lambda e: (e["scale"], e["system"], e["isa"]))
+        tmp = path.with_suffix(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"version": 1, "runs": runs}, indent=1, default=str) + "\n")
+        tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
