@@ -86,6 +86,7 @@ class TestResult:
     p_holm: float = 1.0
     control_detected: bool | None = None  # None = no positive control run
     status: str = ""
+    edited: list[Transcript] = field(default_factory=list)  # the edited arm, one per base transcript, same order
 
     def row(self) -> dict[str, Any]:
         a = self.arms
@@ -139,13 +140,20 @@ def _check_hypotheses(names: list[str], ivs: dict[str, Intervention], env_name: 
         raise ValueError(f"no intervention for hypothesis {unknown} in env {env_name!r}; allowed: {', '.join(ivs)}")
 
 
-def run_test(env: ForensicEnv, agent: Any, base: list[Transcript], iv: Intervention, *,
-             temperature: float | None = None, done: Callable[[int], None] | None = None) -> tuple[TwoArm, int]:
-    """Rewind each base transcript at the edit's first turn, apply it, resample; Fisher on the two arms."""
+def edited_arm(env: ForensicEnv, agent: Any, base: list[Transcript], iv: Intervention, *,
+               temperature: float | None = None,
+               done: Callable[[int], None] | None = None) -> tuple[list[Transcript], int]:
+    """Rewind each base transcript at the edit's first turn, apply it, resample: ``(edited arm, turn)``."""
     if not base:
         raise ValueError("run_test needs at least one base transcript")
     turn = rewind_turn(env, base[0].variables, {iv.variable: iv.value})
-    edited = rewinds(base, agent, turn, {iv.variable: iv.value}, temperature=temperature, done=done)
+    return rewinds(base, agent, turn, {iv.variable: iv.value}, temperature=temperature, done=done), turn
+
+
+def run_test(env: ForensicEnv, agent: Any, base: list[Transcript], iv: Intervention, *,
+             temperature: float | None = None, done: Callable[[int], None] | None = None) -> tuple[TwoArm, int]:
+    """Rewind each base transcript at the edit's first turn, apply it, resample; Fisher on the two arms."""
+    edited, turn = edited_arm(env, agent, base, iv, temperature=temperature, done=done)
     k0 = sum(t.concerning for t in base)
     k1 = sum(t.concerning for t in edited)
     return two_arm(k0, len(base), k1, len(edited)), turn
@@ -200,8 +208,9 @@ def investigate(env_name: str, agent: Any, *, n: int = 30, variables: dict[str, 
             bar.update(task, total=n * (1 + len(names)))
         tests = []
         for h in names:
-            arms, turn = run_test(env, agent, base, ivs[h], temperature=temperature, done=done)
-            tests.append(TestResult(ivs[h], arms, turn))
+            edited, turn = edited_arm(env, agent, base, ivs[h], temperature=temperature, done=done)
+            arms = two_arm(rate.k, n, sum(t.concerning for t in edited), len(edited))
+            tests.append(TestResult(ivs[h], arms, turn, edited=edited))
     if tests:
         for t, p in zip(tests, stats.holm([t.arms.p_value for t in tests]), strict=True):
             t.p_holm = float(p)
