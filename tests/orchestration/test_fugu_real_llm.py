@@ -72,3 +72,39 @@ def test_the_plan_sizes_the_sixth_worker_and_set_reaches_it():
     assert plan.live_llm.per_family == 7 and plan.real_workers.adapt.lr == 2e-3
     recorded = plans.to_dict(plan)
     assert recorded["live_llm"]["per_family"] == 7 and recorded["real_workers"]["adapt"]["lr"] == 2e-3
+
+
+def test_the_worker_claim_is_judged_against_the_strongest_rule_with_the_question_removed_as_control():
+    from divelab.verdicts import Verdict
+
+    cfg = real_llm.RealConfig(per_family=16, replicates=3, cma_iters=6, popsize=8, n_generate=0)
+    tasks = real_llm.subset(cfg.per_family, seed=0)
+    rules = real_llm.heuristic_correct(tasks, cfg.k, 0)
+    right = {"reward": np.ones(len(tasks)), "seconds": np.full(len(tasks), 0.1), "tokens": np.full(len(tasks), 10.0),
+             "generations": []}
+    blind_like_rule = {**right, "reward": rules["first candidate"]}
+    claims, det = real_llm.evaluate(tasks, right, cfg, seed=0, blind=blind_like_rule)
+    worker = claims[0]
+    assert worker.compared_with in (*rules, "uniform pick (1/4)")
+    assert worker.verdict is Verdict.DIRECTION_HOLDS and worker.audit_gaps() == []
+    assert det["blind_accuracy"] == pytest.approx(rules["first candidate"].mean())
+    # a control that is as good as the model (it did not need the question) sinks the claim
+    claims, _ = real_llm.evaluate(tasks, right, cfg, seed=0, blind=right)
+    assert claims[0].verdict is Verdict.UNINFORMATIVE
+    # the sixth worker adds no query the five miss: the router comparison cannot speak
+    assert claims[1].verdict is Verdict.UNINFORMATIVE or det["oracle_gain"] > 0
+
+
+def test_blind_scoring_ignores_the_question():
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=4,
+                                         max_position_embeddings=1024)).eval()
+    tok = CharTokenizer()
+    chat = real_llm.LoglikChoiceModel(model, tok, k=4, blind=True)
+    chat.complete([user("What is 12 + 30?")])
+    assert chat.last["prompt_tokens"] == len(tok.apply_chat_template(
+        [{"role": "user", "content": real_llm.BLIND_PROMPT}], add_generation_prompt=True))

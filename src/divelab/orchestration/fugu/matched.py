@@ -90,6 +90,14 @@ def train_and_score(names: list[str], x: np.ndarray, reward: np.ndarray, cost: n
         xtr, ytr, w_div=w_div, iters=cma_iters, popsize=popsize, seed=seed)
     nodiv = LinearRouter(names, x.shape[1], w=sft.w.copy()).fit_cma(
         xtr, ytr, w_div=0.0, iters=cma_iters, popsize=popsize, seed=seed)
+    # negative control: the same router trained on shuffled labels (each training query gets another's rewards)
+    shuf_y = ytr[np.random.default_rng(seed + 7).permutation(len(tr))]
+    shuf = LinearRouter(names, x.shape[1]).fit_sft(xtr, shuf_y, tau=tau)
+    shuf.fit_cma(xtr, shuf_y, w_div=w_div, iters=cma_iters, popsize=popsize, seed=seed)
+    # sham second stage: the SFT weights moved as far as sep-CMA-ES moved them, in a random direction
+    step = fugu.w - sft.w
+    rand = np.random.default_rng(seed + 11).standard_normal(step.shape)
+    sham = sft.w + rand * (np.linalg.norm(step) / max(np.linalg.norm(rand), 1e-12))
     knn = KNNRouter(10).fit(xtr, ytr)
     mf = MFRouter(8, seed=seed).fit(xtr, ytr)
     b = best_single(ytr)
@@ -100,6 +108,11 @@ def train_and_score(names: list[str], x: np.ndarray, reward: np.ndarray, cost: n
         "MF router (RouteLLM-style)": on_test(mf.route(xte)),
         "best single": on_test(np.full(len(te), b)),
         "random": on_test(rng.integers(0, n_workers, len(te))),
+        "first worker": on_test(np.zeros(len(te), dtype=int)),
+        "cheapest worker": on_test(np.full(len(te), int(np.argmin(price)))),
+        "majority vote (all workers)": majority_vote(ans[te], yte, c[te]),
+        "fugu, shuffled labels": on_test(shuf.route(xte)),
+        "SFT + random step (CMA's size)": on_test(LinearRouter(names, x.shape[1], w=sham).route(xte)),
         "oracle": (yte.max(axis=1), c[te][np.arange(len(te)), yte.argmax(axis=1)]),
     }
     cheap = tuple(int(i) for i in np.argsort(price)[:2])
@@ -108,6 +121,7 @@ def train_and_score(names: list[str], x: np.ndarray, reward: np.ndarray, cost: n
     # each router's routing scores, computed once: a cost penalty λ only shifts them (route(x, cnorm, λ) is
     # argmax(score − λ·cnorm)), so calibrating λ by bisection needs no fresh prediction per step
     scores = {k: (r.route_scores(xtr), r.route_scores(xte)) for k, r in (("fugu", fugu), ("kNN", knn), ("MF", mf))}
+    ctl_scores = (shuf.route_scores(xtr), shuf.route_scores(xte))
 
     def held_to(limit: float, suffix: str) -> tuple[dict[str, float], int, dict[str, float]]:
         """λ for each router and the best affordable worker, held to ``limit`` on the training queries; their
@@ -118,6 +132,9 @@ def train_and_score(names: list[str], x: np.ndarray, reward: np.ndarray, cost: n
         for k, (_, s_te) in scores.items():
             arms[f"{k} @ {suffix}"] = on_test(penalised_argmax(s_te, cnorm, la[k]))
         spent = {f"{k} @ {suffix}": train_cost(penalised_argmax(s_tr, cnorm, la[k])) for k, (s_tr, _) in scores.items()}
+        # the shuffled-label control held to the same limit (not a baseline: its spend is not checked)
+        lc = calibrate_lambda(lambda v: penalised_argmax(ctl_scores[0], cnorm, v), c[tr], limit)
+        arms[f"fugu, shuffled labels @ {suffix}"] = on_test(penalised_argmax(ctl_scores[1], cnorm, lc))
         return la, aff, spent
 
     # matched cost: the budget is the router's own mean spend on the training queries; every baseline is
@@ -161,6 +178,17 @@ def train_and_score(names: list[str], x: np.ndarray, reward: np.ndarray, cost: n
     table["per-worker cost"] = dict(zip(names, cost_row.round(4).tolist(), strict=True))
     return Split(names, te, xtr, xte, ytr, sft, fugu, nodiv, arms, tcost, picks, budget, lam, table, c_budget, c_tcost,
                  c_lam)
+
+
+def majority_vote(answers: np.ndarray, rewards: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every worker answers; the most common answer wins (ties: the earliest worker's). Per-query (reward, cost)."""
+    reward = np.zeros(len(answers))
+    for q, row in enumerate(answers):
+        vals, first, counts = np.unique(row, return_index=True, return_counts=True)
+        top = counts.max()
+        pick = int(min(first[counts == top]))
+        reward[q] = rewards[q, pick]
+    return reward, cost.sum(axis=1).astype(float)
 
 
 def held_to_cascade(splits: list[Split]) -> tuple[list[str], list[str], str | None]:

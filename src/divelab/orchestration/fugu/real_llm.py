@@ -24,7 +24,7 @@ import io
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from divelab import stats, verdicts
 from divelab.cache import atomic_write_bytes, entry_path, stable_hash
 from divelab.chat import ChatResponse, Message, ToolSpec, assistant, user
 from divelab.claims import Claim, Kind
+from divelab.comparisons import against_strongest
 from divelab.orchestration.fugu.tasks import Task, make_tasks, score, solve
 from divelab.orchestration.fugu.workers import _corrupt, default_pool
 from divelab.progress import track
@@ -66,6 +67,22 @@ def _shuffled(xs: list[str], rng: random.Random) -> list[str]:
     return xs
 
 
+def heuristic_correct(tasks: list[Task], k: int = 4, seed: int = 0) -> dict[str, np.ndarray]:
+    """Per query, whether each model-free rule on the same candidates is right (1.0) or wrong (0.0)."""
+    out: dict[str, list[float]] = {"first candidate": [], "smallest number": [], "'1' whenever offered": []}
+    for t in tasks:
+        c = candidates(t.prompt, k, seed)
+        nums = [x for x in c if x.lstrip("-").isdigit()]
+        out["first candidate"].append(float(c[0] == t.answer))
+        out["smallest number"].append(float(bool(nums) and min(nums, key=int) == t.answer))
+        out["'1' whenever offered"].append(float("1" in c and t.answer == "1"))
+    return {n: np.array(v) for n, v in out.items()}
+
+
+BLIND_PROMPT = "Pick one answer."
+"""The negative control's question: the candidates are scored after this instead of the task."""
+
+
 def heuristic_accuracy(tasks: list[Task], k: int = 4, seed: int = 0) -> dict[str, float]:
     """Model-free rules on the same candidates: the first, the smallest number, "1" whenever offered."""
     first = smallest = one = 0
@@ -91,6 +108,8 @@ class LoglikChoiceModel:
     tokenizer: Any
     k: int = 4
     seed: int = 0
+    blind: bool = False
+    """score the candidates after :data:`BLIND_PROMPT` instead of the question (the negative control)"""
 
     def __post_init__(self) -> None:
         if self.k < 2:
@@ -106,7 +125,8 @@ class LoglikChoiceModel:
         t0 = time.perf_counter()
         question = [m.content for m in messages if m.role == "user"][-1]
         cands = candidates(question, self.k, self.seed)
-        tmpl = [{"role": m.role, "content": m.content} for m in messages]
+        tmpl = ([{"role": "user", "content": BLIND_PROMPT}] if self.blind
+                else [{"role": m.role, "content": m.content} for m in messages])
         enc = self.tokenizer.apply_chat_template(tmpl, add_generation_prompt=True, tokenize=True)
         prompt = list(enc["input_ids"] if hasattr(enc, "keys") else enc)
         conts = [list(self.tokenizer.encode(c, add_special_tokens=False)) for c in cands]
@@ -198,7 +218,8 @@ def record_real(chat: LoglikChoiceModel, gen_chat: Any, tasks: list[Task], cfg: 
     return out
 
 
-def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int = 0) -> tuple[list[Claim], dict]:
+def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int = 0,
+             blind: dict[str, Any] | None = None) -> tuple[list[Claim], dict]:
     """Retrain the router with the real worker in the pool and compare with the five-worker router."""
     from threadpoolctl import threadpool_limits
 
@@ -255,16 +276,29 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
     cfg_txt = (f"{n} queries ({cfg.per_family} per family x {len(fams)}), {cfg.k} candidates each, "
                f"split {len(tr)}/{len(te)} train/test; {cfg.replicates} replicates of the programmatic workers, the "
                f"greedy real worker repeated across replicates")
+    # the model against the strongest model-free rule on the same candidates, paired per query, clustered by family
+    rules = {**heuristic_correct(tasks, cfg.k, seed), f"uniform pick (1/{cfg.k})": np.full(n, 1 / cfg.k)}
+    cmp = against_strongest(real["reward"], rules, clusters=fam_of, seed=seed)
+    ctl = None
+    if blind is not None:
+        cd, clo, chi = stats.cluster_diff_ci(blind["reward"], rules[cmp.strongest], fam_of, seed=seed)
+        ctl = verdicts.control(f"the same scoring with the question replaced by {BLIND_PROMPT!r}, minus "
+                               f"{cmp.strongest}", cd, (clo, chi))
     claims = [
         Claim(statement=f"{MODEL_LABEL} as a worker: {cfg.k}-way multiple-choice accuracy by log-likelihood on the "
-                        f"pool's tasks",
-              paper_value="(no paper number: the paper's workers are frontier models)", measured=acc, ci=(lo, hi),
-              unit="accuracy", kind=Kind.EMPIRICAL, source=SRC,
-              baseline=f"chance 1/{cfg.k} = {1 / cfg.k:.2f}; best programmatic worker {names[b]} "
-                       f"{y[:, b].mean():.3f} open-ended",
-              ruling=verdicts.value(acc, ci=(lo, hi), chance=1 / cfg.k, chance_why=f"1/{cfg.k}: a uniform guess among {cfg.k} options",
-                                     why="the paper has no small-model worker; tested against chance"),
-              note=f"{cfg_txt}. Per family: " + ", ".join(f"{f} {v:.2f}" for f, v in per_family.items())
+                        f"pool's tasks, against the strongest model-free rule on the same candidates",
+              paper_value="(no paper number: the paper's workers are frontier models)", measured=cmp.effect,
+              ci=cmp.ci, unit="accuracy", kind=Kind.EMPIRICAL, source=SRC, **cmp.claim_fields(),
+              baseline=f"accuracy {acc:.3f} [{lo:.3f}, {hi:.3f}] (Wilson); chance 1/{cfg.k} = {1 / cfg.k:.2f}; "
+                       + "; ".join(f"{r}: {v.mean():.3f}" for r, v in rules.items())
+                       + f"; best programmatic worker {names[b]} {y[:, b].mean():.3f} open-ended"
+                       + (f"; question removed (control): {blind['reward'].mean():.3f}" if blind is not None else ""),
+              ruling=verdicts.direction(cmp.effect, cmp.ci, expected_sign=1, control=ctl,
+                                        why="the paper has no small-model worker"),
+              falsifier="accuracy no higher than the best rule that never reads the question would refute it: the "
+                        "candidates and rules are ours, which candidate the model finds likeliest is not",
+              replication={"unit": "queries", "n": n, "clustered_by": "task family"},
+              note=f"against {cmp.strongest}; cluster bootstrap over the {len(fams)} task families. {cfg_txt}. Per family: " + ", ".join(f"{f} {v:.2f}" for f, v in per_family.items())
                    + ". Model-free rules on the same candidates (first / smallest number / '1' if offered): "
                    + ", ".join(f"{f} {h['first']:.2f}/{h['smallest_number']:.2f}/{h['one_if_offered']:.2f}" for f, h in heur.items())
                    + f". Cost {sec.mean():.2f} s/query (median {np.median(sec):.2f}, 1 thread, shared 2-core CPU), "
@@ -278,8 +312,12 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
               ci=(dlo, dhi), unit="success", kind=Kind.EMPIRICAL, source=SRC,
               baseline=f"five-worker router {free['success_5']:.3f} at cost {free['cost_5']:.4f}",
               # each router is trained once: the interval is over test queries of that one run
-              ruling=verdicts.direction(d, (dlo, dhi), expected_sign=1, training_runs=1,
-                                        why="no paper number; the paper's pool is frontier models"),
+              ruling=(verdicts.uninformative(f"{MODEL_LABEL} answers no held-out query that all five programmatic "
+                                             f"workers miss (oracle headroom {oracle_gain:+.3f}), so adding it cannot "
+                                             "raise success; a difference is the retrained router's, not the LLM's")
+                      if oracle_gain <= 0 else
+                      verdicts.direction(d, (dlo, dhi), expected_sign=1, training_runs=1,
+                                         why="no paper number; the paper's pool is frontier models")),
               note=f"six-worker router {free['success_6']:.3f} at cost {free['cost_6']:.4f}; share of test queries "
                    f"sent to {MODEL_LABEL}: " + ", ".join(f"{k} {v['share_to_smollm2']:.2f}" for k, v in rows.items())
                    + f" (cost penalty λ on cost/max cost). Oracle headroom it adds over the five: {oracle_gain:+.3f}."),
@@ -288,7 +326,8 @@ def evaluate(tasks: list[Task], real: dict[str, Any], cfg: RealConfig, seed: int
                "seconds_mean": float(sec.mean()), "seconds_median": float(np.median(sec)),
                "tokens_mean": float(real["tokens"].mean()), "cost_units_mean": float(smol_cost.mean()),
                "routing": {k: {**v, "diff": list(v["diff"])} for k, v in rows.items()},
-               "oracle_gain": oracle_gain, "generations": real["generations"], "n_test": int(len(te))}
+               "oracle_gain": oracle_gain, "blind_accuracy": None if blind is None else float(blind["reward"].mean()),
+               "generations": real["generations"], "n_test": int(len(te))}
     return claims, details
 
 
@@ -312,7 +351,10 @@ def measure(cfg: RealConfig | None = None, seed: int = 0, *, model: Any = None, 
     t0 = time.perf_counter()
     with torch_threads(1):
         real = record_real(chat, gen, tasks, cfg, cache_key=["fugu-real-v3", label, seed])
-    claims, details = evaluate(tasks, real, cfg, seed)
+        blind_chat = LoglikChoiceModel(model, tokenizer, cfg.k, seed, blind=True)
+        blind = record_real(blind_chat, None, tasks, replace(cfg, n_generate=0),
+                            cache_key=["fugu-real-v3-blind", label, seed])
+    claims, details = evaluate(tasks, real, cfg, seed, blind=blind)
     details["wall_s"] = time.perf_counter() - t0
     return claims, details
 

@@ -124,6 +124,18 @@ def _held_baselines(splits: Sequence[Split], matched: list[str], over: list[str]
                                           if over else "")
 
 
+def _constant_note(pool: RealPool) -> str:
+    """A trivial worker's accuracy per family: always the family's most common answer (what a worker that learned
+    only the format and one value scores; 'count' answers are mostly small numbers)."""
+    parts = []
+    for f in FAMILIES:
+        ans = [t.answer for t in pool.tasks if t.family == f]
+        if ans:
+            top = max(set(ans), key=ans.count)
+            parts.append(f"{f} {ans.count(top) / len(ans):.2f} ('{top}')")
+    return "A constant answer per family (the most common one) scores: " + ", ".join(parts) + "."
+
+
 def no_room_or_floor(room: list[dict[str, Any]], floor: float) -> str | None:
     """Why a router comparison on this pool cannot speak (None when it can): no worker beats another on any
     family, or no worker answers any query."""
@@ -138,8 +150,22 @@ CASCADE_STATEMENT = ("router (SFT + sep-CMA-ES) on {label} held to the cascade's
                      "is the budget; the best affordable single worker, kNN and MF held to it), held-out success")
 
 
+def _family_rep(splits: Sequence[Split], fams: np.ndarray) -> dict[str, Any]:
+    return {"unit": "train/test splits (training runs) of the recorded queries", "n": len(splits),
+            "clustered_by": f"task family ({len(set(fams.tolist()))} families)"}
+
+
+def _control(splits: Sequence[Split], arm: str, strongest: str, fams: np.ndarray, seed: int) -> dict[str, Any]:
+    d, lo, hi = stats.cluster_diff_ci(_stack(splits, arm), _stack(splits, strongest), fams, seed=seed)
+    return verdicts.control(f"router trained on shuffled query→reward labels, minus {strongest}", d, (lo, hi))
+
+
+FALSIFY = ("held-out success of the router no higher than the strongest baseline's would refute it: the workers' "
+           "answers come from the models, and which router reads them better is not set by our constants")
+
+
 def _claim_cascade_budget(splits: list[Split], label: str, qids: np.ndarray, seed: int, why_not: str | None,
-                          comp_note: str) -> Claim:
+                          comp_note: str, fams: np.ndarray) -> Claim:
     """The matched comparison the other way round: two calls never fit the router's one-call budget, so the
     cascade tuned on train sets the budget (its own mean measured training cost) and the router, kNN, MF and
     the best affordable worker are held to it there; cluster bootstrap over queries."""
@@ -150,10 +176,11 @@ def _claim_cascade_budget(splits: list[Split], label: str, qids: np.ndarray, see
         return Claim(statement=statement, paper_value=paper, measured=None, kind=Kind.EMPIRICAL, source=SOURCE,
                      ruling=verdicts.uninformative(cannot), note=comp_note)
     fr, fc = _stack(splits, "fugu @ cascade budget"), _stack(splits, "fugu @ cascade budget", 1)
-    cmp = against_strongest(fr, {a: _stack(splits, a) for a in matched}, clusters=qids, seed=seed)
-    dc, loc, hic = stats.cluster_diff_ci(fr, _stack(splits, "cascade (tuned on train)"), qids, seed=seed)
+    cmp = against_strongest(fr, {a: _stack(splits, a) for a in matched}, clusters=fams, seed=seed)
+    dc, loc, hic = stats.cluster_diff_ci(fr, _stack(splits, "cascade (tuned on train)"), fams, seed=seed)
     rule = verdicts.uninformative(why_not) if why_not else verdicts.direction(
-        cmp.effect, cmp.ci, expected_sign=1, training_runs=len(splits), why="the paper compares no cascade")
+        cmp.effect, cmp.ci, expected_sign=1, training_runs=len(splits), why="the paper compares no cascade",
+        control=_control(splits, "fugu, shuffled labels @ cascade budget", cmp.strongest, fams, seed))
     picks = {a: sorted({s.picks[a] for s in splits}) for a in ("cascade (tuned on train)",
                                                                "best affordable single @ cascade budget")}
     lam0 = float(np.mean([(s.cascade_lam or {}).get("fugu", 0.0) == 0 for s in splits]))
@@ -161,10 +188,10 @@ def _claim_cascade_budget(splits: list[Split], label: str, qids: np.ndarray, see
         statement=statement, paper_value=paper, measured=cmp.effect, ci=cmp.ci, unit="success", kind=Kind.EMPIRICAL,
         source=SOURCE, **cmp.claim_fields(),
         baseline=_held_baselines(splits, matched, over),
-        ruling=rule,
+        ruling=rule, falsifier=FALSIFY, replication=_family_rep(splits, fams),
         note=f"against {cmp.strongest}; router minus the cascade {dc:+.4f} [{loc:+.4f}, {hic:+.4f}]. "
              f"{len(splits)} train/test splits of the recorded pool, every router and baseline retrained per "
-             f"split; cluster bootstrap over queries. Budget = the tuned cascade's own mean measured cost on the "
+             f"split; cluster bootstrap over task families. Budget = the tuned cascade's own mean measured cost on the "
              f"training queries ({np.mean([s.cascade_budget for s in splits]):.4f} s/query averaged over splits); "
              f"the router's cost penalty λ is calibrated there (λ = 0 already fits in {lam0:.0%} of splits), as "
              f"are kNN's and MF's; cascade picks: {'; '.join(picks['cascade (tuned on train)'])}; best affordable "
@@ -178,6 +205,7 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
     strongest baseline at matched cost, both on held-out queries, intervals clustered by query."""
     label = workers_label(pool)
     qids = np.concatenate([s.te for s in splits])
+    fams = np.array([pool.tasks[q].family for q in qids])
     n_q, k = len(pool.tasks), len(splits)
     room = headroom(pool)
     acc = pool.accuracy()
@@ -193,7 +221,7 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
         fw.append(pool.reward[s.te, [best[f] for f in fam[s.te]]])
         bs.append(pool.reward[s.te, b])
     fwa, bsa = np.concatenate(fw), np.concatenate(bs)
-    d0, lo0, hi0 = stats.cluster_diff_ci(fwa, bsa, qids, seed=seed)
+    d0, lo0, hi0 = stats.cluster_diff_ci(fwa, bsa, fams, seed=seed)
     floor = float(pool.reward.max(axis=1).mean())
     if floor == 0:
         rule0 = verdicts.uninformative("floor: no worker answers any query correctly")
@@ -205,11 +233,14 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
         statement=f"task competence on {label}: the family-wise best worker vs the best single worker (both "
                   "chosen on each run's training half), held-out success",
         paper_value="orchestration pays when different workers are best at different things (no number)",
-        measured=d0, ci=(lo0, hi0), unit="success", kind=Kind.EMPIRICAL, source=SOURCE,
+        measured=d0, ci=(lo0, hi0), unit="success", kind=Kind.PLANTED, source=SOURCE,
         baseline=f"best single worker {bsa.mean():.3f}; family-wise best {fwa.mean():.3f}",
         ruling=rule0, mde=stats.mde_two_sample(float(np.std(per_q, ddof=1)), len(per_q)),
-        note=f"{power_note(per_q)} {n_q} recorded queries ({n_q // len(FAMILIES)} per family), {k} train/test splits; cluster "
-             f"bootstrap over queries. Separated worker pairs within a family (paired 95% interval above 0): "
+        replication=_family_rep(splits, fams),
+        note="Planted: each LoRA adapter is trained on one family (or a pair), so specialists beating one worker is "
+             f"written by our training data. {_constant_note(pool)} "
+             f"{power_note(per_q)} {n_q} recorded queries ({n_q // len(FAMILIES)} per family), {k} train/test splits; cluster "
+             f"bootstrap over task families. Separated worker pairs within a family (paired 95% interval above 0): "
              f"{len(room)}. " + comp_note)]
     # the router at matched cost against the strongest baseline held to its budget
     # a baseline that cannot be held to the budget on the training queries in some split (no cascade of two
@@ -217,7 +248,7 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
     over = sorted({a for s in splits for a, v in s.train_cost.items() if v > s.budget * (1 + 1e-6)})
     matched = [a for a in MATCHED if a not in over]
     why_not = no_room_or_floor(room, floor)
-    cascade_claim = _claim_cascade_budget(splits, label, qids, seed, why_not, comp_note)
+    cascade_claim = _claim_cascade_budget(splits, label, qids, seed, why_not, comp_note, fams)
     if not matched:
         return out + [Claim(
             statement=f"router (SFT + sep-CMA-ES) on {label} vs the strongest baseline at matched cost",
@@ -226,12 +257,13 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
                                                           "budget on the training queries"), note=comp_note),
                       cascade_claim], {}
     cmp = against_strongest(_stack(splits, "fugu @ budget"), {a: _stack(splits, a) for a in matched},
-                            clusters=qids, seed=seed)
+                            clusters=fams, seed=seed)
     if why_not:
         rule = verdicts.uninformative(why_not)
     else:
         rule = verdicts.direction(cmp.effect, cmp.ci, expected_sign=1, training_runs=k,
-                                  why="vendor numbers on frontier benchmarks; sizes not comparable to this pool")
+                                  why="vendor numbers on frontier benchmarks; sizes not comparable to this pool",
+                                  control=_control(splits, "fugu, shuffled labels @ budget", cmp.strongest, fams, seed))
     fr, fc = _stack(splits, "fugu @ budget"), _stack(splits, "fugu @ budget", 1)
     picks = {a: sorted({s.picks[a] for s in splits}) for a in ("best affordable single", "cascade @ budget")}
     budget = float(np.mean([s.budget for s in splits]))
@@ -242,9 +274,9 @@ def claims(pool: RealPool, splits: list[Split], seed: int) -> tuple[list[Claim],
         paper_value="Fugu-Ultra 73.7 vs Opus 4.8 69.2 (SWE-Bench Pro), quality at near-direct-call cost",
         measured=cmp.effect, ci=cmp.ci, unit="success", kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
         baseline=_held_baselines(splits, matched, over),
-        ruling=rule,
+        ruling=rule, falsifier=FALSIFY, replication=_family_rep(splits, fams),
         note=f"against {cmp.strongest}; {k} train/test splits of {n_q} recorded queries (every router and "
-             f"baseline retrained per split); cluster bootstrap over queries. Budget = the router's own mean "
+             f"baseline retrained per split); cluster bootstrap over task families. Budget = the router's own mean "
              f"measured cost on the training queries ({budget:.4f} s/query averaged over splits); picks: best "
              f"affordable {', '.join(picks['best affordable single'])}; cascade "
              f"{'; '.join(picks['cascade @ budget'])}. Router {fr.mean():.3f} at {fc.mean():.4f} s/query; best "
