@@ -165,41 +165,66 @@ def test_smoke_reproduce_computes_every_claim_and_is_deterministic() -> None:
     for c in rep.claims:
         assert c.measured is not None and c.verdict in Verdict and c.kind in Kind
         assert reapply(c.rule).verdict is c.verdict  # every verdict follows from its recorded rule
-    comparative = [c for c in rep.claims if c.kind is Kind.EMPIRICAL]
-    assert comparative and all(c.baseline for c in comparative)
+    empirical = [c for c in rep.claims if c.kind is Kind.EMPIRICAL]
+    assert empirical and all(c.baseline and c.falsifier for c in empirical)
+    d = rep.details["L=2"]
+    seeds = len(d["SFT"]["per_seed"])
+    assert seeds >= 3  # a method comparison replicates the training run, even at smoke
+    assert all(c.replication == {"unit": "training runs", "n": seeds, "clustered_by": ""} for c in empirical)
     inherited = next(c for c in rep.claims if "relative to its base" in c.statement)
-    Ks = rep.details["L=2"]["K"]
+    Ks = d["K"]
     per_seed_ratio = [fit_growth(Ks, s).ratio / fit_growth(Ks, b).ratio
-                      for s, b in zip(rep.details["L=2"]["SFT"]["per_seed"], rep.details["L=2"]["base"]["per_seed"],
-                                      strict=True)]  # the ratio is measured per training seed, then averaged
+                      for s, b in zip(d["SFT"]["per_seed"], d["base"]["per_seed"], strict=True)]
     assert inherited.measured == pytest.approx(np.mean(per_seed_ratio), abs=1e-3)
     assert inherited.ci == pytest.approx(stats.mean_ci(per_seed_ratio)) and inherited.ci[0] <= inherited.measured
     # the base imitates our restarting explorer, so SFT's ×L growth is planted, and the set-up says so
     planted = next(c for c in rep.claims if "grow exponentially" in c.statement)
     assert planted.kind is Kind.PLANTED and rep.planted and "restart" in rep.planted
-    # distilled is judged against the stronger of SFT and the base, by a t-interval over the training seeds
-    dist = next(c for c in rep.claims if c.statement.startswith("Distilling RL traces"))
-    assert {b["name"] for b in dist.baselines} == {"SFT", "base"}
-    assert dist.compared_with == min(dist.baselines, key=lambda b: b["value"])["name"]
-    seeds = len(rep.details["L=2"]["SFT"]["per_seed"])
-    assert seeds >= 3  # a method comparison replicates the training run, even at smoke
-    per_seed = np.array(rep.details["L=2"]["distilled"]["per_seed"])[:, -1] - np.array(
-        rep.details["L=2"][dist.compared_with]["per_seed"])[:, -1]
-    assert dist.rule["args"]["ci"] == pytest.approx(list(stats.mean_ci(per_seed)))
-    gap = next(c for c in rep.claims if "gap grows with depth" in c.statement)
-    sft, rl = (np.array(rep.details["L=2"][m]["per_seed"]) for m in ("SFT", "RL"))
-    log_growth = np.log(sft[:, -1] / rl[:, -1]) - np.log(sft[:, 0] / rl[:, 0])
-    assert gap.rule["args"]["ci"] == pytest.approx(list(stats.mean_ci(log_growth)))
-    for c in (dist, gap):
-        assert c.rule["args"]["training_runs"] == seeds and "seeds detect an effect" in c.note
+    # RL and distilled are judged in log steps at the deepest K against the strongest of SFT, the base and a
+    # uniform random walk, by a paired t-interval over the training runs, with the sham-reward control beside
+    names = {"SFT": "SFT", "base (starting policy)": "base", "uniform random walk": "uniform random walk"}
+    for method, stmt, sham in (("RL", "RL reaches the goal in fewer steps", "RL (sham reward)"),
+                               ("distilled", "Distilling RL traces", "distilled (sham RL)")):
+        c = next(c for c in rep.claims if stmt in c.statement)
+        assert {b["name"] for b in c.baselines} == set(names)
+        assert c.compared_with == min(c.baselines, key=lambda b: b["value"])["name"]
+        best = np.log(np.array(d[names[c.compared_with]]["per_seed"])[:, -1])
+        per_run = np.log(np.array(d[method]["per_seed"])[:, -1]) - best
+        assert c.measured == pytest.approx(per_run.mean(), abs=1e-3)
+        assert c.rule["args"]["ci"] == pytest.approx(list(stats.mean_ci(per_run)))
+        assert c.rule["args"]["training_runs"] == seeds and "training runs detect an effect" in c.note
+        ctl = np.log(np.array(d[sham]["per_seed"])[:, -1]) - best
+        assert c.rule["args"]["control"]["effect"] == pytest.approx(ctl.mean())
+    linear = next(c for c in rep.claims if "grow linearly" in c.statement)
+    assert linear.rule["args"]["control"]["name"].startswith("RL with sham reward")
+    assert 0.0 <= linear.measured <= 1.0 and linear.ci == pytest.approx(
+        stats.proportion_ci(round(linear.measured * seeds), seeds))
     zero = next(c for c in rep.claims if "zero training signal" in c.statement)
     assert zero.measured.startswith("SFT 0.000 of moves / 0.000")
     assert {f.name for f in rep.figures} == {"hitting_time_vs_K", "signal_share"}
-    assert rep.details["L=2"]["SFT"]["mean"][0] > 0
+    assert d["SFT"]["mean"][0] > 0 and d["uniform random walk"]["mean"][0] > 0
     again = run_reproduction("divelab.training.backtrack", "smoke", 0)  # models now come from the cache; walks are re-sampled
     assert [c.measured for c in again.claims] == [c.measured for c in rep.claims]
     with pytest.raises(ValueError, match="unknown scale"):
         run_reproduction("divelab.training.backtrack", "huge", 0)
+
+
+def test_sham_reward_permutes_rewards_but_keeps_the_walks(tmp_path, monkeypatch) -> None:
+    from dataclasses import replace
+
+    from divelab.training.backtrack import ModelSpec, RLConfig, SFTConfig, train_base, train_rl
+
+    monkeypatch.setenv("DIVELAB_CACHE", str(tmp_path))
+    specs = [MazeSpec(2, 2, 2)]
+    base = train_base(specs, ModelSpec(), SFTConfig(steps=3, batch=4, walk_cap=12), seed=1)
+    cfg = RLConfig(updates=2, mazes=2, group=3, cap=40)
+    real = train_rl(base, specs, ModelSpec(), cfg, seed=1)
+    sham = train_rl(base, specs, ModelSpec(), replace(cfg, sham_reward=True), seed=1)
+    # the first update walks the same mazes with the same seeds from the same base, so its walks agree
+    assert real.meta["history"][0]["steps"] == sham.meta["history"][0]["steps"]
+    assert sham.meta["key"] != real.meta["key"]  # a separate cache entry
+    a, b = real.model.state_dict(), sham.model.state_dict()
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # permuted rewards, different update
 
 
 def test_training_is_deterministic_across_fresh_caches(tmp_path, monkeypatch) -> None:

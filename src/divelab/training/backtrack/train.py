@@ -1,14 +1,16 @@
 """Training the four policies from one base: random-walk base, SFT, RL (outcome + length penalty),
 and distillation of RL traces into the base. Every trained model is cached by config hash.
 
-- **base**: the LM imitates a uniform random walk (all moves, restarts included), so it is an
-  exploratory starting point that has every move in its support.
+- **base**: the LM imitates a scripted explorer (:class:`~divelab.training.backtrack.policy.Explorer`) that
+  mostly restarts at dead ends, with every move in its support.
 - **SFT**: cross-entropy on golden shortest paths only (the correct exit is random per maze, so the
   best imitation at a junction is a uniform guess; dead ends never appear).
 - **RL**: a compact GRPO-style loop on the policy's own attempts: G walks per maze, reward
   ``1[goal] - alpha * steps / shortest_path``, advantage = reward minus the group mean over the
   group std, loss = -advantage x log-prob summed over the walk's moves.
 - **distilled**: cross-entropy of the *base* on the RL policy's successful walks (recoveries kept).
+- **sham-reward RL** (``RLConfig(sham_reward=True)``), the negative control: the same loop with each update's
+  rewards permuted across its walks, so nothing ties a walk's advantage to what it did.
 
 The share of training signal on backward-facing states is measured on the very batches each
 trainer learns from: the share of gradient-bearing moves, and the share of gradient norm
@@ -99,6 +101,9 @@ class RLConfig:
     grad_every: int = 10
     """measure the gradient-signal share of backward-facing states every this many updates (the token share
     on the others)"""
+    sham_reward: bool = False
+    """negative control: each update's rewards are permuted across all its walks before the group advantages,
+    so a walk's advantage says nothing about what it did (same walks, updates and optimiser otherwise)"""
 
 
 @dataclass(frozen=True)
@@ -240,6 +245,7 @@ def train_rl(base: Trained, specs: list[MazeSpec], ms: ModelSpec, cfg: RLConfig,
     def fit() -> Trained:
         model = _clone(base.model, ms)
         rng = np.random.default_rng(seed + 2)
+        sham_rng = np.random.default_rng(seed + 5)
         history: list[dict[str, float]] = []
 
         def loss_of_step(u: int) -> torch.Tensor:
@@ -248,6 +254,8 @@ def train_rl(base: Trained, specs: list[MazeSpec], ms: ModelSpec, cfg: RLConfig,
             model.eval()
             eps = rollout(model, group_mazes, cap=cfg.cap, seed=int(rng.integers(2**31)), window=ms.window)
             r = np.array([float(e.success) - cfg.alpha * e.steps / e.maze.spec.shortest_path for e in eps])
+            if cfg.sham_reward:  # its own generator: the same mazes and rollout seeds as the real run
+                r = sham_rng.permutation(r)
             r = r.reshape(cfg.mazes, cfg.group)
             adv = (r - r.mean(1, keepdims=True)) / (r.std(1, keepdims=True) + 1e-6)
             w = torch.tensor(
