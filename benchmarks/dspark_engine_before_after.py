@@ -34,7 +34,8 @@ def main() -> None:
     sps_o = old.SPSCurve.synthetic_accelerator(0.01, 64)
     res = {}
     for name, mod, d, s in (("before", old, do, sps_o), ("after", new, dn, sps)):
-        eng = mod.SpecEngine(target, d, "fixed", sps=s, gamma=8)
+        # the HF engine on both sides (the lean engine came later): the ratio stays that of the same engine
+        eng = mod.SpecEngine(target, d, "fixed", sps=s, gamma=8, **({"engine": "hf"} if mod is new else {}))
         eng.generate(prompts[0], 8)
         outs, t0 = [], time.perf_counter()
         for _ in range(2):

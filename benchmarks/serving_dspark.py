@@ -20,6 +20,13 @@ machine's load average before and after is recorded: near 0 before means an idle
 
     python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --out benchmarks/serving_dspark.json
     python benchmarks/serving_dspark.py --quick --targets tiny --out /tmp/tiny.json
+    python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --engines hf lean --fmt bf16 --out FILE
+
+``--engines`` picks the target engines the divelab rows run on (default ``hf``, the HF model's batched
+forward, as the saved results were measured): ``lean`` adds the same rows on the lean engine (static
+cache, k-token verification, in-place rollback; weights in ``--fmt``), named ``... [lean FMT]``, with
+their SPS profiled on the lean forward and their greedy identity checked against the lean engine's own
+plain greedy decoding.
 
 CPU here; ``--device cuda`` runs the same code on a GPU.
 """
@@ -56,6 +63,7 @@ def machine_state() -> dict:
 def bench_target(name: str, args, log=print) -> dict:
     from divelab import stats
     from divelab.serving.dspark import Request, SpecEngine, measure_sps, plain_greedy
+    from divelab.serving.dspark.lean_target import LeanTarget, measure_lean_sps
     from dspark_assets import load_assets, load_smollm2
 
     if name == "smollm2":
@@ -77,12 +85,23 @@ def bench_target(name: str, args, log=print) -> dict:
     sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=args.sps_repeats)
     sps_s = time.perf_counter() - t0
     ref = [plain_greedy(target, p, m, eos_token_id=eos) for p in prompts]
+    # each target engine the divelab rows run on: (row-name suffix, engine argument, SPS curve, greedy reference)
+    kinds: dict = {}
+    if "hf" in args.engines:
+        kinds["hf"] = ("", "hf", sps, ref)
+    if "lean" in args.engines:
+        lt = LeanTarget(target, args.fmt)  # one set of converted weights for every lean row
+        lean_sps = measure_lean_sps(lt, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=args.sps_repeats)
+        lean_plain = SpecEngine(target, None, sps=lean_sps, eos_token_id=eos, engine=lt)
+        kinds["lean"] = (f" [lean {args.fmt}]", lt, lean_sps, [lean_plain.generate(p, m) for p in prompts])
     out: dict = {"target": name, "parameters": sum(p.numel() for p in target.parameters()),
                  "drafter_parameters": sum(p.numel() for n_, p in mk.named_parameters()),
                  "draft_vocab": int(len(mk.vocab_ids)), "gamma": g, "prompts": len(prompts),
                  "assistant_parameters": sum(p.numel() for p in assistant.parameters()),
                  "assets": a["meta"], "sps_profile_s": sps_s,
                  "sps": {"B": sps.batch_sizes.tolist(), "steps_per_s": np.round(sps.steps_per_s, 2).tolist()},
+                 "engines": {k: {"sps": {"B": c.batch_sizes.tolist(), "steps_per_s": np.round(c.steps_per_s, 2).tolist(),
+                                         "label": c.label}} for k, (_, _, c, _) in kinds.items()},
                  "greedy_distinct_2": distinct_n(ref, 2), "greedy_distinct_4": distinct_n(ref, 4)}
     log(f"[{name}] target greedy distinct-2 {out['greedy_distinct_2']:.3f} distinct-4 {out['greedy_distinct_4']:.3f}")
 
@@ -102,14 +121,18 @@ def bench_target(name: str, args, log=print) -> dict:
 
     results: dict = {}
     for temp in args.temps:
-        engines = {"divelab plain": SpecEngine(target, None, sps=sps, temperature=temp, eos_token_id=eos,
-                                               seed=args.seed)}
-        for dn, d in drafters.items():
-            engines[f"{dn}, fixed γ={g}"] = SpecEngine(target, d, "fixed", sps=sps, gamma=g, temperature=temp,
-                                                      eos_token_id=eos, seed=args.seed)
-        engines[f"DSpark Markov + Alg. 1, γ≤{g}"] = SpecEngine(target, mk, "dspark", sps=sps, gamma=g,
-                                                              calibration=a.get("calibration"), temperature=temp,
-                                                              eos_token_id=eos, seed=args.seed)
+        engines, greedy_ref = {}, {}
+        for sfx, eng_arg, curve, kref in kinds.values():
+            engines[f"divelab plain{sfx}"] = SpecEngine(target, None, sps=curve, temperature=temp, eos_token_id=eos,
+                                                        seed=args.seed, engine=eng_arg)
+            for dn, d in drafters.items():
+                engines[f"{dn}, fixed γ={g}{sfx}"] = SpecEngine(target, d, "fixed", sps=curve, gamma=g,
+                                                               temperature=temp, eos_token_id=eos, seed=args.seed,
+                                                               engine=eng_arg)
+            engines[f"DSpark Markov + Alg. 1, γ≤{g}{sfx}"] = SpecEngine(
+                target, mk, "dspark", sps=curve, gamma=g, calibration=a.get("calibration"), temperature=temp,
+                eos_token_id=eos, seed=args.seed, engine=eng_arg)
+            greedy_ref.update({nm: kref for nm in engines if nm not in greedy_ref})
         peers = {"transformers generate": lambda p, t: hf(p, t)}
         # the peers' own knobs are tuned on the warm-up prompt (not timed in the table): each gets its best
         tune: dict = {"prompt lookup": {}, "assisted": {}}
@@ -163,8 +186,8 @@ def bench_target(name: str, args, log=print) -> dict:
                    "speedup_per_prompt_mean": float(ratio.mean()),
                    "speedup_per_prompt_ci95": list(stats.mean_ci(ratio)) if len(ratio) > 1 else None,
                    "tokens": r["tokens"], "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
-            if temp == 0:
-                row["identical_to_greedy"] = r["outs"] == ref
+            if temp == 0:  # a lean row against the lean engine's own plain greedy decoding
+                row["identical_to_greedy"] = r["outs"] == greedy_ref.get(nm, ref)
             if r["steps"]:
                 row["tau"] = float(np.mean([s.accepted.sum() + len(s.accepted) for s in r["steps"]]))
                 row["mean_verify_len"] = float(np.mean([s.ell.mean() + 1 for s in r["steps"]]))
@@ -201,14 +224,16 @@ def bench_target(name: str, args, log=print) -> dict:
         dt = time.perf_counter() - t1
         ntok = sum(len([t for t in r[p_len:].tolist() if t != pad]) for r in o)
         row["HF static batched generate"] = {"throughput_tok_s": ntok / dt, "per_user_tok_s": ntok / load / dt}
-        for nm, d, sch in (("divelab plain", None, "fixed-0"), (f"DSpark Alg. 1 γ≤{g}", mk, "dspark"),
-                           *((f"{dn} fixed γ={g}", d, "fixed") for dn, d in drafters.items())):
-            e = SpecEngine(target, d, sch, sps=sps, gamma=g if d is not None else None, eos_token_id=eos,
-                           calibration=a.get("calibration") if sch == "dspark" else None)
-            res = e.serve([Request(p, m, 0.0, i) for i, p in enumerate(ps)], max_batch=load)
-            row[nm] = {"throughput_tok_s": res.throughput, "per_user_tok_s": res.per_user_speed,
-                       "tau": res.tau if d is not None else 1.0,
-                       "identical_to_greedy": all(res.outputs[i] == ref[i % len(prompts)] for i in res.outputs)}
+        for sfx, eng_arg, curve, kref in kinds.values():
+            for nm, d, sch in (("divelab plain", None, "fixed-0"), (f"DSpark Alg. 1 γ≤{g}", mk, "dspark"),
+                               *((f"{dn} fixed γ={g}", d, "fixed") for dn, d in drafters.items())):
+                e = SpecEngine(target, d, sch, sps=curve, gamma=g if d is not None else None, eos_token_id=eos,
+                               calibration=a.get("calibration") if sch == "dspark" else None, engine=eng_arg)
+                res = e.serve([Request(p, m, 0.0, i) for i, p in enumerate(ps)], max_batch=load)
+                row[nm + sfx] = {"throughput_tok_s": res.throughput, "per_user_tok_s": res.per_user_speed,
+                                 "tau": res.tau if d is not None else 1.0,
+                                 "identical_to_greedy": all(res.outputs[i] == kref[i % len(prompts)]
+                                                            for i in res.outputs)}
         for nm, r in row.items():
             log(f"[{name} load {load}] {nm:40s} {r['throughput_tok_s']:7.1f} tok/s total "
                 f"{r['per_user_tok_s']:6.1f} tok/s/user")
@@ -231,6 +256,9 @@ def main() -> None:
     ap.add_argument("--sps-repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--engines", nargs="+", default=["hf"], choices=["hf", "lean"],
+                    help="target engines of the divelab rows (lean: CPU, Llama-family targets)")
+    ap.add_argument("--fmt", default="fp32", choices=["fp32", "bf16", "int8"], help="the lean engine's weight format")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="serving_dspark.json")
     args = ap.parse_args()
@@ -240,6 +268,8 @@ def main() -> None:
     t0 = time.perf_counter()
     out = {"command": "python benchmarks/serving_dspark.py " + " ".join(sys.argv[1:]), "device": args.device,
            "threads": torch.get_num_threads(), "machine_before": machine_state(), "args": vars(args), "targets": {}}
+    if "lean" in args.engines and args.device != "cpu":
+        ap.error("the lean engine runs on the CPU: drop lean from --engines with --device cuda")
     for name in args.targets:
         out["targets"][name] = bench_target(name, args)
         out["wall_s"] = time.perf_counter() - t0

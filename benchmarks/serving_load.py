@@ -171,6 +171,9 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--chat", action="store_true", help="use /v1/chat/completions with chat prompts")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--engine", default=None, choices=["lean", "hf", "auto"],
+                    help="the server's target engine (default: divelab serve's, lean on the CPU)")
+    ap.add_argument("--fmt", default="fp32", choices=["fp32", "bf16", "int8"], help="the lean engine's weight format")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/serving_load.json"))
     a = ap.parse_args()
@@ -203,6 +206,7 @@ def main() -> None:
     out: dict = {"command": "python benchmarks/serving_load.py " + " ".join(sys.argv[1:]),
                  "load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
                  "model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
+                 "engine": a.engine or "default", "fmt": a.fmt,
                  "device": a.device, "host": platform.node(), "max_tokens": a.max_tokens, "max_batch": a.max_batch,
                  "threads": torch.get_num_threads(), "endpoint": "chat" if a.chat else "completions",
                  **({"users": users, "requests_per_user": a.requests_per_user} if users
@@ -210,7 +214,8 @@ def main() -> None:
     texts: dict[str, dict] = {}
     servers = {}
     for mode, (d, cal) in modes.items():  # both servers up at once; the idle one only waits on an event
-        app = create_app(target, tok, "m", d, cal, scheduler=a.scheduler, max_batch=a.max_batch, seed=a.seed)
+        app = create_app(target, tok, "m", d, cal, scheduler=a.scheduler, max_batch=a.max_batch, seed=a.seed,
+                         engine=a.engine, fmt=a.fmt)
         servers[mode] = BackgroundServer(app).start()
         asyncio.run(run_rate(servers[mode].base_url, "m", prompts[:1], 100.0, 4, a.chat, a.seed, 1.0))  # warm-up
     try:

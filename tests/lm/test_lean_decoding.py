@@ -135,3 +135,41 @@ def test_other_architectures_are_refused_by_name() -> None:
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="allowed: " + ", ".join(FORMATS)):
         LeanLM.from_hf(_llama(), "fp16")
+
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_row_invariant_forwards_give_one_token_rows_bit_for_bit(fmt: str) -> None:
+    """With ``row_invariant`` a k-token forward's rows are exactly the k one-token forwards' rows (what lets a
+    greedy speculative verifier commit the tokens plain decoding would), in every format."""
+    model = _llama(init=0.02)
+    ids = _ids(26)
+    lean = LeanLM.from_hf(model, fmt, max_len=64, row_invariant=True)
+    lean.forward(ids[:16])
+    singles = torch.cat([lean.forward(ids[i:i + 1]) for i in range(16, 26)])
+    for k in (2, 5, 10):
+        lean.rollback(lean.length - 16)
+        assert torch.equal(lean.forward(ids[16:16 + k]), singles[:k]), k
+
+
+def test_forward_hidden_returns_hf_hidden_states() -> None:
+    model = _llama()
+    ids = _ids(20)
+    with torch.no_grad():
+        ref = model(ids[None], output_hidden_states=True)
+    lean = LeanLM.from_hf(model, "fp32", max_len=64)
+    logits, hidden = lean.forward_hidden(ids, [0, 2, 3, 1])
+    assert (logits - ref.logits[0]).abs().max().item() < 1e-4
+    for i, h in zip([0, 2, 3, 1], hidden, strict=True):
+        assert (h - ref.hidden_states[i][0]).abs().max().item() < 1e-4, i
+    with pytest.raises(ValueError, match="0..3"):
+        lean.forward_hidden(ids[:2], [4])
+
+
+def test_fork_shares_the_weights_and_has_its_own_cache() -> None:
+    lean = LeanLM.from_hf(_llama(), "bf16", max_len=64)
+    other = lean.fork(max_len=16)
+    assert other.w is lean.w and other.cache is not lean.cache and other.cache.max_len == 16
+    a = lean.forward(_ids(10))
+    assert other.length == 0
+    assert torch.equal(other.forward(_ids(10)), a)

@@ -40,8 +40,9 @@ def test_page_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     except ModelNotInstalledError as exc:
         pytest.skip(str(exc))
     examples = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
-    assert len(examples) == 2
+    assert len(examples) == 3
     for code in examples:
         exec(compile(code, str(PAGE), "exec"), {})
     out = capsys.readouterr().out
     assert "draft tokens accepted; cache holds" in out
+    assert "identical to plain greedy: True" in out

@@ -1,5 +1,6 @@
 """Shared fixtures of the serving tests: one thread, and the smoke model behind `divelab serve`
-with a tiny (untrained, so often rejected) DSpark drafter on loopback."""
+with a tiny (untrained, so often rejected) DSpark drafter on loopback, once on each target engine
+(the default lean path, then the HF model's batched forward)."""
 
 import openai
 import pytest
@@ -25,13 +26,14 @@ def model():
     return load_model("smoke")
 
 
-@pytest.fixture(scope="module")
-def server(model):
+@pytest.fixture(scope="module", params=["lean", "hf"])
+def server(model, request):
     target, tok = model
     torch.manual_seed(0)
     drafter = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=8, rank=8))
     app = create_app(target, tok, "smoke", drafter, sps=SPSCurve.synthetic_accelerator(0.01, 8), max_batch=4,
-                     max_queue=8)
+                     max_queue=8, engine=request.param)
+    assert (app.state.engine.lean is None) == (request.param == "hf")
     with BackgroundServer(app) as srv:
         srv.app = app
         yield srv

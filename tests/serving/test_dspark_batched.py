@@ -25,7 +25,7 @@ def test_batched_serve_with_holes_and_admissions_is_greedy_exact(target):
     torch.manual_seed(0)
     d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=6, rank=4)).double()
     # a random drafter + Alg. 1 on a flat curve sends ragged lengths: rows keep different counts (holes)
-    eng = SpecEngine(target, d, "dspark", sps=SPSCurve.synthetic_accelerator(0.01, 6))
+    eng = SpecEngine(target, d, "dspark", sps=SPSCurve.synthetic_accelerator(0.01, 6), engine="hf")
     reqs = [Request(p, m, arrival_s=0.0 if i < 2 else 1.0, rid=i) for i, (p, m) in enumerate(zip(prompts, news,
                                                                                                    strict=True))]
     res = eng.serve(reqs, max_batch=3, clock=SPSCurve.synthetic_accelerator(0.5, 6))
@@ -42,7 +42,7 @@ def test_step_on_changing_subsets_keeps_each_request_exact(target):
     prompts = [[5, 6, 7], [8, 9, 10, 11], [1, 2]]
     ref = [plain_greedy(target, p, 8) for p in prompts]
     d = Drafter.for_target(target, DrafterConfig(kind="parallel", gamma=3, window=4, rank=4)).double()
-    eng = SpecEngine(target, d, "fixed", sps=None)
+    eng = SpecEngine(target, d, "fixed", sps=None, engine="hf")
     sts = [eng.prefill(Request(p, 8, rid=i)) for i, p in enumerate(prompts)]
     order = [[0, 1, 2], [1], [0, 2], [0, 1, 2], [2], [1, 0]]
     for k in range(30):

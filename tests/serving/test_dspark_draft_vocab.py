@@ -40,7 +40,7 @@ def test_greedy_output_is_plain_greedy_whatever_the_draft_vocabulary(target):
     for kind in ("parallel", "markov", "rnn", "ar"):
         for ids in ([0, 1, 2, 3, 4], sorted(set(ref))[:3] + [40]):  # misses most tokens / hits some
             d = _reduced(target, kind, ids)
-            out = SpecEngine(target, d, "fixed", sps=SPS).generate(prompt, 12)
+            out = SpecEngine(target, d, "fixed", sps=SPS, engine="hf").generate(prompt, 12)
             assert out == ref, (kind, ids)
             drafts = d.draft(torch.zeros(1, 8, d.config.hidden_size, dtype=torch.double),
                              torch.ones(1, 8, dtype=torch.bool), torch.tensor([3]), 0.0)
@@ -59,7 +59,7 @@ def test_sampling_stays_exact_when_the_draft_cannot_propose_half_the_tokens():
     exact = np.exp([float(sum(logp[i, 2 + k, s[k]] for k in range(3))) for i, s in enumerate(seqs)])
     d = _reduced(tgt, "markov", [0, 2], gamma=2)
     eng = SpecEngine(tgt, d, "dspark", sps=SPSCurve.synthetic_accelerator(0.01, 100_000, max_b=8), temperature=1.0,
-                     seed=0)
+                     seed=0, engine="hf")
     n = 800
     res = eng.serve([Request(prompt, 3, rid=i) for i in range(n)], max_batch=200)
     counts = np.zeros(len(seqs))

@@ -36,7 +36,7 @@ def test_engine_forwards_use_no_deprecated_transformers_argument(target, recwarn
     """Every target forward of the engine (prefill, verify, plain greedy) passes its KV cache the way the
     installed transformers wants it (``cache=``, not the deprecated ``past_key_values=``)."""
     d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=8, rank=8)).double()
-    SpecEngine(target, d, "dspark", sps=SPS).generate([3, 17, 5], 6)
+    SpecEngine(target, d, "dspark", sps=SPS, engine="hf").generate([3, 17, 5], 6)
     plain_greedy(target, [3, 17, 5], 4)
     assert not [w for w in recwarn if issubclass(w.category, FutureWarning)], [str(w.message) for w in recwarn]
 
@@ -55,7 +55,7 @@ def test_rollback_undoes_a_step_that_failed_part_way():
     cfg = DrafterConfig(kind="markov", gamma=4, window=8, rank=8)
     torch.manual_seed(0)
     d = Drafter.for_target(target, cfg).double()
-    eng = SpecEngine(target, d, "dspark", sps=SPS)
+    eng = SpecEngine(target, d, "dspark", sps=SPS, engine="hf")
     states = eng.prefill_many([Request(p, 10, rid=i) for i, p in enumerate(prompts)])
     eng.step(states)
 
@@ -86,12 +86,12 @@ def test_greedy_identical_for_every_drafter_and_scheduler(target):
     for kind in ("parallel", "markov", "rnn", "ar"):
         d = Drafter.for_target(target, DrafterConfig(kind=kind, gamma=4, window=8, rank=8)).double()
         for sch in ("fixed-1", "fixed", "threshold-0.3", "dspark", "stale-k", "global-argmax"):
-            eng = SpecEngine(target, d, sch, sps=SPS)
+            eng = SpecEngine(target, d, sch, sps=SPS, engine="hf")
             assert eng.generate(prompts[0], 10) == ref[0], (kind, sch)
-        res = SpecEngine(target, d, "dspark", sps=SPS).serve(
+        res = SpecEngine(target, d, "dspark", sps=SPS, engine="hf").serve(
             [Request(p, 10, arrival_s=0.001 * i, rid=i) for i, p in enumerate(prompts)], max_batch=2)
         assert [res.outputs[i] for i in range(2)] == ref, kind
-    plain = SpecEngine(target, None, sps=SPS)
+    plain = SpecEngine(target, None, sps=SPS, engine="hf")
     assert [plain.generate(p, 10) for p in prompts] == ref
 
 
@@ -109,7 +109,7 @@ def test_sampled_outputs_match_exact_target_sequence_probabilities():
     exact_p = np.exp(exact_p)
     d = Drafter.for_target(tgt, DrafterConfig(kind="markov", gamma=2, window=4, rank=4)).double()
     flat = SPSCurve.synthetic_accelerator(0.01, 100_000, max_b=8)  # verifying is free: drafts get sent
-    eng = SpecEngine(tgt, d, "dspark", sps=flat, temperature=1.0, seed=0)
+    eng = SpecEngine(tgt, d, "dspark", sps=flat, temperature=1.0, seed=0, engine="hf")
     n = 800
     res = eng.serve([Request(prompt, 3, rid=i) for i in range(n)], max_batch=200)
     counts = np.zeros(len(seqs))

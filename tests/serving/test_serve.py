@@ -209,8 +209,8 @@ def _metric(base: str, name: str) -> float:
 def test_full_queue_answers_429(model):
     target, tok = model
     gate = threading.Event()  # the engine loop blocks inside its first forward until released
-    hook = target.register_forward_hook(lambda *a: None if gate.wait(20) else None)
     app = create_app(target, tok, "smoke", None, max_batch=1, max_queue=1)
+    hook = (app.state.engine.lean or target).register_forward_hook(lambda *a: None if gate.wait(20) else None)
     try:
         with BackgroundServer(app) as srv:
             body = {"model": "smoke", "prompt": "x", "max_tokens": 4, "temperature": 0}

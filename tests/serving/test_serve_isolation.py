@@ -18,6 +18,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from divelab.lm.lean import LeanLM
 from divelab.serving.dspark import plain_greedy
 from divelab.serving.server import BackgroundServer, build_app, create_app
 
@@ -103,7 +104,7 @@ def test_poison_requests_never_hurt_concurrent_greedy_streams(model, server):
     assert h["status"] == "ok" and h["running"] == 0 and h["waiting"] == 0  # no orphaned choice keeps decoding
 
 
-def test_a_request_whose_decoding_fails_fails_alone(model, server):
+def test_a_request_whose_decoding_fails_fails_alone(model, server, monkeypatch):
     """Inject a fault: any decoding step (not prefill) that touches position >= 150 raises, so only
     the request with the long prompt can fail; the loop must finish it with its own error event."""
     target, tok = model
@@ -115,7 +116,19 @@ def test_a_request_whose_decoding_fails_fails_alone(model, server):
         if pos is not None and ids.shape[1] <= 8 and int(pos.max()) >= 150:
             raise RuntimeError("injected fault")
 
-    hook = target.register_forward_pre_hook(fault, with_kwargs=True)
+    lean_forward = LeanLM.forward_hidden
+
+    def lean_fault(seq, tokens, *a, **kw):  # the lean engine: the same fault inside a request's own forward,
+        # after the step's earlier requests have written their caches (rolled back by the retry)
+        if len(tokens) <= 8 and seq.length + len(tokens) > 150:
+            raise RuntimeError("injected fault")
+        return lean_forward(seq, tokens, *a, **kw)
+
+    if server.app.state.engine.lean is None:
+        hook = target.register_forward_pre_hook(fault, with_kwargs=True)
+    else:
+        monkeypatch.setattr(LeanLM, "forward_hidden", lean_fault)
+        hook = None
     try:
         refs = [ref_text(model, p, 30) for p in PROMPTS]
         got: dict = {}
@@ -129,7 +142,9 @@ def test_a_request_whose_decoding_fails_fails_alone(model, server):
             t.join()
         r = post(base + "/completions", {"model": "smoke", "prompt": long_prompt, "max_tokens": 5})
     finally:
-        hook.remove()
+        if hook is not None:
+            hook.remove()
+        monkeypatch.undo()
     assert r.status_code == 500 and "decoding failed" in r.json()["error"]["message"]
     assert r.json()["error"]["type"] == "server_error"
     _, errors, status = got["poison"]
@@ -358,8 +373,8 @@ def test_incremental_detokenizer_equals_full_decode(model):
 def test_admission_prefills_waiting_requests_in_one_batch(model):
     target, tok = model
     gate = threading.Event()  # the loop blocks inside its first forward until released
-    hook = target.register_forward_hook(lambda *a: None if gate.wait(20) else None)
     app = create_app(target, tok, "smoke", None, max_batch=4)
+    hook = (app.state.engine.lean or target).register_forward_hook(lambda *a: None if gate.wait(20) else None)
     sizes: list[int] = []
     eng = app.state.engine.greedy
     orig = eng.prefill_many

@@ -4,6 +4,13 @@ A speculative verifier calls ``forward(draft)`` once for k draft tokens, reads t
 then ``rollback(n)`` drops the rejected suffix. Plain decoding calls ``forward([token])``. Nothing
 is allocated per step except the activations: no cache object, no mask object (a k-token step
 builds one boolean causal mask; a 1-token step needs none).
+
+``row_invariant=True`` makes a k-token forward give every row bit for bit the logits k one-token
+forwards give: attention runs once per new token, exactly as a one-token step does, and the matrix
+products are ones whose rows do not depend on how many rows come together (the bf16 and int8
+kernels as they are; in fp32 oneDNN's pre-packed product, a one-token step multiplying two copies
+of its row). A greedy speculative decoder verifying k drafts in one forward then commits the very
+tokens plain one-token decoding by the same model would, in every format.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class LeanLM:
     def __init__(self, weights: LeanWeights, config: LeanConfig, *, max_len: int = DEFAULT_MAX_LEN,
                  eos_token_id: int | list[int] | None = None, compile: bool = False) -> None:
         self.w, self.config = weights, config
+        self.row_invariant = weights.row_invariant
         self.fmt = weights.fmt
         self.eos_token_id = eos_token_id
         self.cache = StaticKVCache(config.n_layers, config.n_kv_heads, config.head_dim, max_len, weights.act_dtype)
@@ -44,13 +52,21 @@ class LeanLM:
 
     @classmethod
     def from_hf(cls, model: Any, fmt: str = "fp32", *, max_len: int = DEFAULT_MAX_LEN,
-                compile: bool = False) -> LeanLM:
-        """Build from a loaded HF ``LlamaForCausalLM`` (ValueError for other architectures)."""
+                compile: bool = False, row_invariant: bool = False) -> LeanLM:
+        """Build from a loaded HF ``LlamaForCausalLM`` (ValueError for other architectures);
+        ``row_invariant``: k-token forwards whose rows equal one-token forwards' bit for bit."""
         config = check_model(model)
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if eos is None:
             eos = getattr(model.config, "eos_token_id", None)
-        return cls(from_hf_weights(model, config, fmt), config, max_len=max_len, eos_token_id=eos, compile=compile)
+        return cls(from_hf_weights(model, config, fmt, row_invariant), config, max_len=max_len, eos_token_id=eos,
+                   compile=compile)
+
+    def fork(self, max_len: int | None = None) -> LeanLM:
+        """Another sequence over the same weights (shared, not copied) with its own empty cache of
+        ``max_len`` positions (default: this one's): one per request when serving several at once."""
+        return LeanLM(self.w, self.config, max_len=max_len or self.cache.max_len, eos_token_id=self.eos_token_id,
+                      compile=self.compiled)
 
     @property
     def length(self) -> int:
@@ -68,34 +84,62 @@ class LeanLM:
     def forward(self, tokens: Sequence[int] | torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
         """Append ``tokens`` to the sequence; return their next-token logits, (k, vocab) float32
         (``last_only``: (1, vocab) for the last token only, e.g. after a long prompt)."""
+        return self.forward_hidden(tokens, (), last_only=last_only)[0]
+
+    @torch.inference_mode()
+    def forward_hidden(self, tokens: Sequence[int] | torch.Tensor, layers: Sequence[int], *,
+                       last_only: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`forward`, also returning the hidden states of ``layers`` for every new token, each
+        (k, hidden) in the activation dtype, indexed as HF's ``output_hidden_states`` tuple: 0 is the
+        embeddings, i the output of layer i, and ``n_layers`` the final normed output (what a
+        drafter reading the target's features needs)."""
         ids = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
         k = int(ids.numel())
         if k == 0:
             raise ValueError("forward needs at least one token")
+        n = self.config.n_layers
+        bad = [i for i in layers if not 0 <= i <= n]
+        if bad:
+            raise ValueError(f"hidden-state indices must be in 0..{n}, got {bad}")
         start = self.cache.reserve(k)
-        x = self._hidden(ids, start)
+        taps = tuple(sorted({int(i) for i in layers if i < n}))
+        x, tapped = self._hidden(ids, start, taps)
         self.cache.length = start + k
+        lin = _two_rows if self._pad_single(k) else _as_is
+        normed = F.rms_norm(x, (self.config.hidden_size,), self.w.norm, self.config.rms_eps)
+        found = dict(zip(taps, tapped, strict=True))
+        found[n] = normed
+        hidden = [found[int(i)] for i in layers]
         if last_only:
-            x = x[-1:]
-        x = F.rms_norm(x, (self.config.hidden_size,), self.w.norm, self.config.rms_eps)
-        return self.w.lm_head(x).float()
+            normed = normed[-1:]
+        return lin(self.w.lm_head, normed).float(), hidden
 
     __call__ = forward
 
-    def _hidden_eager(self, ids: torch.Tensor, start: int) -> torch.Tensor:
+    def _pad_single(self, k: int) -> bool:
+        # fp32 matrix products take a different kernel (a matrix-vector one) for a single row than for
+        # two or more, whose rows agree bit for bit whatever their number: a row-invariant one-token
+        # step therefore multiplies two copies of its row
+        return self.row_invariant and k == 1 and self.fmt == "fp32"
+
+    def _hidden_eager(self, ids: torch.Tensor, start: int, taps: tuple[int, ...] = ()
+                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         cfg, w, cache = self.config, self.w, self.cache
         k, end = ids.shape[0], start + ids.shape[0]
         heads, kv_heads, hd, group = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.group
         q_dim, kv_dim = heads * hd, kv_heads * hd
         cos, sin = self.cos[start:end], self.sin[start:end]
         mask = None
-        if k > 1:  # new token i sees the cache and new tokens up to itself; rows are ordered (group, token)
+        per_row = self.row_invariant and k > 1
+        lin = _two_rows if self._pad_single(k) else _as_is
+        if k > 1 and not per_row:  # new token i sees the cache and new tokens up to itself; rows are ordered (group, token)
             mask = torch.arange(end)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
         x = F.embedding(ids, w.embed)
+        tapped = [x] if 0 in taps else []
         d = (cfg.hidden_size,)
         for li, lw in enumerate(w.layers):
             h = F.rms_norm(x, d, lw.attn_norm, cfg.rms_eps)
-            qkv = lw.qkv(h)
+            qkv = lin(lw.qkv, h)
             # queries and keys rotate together: one rotary application per layer instead of two
             qk = apply_rope(qkv[:, :q_dim + kv_dim].view(k, heads + kv_heads, hd).transpose(0, 1), cos, sin)
             q = qk[:heads]
@@ -103,11 +147,26 @@ class LeanLM:
             keys, values = cache.write(li, start, qk[heads:], v)
             # grouped-query attention without repeating keys: the `group` query heads that share a
             # key/value head are stacked as extra query rows of that head
-            qg = q.reshape(kv_heads, group * k, hd)
-            a = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
-            a = a.view(heads, k, hd).transpose(0, 1).reshape(k, q_dim)
-            x = x + lw.o(a)
+            if per_row:  # each new token alone over the prefix it sees: the one-token step's very call
+                a = torch.cat([F.scaled_dot_product_attention(
+                    q[:, i].reshape(kv_heads, group, hd), keys[:, :start + i + 1], values[:, :start + i + 1],
+                    scale=self.scale).reshape(1, q_dim) for i in range(k)])
+            else:
+                qg = q.reshape(kv_heads, group * k, hd)
+                a = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
+                a = a.view(heads, k, hd).transpose(0, 1).reshape(k, q_dim)
+            x = x + lin(lw.o, a)
             h = F.rms_norm(x, d, lw.mlp_norm, cfg.rms_eps)
-            gate, up = lw.gate_up(h).chunk(2, dim=-1)
-            x = x + lw.down(F.silu(gate) * up)
-        return x
+            gate, up = lin(lw.gate_up, h).chunk(2, dim=-1)
+            x = x + lin(lw.down, F.silu(gate) * up)
+            if li + 1 in taps:
+                tapped.append(x)
+        return x, tapped
+
+
+def _as_is(f, x: torch.Tensor) -> torch.Tensor:
+    return f(x)
+
+
+def _two_rows(f, x: torch.Tensor) -> torch.Tensor:
+    return f(torch.cat([x, x]))[:1]

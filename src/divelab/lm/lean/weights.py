@@ -39,6 +39,7 @@ class LayerWeights:
 @dataclass
 class LeanWeights:
     fmt: str
+    row_invariant: bool
     act_dtype: torch.dtype
     embed: torch.Tensor  # (vocab, hidden): a lookup reads only the rows it needs, so it stays dense
     layers: list[LayerWeights]
@@ -58,12 +59,18 @@ def _mkldnn_bf16() -> bool:
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def _linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear:
+def _linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, row_invariant: bool = False) -> Linear:
     dtype = ACT_DTYPE[fmt]
     if fmt == "int8":
         return Int8Linear(weight, bias, dtype).forward  # bound method: skips nn.Module hook dispatch
     w = weight.detach().to(dtype).contiguous()
     b = None if bias is None else bias.detach().to(dtype)
+    if fmt == "fp32" and row_invariant and torch.backends.mkldnn.is_available():
+        # F.linear's fp32 kernels block the reduction by the number of rows on small matrices, so a row's
+        # result depends on how many rows come with it; oneDNN's pre-packed fp32 product does not, for two
+        # rows or more (the model pads a single row to two)
+        packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
+        return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
     if fmt == "bf16" and _mkldnn_bf16():
         # oneDNN with the weight pre-packed into its blocked layout (what inductor's CPU freezing pass
         # does): on this AVX-512 bf16 machine a decode step measured faster than with F.linear, whose bf16 path
@@ -77,8 +84,9 @@ def _bias(linear: torch.nn.Linear) -> torch.Tensor | None:
     return None if linear.bias is None else linear.bias
 
 
-def from_hf_weights(model: torch.nn.Module, config: LeanConfig, fmt: str) -> LeanWeights:
-    """Collect (and convert) ``model``'s weights; ``model`` is left untouched."""
+def from_hf_weights(model: torch.nn.Module, config: LeanConfig, fmt: str, row_invariant: bool = False) -> LeanWeights:
+    """Collect (and convert) ``model``'s weights; ``model`` is left untouched. ``row_invariant``: fp32 products
+    whose rows do not depend on how many rows are multiplied together (see :class:`~.model.LeanLM`)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown weight format {fmt!r}; allowed: {', '.join(FORMATS)}")
     dtype = ACT_DTYPE[fmt]
@@ -92,12 +100,15 @@ def from_hf_weights(model: torch.nn.Module, config: LeanConfig, fmt: str) -> Lea
         gu_b = _cat(_bias(mlp.gate_proj), _bias(mlp.up_proj))
         layers.append(LayerWeights(
             attn_norm=layer.input_layernorm.weight.detach().to(dtype),
-            qkv=_linear(qkv_w, qkv_b, fmt), o=_linear(at.o_proj.weight, _bias(at.o_proj), fmt),
+            qkv=_linear(qkv_w, qkv_b, fmt, row_invariant),
+            o=_linear(at.o_proj.weight, _bias(at.o_proj), fmt, row_invariant),
             mlp_norm=layer.post_attention_layernorm.weight.detach().to(dtype),
-            gate_up=_linear(gu_w, gu_b, fmt), down=_linear(mlp.down_proj.weight, _bias(mlp.down_proj), fmt)))
+            gate_up=_linear(gu_w, gu_b, fmt, row_invariant),
+            down=_linear(mlp.down_proj.weight, _bias(mlp.down_proj), fmt, row_invariant)))
     rotary = inner.rotary_emb
-    return LeanWeights(fmt=fmt, act_dtype=dtype, embed=inner.embed_tokens.weight.detach().to(dtype), layers=layers,
+    return LeanWeights(fmt=fmt, row_invariant=row_invariant, act_dtype=dtype, embed=inner.embed_tokens.weight.detach().to(dtype), layers=layers,
                        norm=inner.norm.weight.detach().to(dtype),
-                       lm_head=_linear(model.lm_head.weight, _bias(model.lm_head), fmt),  # type: ignore[attr-defined]
+                       lm_head=_linear(model.lm_head.weight, _bias(model.lm_head), fmt,  # type: ignore[attr-defined]
+                                       row_invariant),
                        inv_freq=rotary.inv_freq.detach().float().clone(),
                        attention_scaling=float(getattr(rotary, "attention_scaling", 1.0)))

@@ -5,7 +5,8 @@ and build an engine.
 >>> from divelab.serving.dspark import train_drafter_on_text, SpecEngine
 >>> target, tok = pretrained("smoke")
 >>> drafter = train_drafter_on_text(target, tok, texts, kind="markov", gamma=8)
->>> engine = SpecEngine(target, drafter, scheduler="dspark", temperature=0.0)
+>>> engine = SpecEngine(target, drafter, scheduler="dspark", temperature=0.0)   # lean engine, fp32
+>>> engine = SpecEngine(target, drafter, engine="lean", fmt="bf16")              # or engine="hf"
 >>> print(tok.decode(engine.generate(tok.encode("def add(a, b):"), max_new_tokens=32)))
 """
 
@@ -97,11 +98,15 @@ def load_drafter(path: str | Path, target: torch.nn.Module) -> tuple[Drafter, ST
 
 
 def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int,
-                   temperature: float = 1.0, seed: int = 0, gamma: int | None = None, progress: bool = False) -> dict:
+                   temperature: float = 1.0, seed: int = 0, gamma: int | None = None, progress: bool = False,
+                   engine: str = "hf", fmt: str = "fp32") -> dict:
     """Decode with full-γ verification (fixed-γ) and log each round: raw confidence logits,
-    accepted count. Used for τ, per-position acceptance, and calibration."""
+    accepted count. Used for τ, per-position acceptance, and calibration. ``engine``/``fmt``: the
+    target engine (see :class:`SpecEngine`); an offline measurement, so by default the HF forward,
+    which runs any causal LM a drafter can be trained for."""
     g = gamma or drafter.config.gamma
-    eng = SpecEngine(target, drafter, scheduler=f"fixed-{g}", sps=None, temperature=temperature, gamma=g, seed=seed)
+    eng = SpecEngine(target, drafter, scheduler=f"fixed-{g}", sps=None, temperature=temperature, gamma=g, seed=seed,
+                     engine=engine, fmt=fmt)
     eng.record_rounds = True
     seq_s, draft_s, step_s, owner = [], [], [], []
     for i, p in enumerate(track(prompts, "calibration prompts") if progress else prompts):
@@ -131,10 +136,10 @@ def collect_rounds(target: torch.nn.Module, drafter: Drafter, prompts: list[list
 
 def calibrate(target: torch.nn.Module, drafter: Drafter, prompts: list[list[int]], max_new_tokens: int = 48,
               temperature: float = 1.0, seed: int = 0, gamma: int | None = None,
-              progress: bool = False) -> STSCalibration:
+              progress: bool = False, engine: str = "hf", fmt: str = "fp32") -> STSCalibration:
     """Fit Sequential Temperature Scaling on held-out prompts (blocks of ``gamma``, default the drafter's)."""
     rounds = collect_rounds(target, drafter, prompts, max_new_tokens, temperature, seed, gamma=gamma,
-                            progress=progress)
+                            progress=progress, engine=engine, fmt=fmt)
     if len(rounds["accepted"]) == 0:
         raise ValueError("no full-γ verification rounds collected; give longer generations or more prompts")
     return fit_sts(rounds["conf_logits"], rounds["labels"])

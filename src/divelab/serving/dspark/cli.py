@@ -68,6 +68,10 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int = typer.Option(64),
         temperature: float = typer.Option(0.0, help="0 = greedy"),
         seed: int = typer.Option(0),
+        engine: str = typer.Option("lean", help="target engine: lean (Llama-family models such as SmolLM2, on the "
+                                                "CPU), hf (the HF model's forward, any causal LM) or auto (lean where "
+                                                "it runs the model, else hf)"),
+        fmt: str = typer.Option("fp32", help="lean engine weight format: fp32 | bf16 | int8"),
     ) -> None:
         """Generate with speculative decoding (lossless) and print the text and acceptance stats."""
         from divelab.lm import load_model
@@ -78,7 +82,7 @@ def register(app: typer.Typer) -> None:
             model, tok = load_model(target)
             d, cal = load_drafter(drafter, model) if drafter is not None else (None, None)
             eng = SpecEngine(model, d, scheduler, sps="measure", calibration=cal, temperature=temperature,
-                             gamma=gamma, eos_token_id=tok.eos_token_id, seed=seed)
+                             gamma=gamma, eos_token_id=tok.eos_token_id, seed=seed, engine=engine, fmt=fmt)
             res = eng.serve([Request(tok.encode(prompt), max_new_tokens)], max_batch=1)
         except (ValueError, FileNotFoundError) as exc:
             typer.echo(f"error: {exc}", err=True)

@@ -10,6 +10,11 @@ prefix; rows that kept fewer tokens leave masked holes (no re-padding, no re-sta
 batch is rebuilt only when the set of requests changes by admission (finished rows are dropped by
 index). One host copy per step brings back the accepted counts, next tokens and drafts (plus one
 for the confidences the scheduler reads). With no drafter the engine is plain batched decoding.
+
+That is the ``engine="hf"`` target. The default, ``engine="lean"``, runs a HF Llama-family target
+through :mod:`divelab.lm.lean` instead (:mod:`.lean_target`): per request a static cache, one
+(1 + ℓ)-token forward verifies its drafts, rejected drafts are rolled back in place; requests of a
+step are verified one after another and share the drafting pass and the acceptance computation.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from divelab.serving.dspark.drafter import Drafter
+from divelab.serving.dspark.lean_target import LeanTarget, lean_target, measure_lean_sps
 from divelab.serving.dspark.sampling import probs_at, verify_batch
 from divelab.serving.dspark.scheduler import Scheduler, make_scheduler
 from divelab.serving.dspark.sps import SPSCurve, measure_sps
@@ -52,6 +58,7 @@ class RequestState:
     admitted_s: float = 0.0
     finished_s: float = 0.0
     n_cached: int = 0  # committed tokens in the target cache
+    seq: object = None  # the lean engine's sequence (a LeanLM holding this request's static cache)
     _group: object = field(default=None, repr=False)
     _row: int = field(default=-1, repr=False)
 
@@ -133,13 +140,24 @@ class SpecEngine:
     synthetic accelerator curve). ``calibration`` maps raw confidence logits to probabilities
     (STS); without it a plain sigmoid is used. The engine runs on the target's device; the random
     generator lives there too.
+
+    ``engine="lean"`` (default) decodes a ``LlamaForCausalLM`` target (e.g. SmolLM2) on the CPU by
+    the lean path in weight format ``fmt`` (``fp32`` | ``bf16`` | ``int8``; a :class:`LeanTarget`
+    may be passed to share one set of converted weights between engines); other architectures get
+    a ValueError naming ``engine="hf"``, the HF model's own batched forward (any causal LM, any device).
     """
 
     def __init__(self, target: torch.nn.Module, drafter: Drafter | None = None,
                  scheduler: str | Scheduler = "dspark", sps: SPSCurve | str | None = "measure",
                  calibration: object | None = None, temperature: float = 0.0, gamma: int | None = None,
-                 eos_token_id: int | None = None, seed: int = 0, sps_repeats: int = 7) -> None:
+                 eos_token_id: int | None = None, seed: int = 0, sps_repeats: int = 7,
+                 engine: str | LeanTarget = "lean", fmt: str = "fp32") -> None:
         self.target = target.eval()
+        self.lean = lean_target(self.target, engine, fmt)
+        self.engine = "hf" if self.lean is None else "lean"
+        self.fmt = None if self.lean is None else self.lean.fmt
+        # lean engine: compute every prompt position's logits at prefill (a logits hook reading prompt logprobs)
+        self.full_prompt_logits = False
         self.drafter = drafter.eval() if drafter is not None else None
         if drafter is not None:
             drafter.attach(target)  # raises on vocab / hidden-size mismatch
@@ -156,7 +174,8 @@ class SpecEngine:
         if isinstance(sps, str):
             if sps != "measure":
                 raise ValueError(f"sps must be an SPSCurve, 'measure' or None, got {sps!r}")
-            sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32, 64], repeats=sps_repeats, seed=seed)
+            sps = (measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32, 64], repeats=sps_repeats, seed=seed)
+                   if self.lean is None else measure_lean_sps(self.lean, repeats=sps_repeats, seed=seed))
         self.sps = sps
         self.calibration = calibration
         self.temperature = float(temperature)
@@ -177,7 +196,8 @@ class SpecEngine:
 
     @torch.no_grad()
     def prefill_many(self, reqs: list[Request], now: float = 0.0) -> list[RequestState]:
-        """Batched prefill: one left-padded target forward for all ``reqs``."""
+        """Batched prefill: one left-padded target forward for all ``reqs`` (the lean engine: one
+        forward per request, each into its own new static cache)."""
         if not reqs:
             return []
         for req in reqs:
@@ -185,6 +205,8 @@ class SpecEngine:
                 raise ValueError("empty prompt: give at least one token")
             if req.max_new_tokens < 1:
                 raise ValueError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
+        if self.lean is not None:
+            return self._lean_prefill(reqs, now)
         dev = self._device
         n = len(reqs)
         lens = [len(r.prompt) for r in reqs]
@@ -239,6 +261,9 @@ class SpecEngine:
         """Undo the cache writes of a step that failed part way (an exception inside :meth:`step`):
         every batch holding one of ``states`` is cropped back to its committed slots, so the
         requests can be stepped again (together or one by one) as if the step had never run."""
+        for s in states:
+            if s.seq is not None:  # lean: the committed tokens are the cache's first n_cached rows
+                s.seq.cache.length = s.n_cached
         for b in {id(g): g for g in (s._group for s in states) if g is not None}.values():
             _crop(b.cache, b.mask.shape[1])
 
@@ -300,27 +325,34 @@ class SpecEngine:
                 vs[i, :, p - lens[i]:] = v
             cache.update(ks, vs, li)
         mask = torch.arange(p, device=dev)[None] >= torch.tensor([p - ln for ln in lens], device=dev)[:, None]
-        ctx_kv = ctx_mask = None
-        if self.drafter is not None:
-            w = self.drafter.config.window
-            d = self.drafter.config.hidden_size
-            dt = states[0].ctx[0][0].dtype
-            ctx_kv = []
-            for li in range(len(states[0].ctx)):
-                ck = torch.zeros(n, w, d, dtype=dt, device=dev)
-                cv = torch.zeros(n, w, d, dtype=dt, device=dev)
-                for i, s in enumerate(states):
-                    k, v = s.ctx[li]
-                    c = min(w, k.shape[0])
-                    ck[i, w - c:], cv[i, w - c:] = k[-c:], v[-c:]
-                ctx_kv.append((ck, cv))
-            have = torch.tensor([min(w, s.ctx[0][0].shape[0]) for s in states], device=dev)
-            ctx_mask = torch.arange(w, device=dev)[None] >= (w - have)[:, None]
+        ctx_kv, ctx_mask = self._ctx_batch(states)
         b = _Batch(list(states), cache, mask, min(lens) < p, torch.tensor(lens, device=dev),
                    torch.tensor([s.anchor for s in states], dtype=torch.long, device=dev), ctx_kv, ctx_mask)
         for i, s in enumerate(states):
             s._group, s._row, s.kv, s.ctx = b, i, None, None
         return b
+
+    def _ctx_batch(self, states: list[RequestState]
+                   ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | None, torch.Tensor | None]:
+        """The drafter's cached context of ``states`` stacked (left-padded to its window) with its mask."""
+        if self.drafter is None:
+            return None, None
+        dev = self._device
+        n = len(states)
+        w = self.drafter.config.window
+        d = self.drafter.config.hidden_size
+        dt = states[0].ctx[0][0].dtype
+        ctx_kv = []
+        for li in range(len(states[0].ctx)):
+            ck = torch.zeros(n, w, d, dtype=dt, device=dev)
+            cv = torch.zeros(n, w, d, dtype=dt, device=dev)
+            for i, s in enumerate(states):
+                k, v = s.ctx[li]
+                c = min(w, k.shape[0])
+                ck[i, w - c:], cv[i, w - c:] = k[-c:], v[-c:]
+            ctx_kv.append((ck, cv))
+        have = torch.tensor([min(w, s.ctx[0][0].shape[0]) for s in states], device=dev)
+        return ctx_kv, torch.arange(w, device=dev)[None] >= (w - have)[:, None]
 
     # ------------------------------------------------------------------------------------ a step
     def confidences(self, conf_logits: torch.Tensor) -> np.ndarray:
@@ -329,31 +361,31 @@ class SpecEngine:
             return self.calibration.apply(z)
         return 1.0 / (1.0 + np.exp(-z))
 
+    def _draft_and_schedule(self, anchor: torch.Tensor, ctx_mask: torch.Tensor | None, ctx_kv, avail: np.ndarray,
+                            force_ell: np.ndarray | None) -> tuple[object, np.ndarray, float]:
+        """Draft γ tokens per request (one batched drafter pass) and pick the verify lengths ℓ."""
+        if self.drafter is None or avail.max() <= 0:
+            return None, np.zeros(len(avail), dtype=np.int64), 0.0
+        drafts = self.drafter.draft(None, ctx_mask, anchor, self.temperature, self.gen, gamma=self.gamma,
+                                    ctx_kv=ctx_kv)
+        conf = self.confidences(drafts.conf_logits)  # host copy 1: the scheduler reads confidences
+        conf[np.arange(self.gamma)[None, :] >= avail[:, None]] = 0.0
+        ell = self.scheduler(conf, self.sps) if force_ell is None else np.minimum(force_ell, avail)
+        return drafts, np.asarray(ell, dtype=np.int64), drafts.timings.get("sequential_s", 0.0)
+
     @torch.no_grad()
     def step(self, states: list[RequestState], force_ell: np.ndarray | None = None) -> StepRecord:
         if not states:
             raise ValueError("step needs at least one active request state")
         if any(s.done for s in states):
             raise ValueError("step got a finished request state; pass only states with done == False")
-        n = len(states)
+        if self.lean is not None:
+            return self._lean_step(states, force_ell)
         dev = self._device
         t_start = time.perf_counter()
         b = self._batch_for(states)
-        drafts = None
-        conf_logits = None
         avail = np.array([min(self.gamma, s.req.max_new_tokens - len(s.out) - 1) for s in states]).clip(0)
-        seq_s = 0.0
-        if self.drafter is not None and avail.max() > 0:
-            drafts = self.drafter.draft(None, b.ctx_mask, b.anchor, self.temperature, self.gen, gamma=self.gamma,
-                                        ctx_kv=b.ctx_kv)
-            seq_s = drafts.timings.get("sequential_s", 0.0)
-            conf_logits = drafts.conf_logits
-            conf = self.confidences(conf_logits)  # host copy 1: the scheduler reads confidences
-            conf[np.arange(self.gamma)[None, :] >= avail[:, None]] = 0.0
-            ell = self.scheduler(conf, self.sps) if force_ell is None else np.minimum(force_ell, avail)
-        else:
-            ell = np.zeros(n, dtype=np.int64)
-        ell = np.asarray(ell, dtype=np.int64)
+        drafts, ell, seq_s = self._draft_and_schedule(b.anchor, b.ctx_mask, b.ctx_kv, avail, force_ell)
         t_draft = time.perf_counter()
         t = 1 + int(ell.max())
         ids = b.anchor[:, None] if t == 1 else torch.cat([b.anchor[:, None], drafts.tokens[:, : t - 1]], 1)
@@ -369,7 +401,7 @@ class SpecEngine:
         acc, nxt = verify_batch(dtok, dprob, logits, ell_d, self.temperature, self.gen)
         keep = acc + 1  # anchor + accepted drafts now sit in the cache: roll back the rest
         packed = torch.cat([acc[:, None], nxt[:, None], dtok], 1).cpu().numpy()  # host copy 2
-        accepted, nxt_h = packed[:, 0].astype(np.int64), packed[:, 1]
+        accepted = packed[:, 0].astype(np.int64)
         maxkeep = int(accepted.max()) + 1
         kept = ar[None] < keep[:, None]
         length0 = b.mask.shape[1]
@@ -386,6 +418,15 @@ class SpecEngine:
                          torch.cat([cv, nv], 1).gather(1, idx[..., None].expand(-1, -1, cv.shape[2])))
                         for (ck, cv), (nk, nv) in zip(b.ctx_kv, new, strict=True)]
             b.ctx_mask = torch.cat([b.ctx_mask, kept], 1).gather(1, idx)
+        return self._commit(states, drafts, logits, dprob, ell, accepted, packed, avail, t_start, t_draft, seq_s)
+
+    def _commit(self, states: list[RequestState], drafts, logits: torch.Tensor, dprob: torch.Tensor | None,
+                ell: np.ndarray, accepted: np.ndarray, packed: np.ndarray, avail: np.ndarray, t_start: float,
+                t_draft: float, seq_s: float) -> StepRecord:
+        """The host side of a step (either engine): each request's new tokens, counters and end."""
+        n, t = len(states), logits.shape[1]
+        nxt_h = packed[:, 1]
+        conf_logits = drafts.conf_logits if drafts is not None else None
         if self.record_rounds and drafts is not None:
             z = conf_logits.double().cpu().numpy()
             ap = None
@@ -409,6 +450,90 @@ class SpecEngine:
                           conf_logits=None if conf_logits is None else conf_logits.double().cpu().numpy(),
                           gamma_avail=avail, draft_s=t_draft - t_start, sequential_s=seq_s,
                           verify_s=t_end - t_draft, step_s=t_end - t_start)
+
+    # ------------------------------------------------------------------------------------ the lean engine
+    @torch.inference_mode()
+    def _lean_prefill(self, reqs: list[Request], now: float) -> list[RequestState]:
+        """One lean forward per request into a new static cache sized for its prompt and budget."""
+        layers = self.drafter.config.target_layers if self.drafter is not None else ()
+        full = self.full_prompt_logits
+        lens = [len(r.prompt) for r in reqs]
+        p = max(lens)
+        seqs, rows, hidden = [], [], []
+        for r in reqs:
+            seq = self.lean.sequence(len(r.prompt) + r.max_new_tokens + 1)
+            lg, hs = seq.forward_hidden(r.prompt, layers, last_only=not full)
+            seqs.append(seq)
+            rows.append(lg)
+            hidden.append(hs)
+        ids = torch.zeros(len(reqs), p, dtype=torch.long)  # left-padded, as a batched HF prefill sees them
+        for i, r in enumerate(reqs):
+            ids[i, p - lens[i]:] = torch.tensor(r.prompt, dtype=torch.long)
+        if full:
+            logits = rows[0].new_zeros(len(reqs), p, rows[0].shape[-1])
+            for i, lg in enumerate(rows):
+                logits[i, p - lens[i]:] = lg
+        else:
+            logits = torch.stack(rows)  # (R, 1, V)
+        self.lean.run_hooks(ids, logits)
+        first = self._sample_rows(logits[:, -1]).tolist()
+        states = []
+        for i, r in enumerate(reqs):
+            ctx = None
+            if self.drafter is not None:
+                w = self.drafter.config.window
+                ctx = self._lean_context(hidden[i], slice(-w, None))
+            st = RequestState(r, None, ctx, int(first[i]), out=[int(first[i])], admitted_s=now, n_cached=lens[i],
+                              seq=seqs[i])
+            st.done = self._finished(st)
+            states.append(st)
+        return states
+
+    def _lean_context(self, hidden: list[torch.Tensor], rows: slice) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The drafter's per-layer context keys/values (c, d) of the target features ``hidden[...][rows]``."""
+        feats = {i: h[rows][None] for i, h in zip(self.drafter.config.target_layers, hidden, strict=True)}
+        return [(k[0], v[0]) for k, v in self.drafter.project_context(self.drafter.fuse_features(feats))]
+
+    @torch.inference_mode()
+    def _lean_step(self, states: list[RequestState], force_ell: np.ndarray | None) -> StepRecord:
+        n = len(states)
+        t_start = time.perf_counter()
+        for s in states:
+            if s.seq is None:
+                raise ValueError("the lean engine steps only requests it prefilled itself")
+        anchor = torch.tensor([s.anchor for s in states], dtype=torch.long)
+        avail = np.array([min(self.gamma, s.req.max_new_tokens - len(s.out) - 1) for s in states]).clip(0)
+        ctx_kv, ctx_mask = self._ctx_batch(states)
+        drafts, ell, seq_s = self._draft_and_schedule(anchor, ctx_mask, ctx_kv, avail, force_ell)
+        t_draft = time.perf_counter()
+        t = 1 + int(ell.max())
+        ids = anchor[:, None] if t == 1 else torch.cat([anchor[:, None], drafts.tokens[:, : t - 1]], 1)
+        layers = self.drafter.config.target_layers if self.drafter is not None else ()
+        rows, hidden = [], []
+        for i, s in enumerate(states):  # one (1 + ℓ_r)-token forward per request, into its own cache
+            lg, hs = s.seq.forward_hidden(ids[i, : 1 + int(ell[i])], layers)
+            rows.append(lg)
+            hidden.append(hs)
+        if n == 1:
+            logits = rows[0][None]
+        else:
+            logits = rows[0].new_zeros(n, t, rows[0].shape[-1])  # right-padded rows
+            for i, lg in enumerate(rows):
+                logits[i, : lg.shape[0]] = lg
+        self.lean.run_hooks(ids, logits)
+        dtok = drafts.tokens[:, : t - 1] if drafts is not None else ids[:, :0]
+        dprob = drafts.probs[:, : t - 1] if (drafts is not None and drafts.probs is not None) else None
+        acc, nxt = verify_batch(dtok, dprob, logits, torch.as_tensor(ell), self.temperature, self.gen)
+        packed = torch.cat([acc[:, None], nxt[:, None], dtok], 1).numpy()
+        accepted = packed[:, 0].astype(np.int64)
+        for i, s in enumerate(states):
+            s.seq.rollback(int(ell[i]) - int(accepted[i]))  # the rejected drafts leave the cache in place
+            if self.drafter is not None:
+                w = self.drafter.config.window
+                new = self._lean_context(hidden[i], slice(0, int(accepted[i]) + 1))
+                s.ctx = [(torch.cat([ck, nk])[-w:], torch.cat([cv, nv])[-w:])
+                         for (ck, cv), (nk, nv) in zip(s.ctx, new, strict=True)]
+        return self._commit(states, drafts, logits, dprob, ell, accepted, packed, avail, t_start, t_draft, seq_s)
 
     # ------------------------------------------------------------------------------------ APIs
     def generate(self, prompt: list[int], max_new_tokens: int = 64) -> list[int]:

@@ -323,7 +323,7 @@ def _sweep(target, drafter, cal, prompts, loads, max_new, curves: dict[str, SPSC
                     sched = "fixed-0" if sname == "plain" else "dspark" if sname == "dspark-raw" else sname
                     eng = SpecEngine(target, None if sname == "plain" else drafter, make_scheduler(sched, gamma),
                                      sps=curve, calibration=None if sname == "dspark-raw" else cal, temperature=1.0,
-                                     gamma=gamma, seed=seed + r)
+                                     gamma=gamma, seed=seed + r, engine="hf")  # batched verification: SPS(B)
                     res = eng.serve(reqs, max_batch=load, clock="wall" if cname == "measured" else curve)
                     budget = [float(np.mean(s.ell)) + 1 for s in res.steps] if res.steps else [1.0]
                     runs.setdefault((cname, sname, j), []).append(

@@ -24,7 +24,7 @@ from divelab.serving.server.prepare import plain_chat_prompt
 from divelab.serving.server.routes import router
 from divelab.serving.server.state import ServerState
 
-__all__ = ["context_length", "create_app", "plain_chat_prompt"]
+__all__ = ["context_length", "create_app", "default_engine", "plain_chat_prompt"]
 log = logging.getLogger("divelab.serve")
 
 
@@ -34,6 +34,12 @@ def context_length(model) -> int:
         if getattr(cfg, name, None):
             return int(getattr(cfg, name))
     return 2048
+
+
+def default_engine(model, guard=None) -> str:
+    """``lean`` for a model on the CPU without a guard, else ``hf``."""
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    return "lean" if on_cpu and guard is None else "hf"
 
 
 @asynccontextmanager
@@ -50,11 +56,14 @@ async def lifespan(app: FastAPI):
 def create_app(target, tokenizer, model_name: str, drafter=None, calibration=None, scheduler: str = "dspark",
                max_batch: int = 8, max_queue: int = 64, seed: int = 0, sps=None, gamma: int | None = None,
                max_context: int | None = None, api_key: str | None = None, public_metrics: bool = False,
-               guard=None, guard_policy: str = "annotate") -> FastAPI:
+               guard=None, guard_policy: str = "annotate", engine: str | None = None, fmt: str = "fp32") -> FastAPI:
     """Build the app; the engine loop starts with the app (lifespan) and stops with it. With ``api_key``
     every route but ``/health`` (and ``/metrics`` when ``public_metrics``) needs ``Authorization: Bearer``.
     ``guard``: a first-token probe (a :class:`~divelab.guard.GuardProbe` or its file) that scores every request,
-    acting by ``guard_policy`` unless a request names its own (see :mod:`divelab.serving.server.guarding`)."""
+    acting by ``guard_policy`` unless a request names its own (see :mod:`divelab.serving.server.guarding`).
+    ``engine``: ``"lean"`` (the lean path, weights in ``fmt``: fp32 | bf16 | int8; Llama-family models on
+    the CPU) or ``"hf"`` (the HF model's forward, batched); None picks lean unless the model is off the CPU or
+    a guard is given (the guard reads the HF model's layers), where it picks hf."""
     metrics = ServerMetrics()
     probe_guard = None
     if guard is not None:
@@ -62,7 +71,8 @@ def create_app(target, tokenizer, model_name: str, drafter=None, calibration=Non
 
         probe_guard = ServerGuard.for_model(target, tokenizer, guard, guard_policy, metrics.registry)
     engine = EngineLoop(target, tokenizer, drafter, calibration, scheduler=scheduler, sps=sps, gamma=gamma,
-                        max_batch=max_batch, max_queue=max_queue, seed=seed, metrics=metrics, guard=probe_guard)
+                        max_batch=max_batch, max_queue=max_queue, seed=seed, metrics=metrics, guard=probe_guard,
+                        engine=default_engine(target, guard) if engine is None else engine, fmt=fmt)
     state = ServerState(engine=engine, metrics=metrics, tokenizer=tokenizer, model_name=model_name,
                         ctx_len=max_context or context_length(target), vocab=int(target.config.vocab_size),
                         has_template=bool(getattr(tokenizer, "chat_template", None)), created=int(time.time()),

@@ -23,6 +23,12 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1"),
         port: int = typer.Option(8000),
         device: str = typer.Option("cpu", help="cpu | cuda"),
+        engine: str = typer.Option(None, help="target engine: lean (Llama-family models such as SmolLM2 on the CPU: "
+                                              "static cache, k-token verification, in-place rollback) or hf (the HF "
+                                              "model's forward, any causal LM, batched) or auto (lean where it runs "
+                                              "the model, else hf). Default: lean on the CPU, hf on cuda or with "
+                                              "--guard"),
+        fmt: str = typer.Option("fp32", help="lean engine weight format: fp32 | bf16 | int8"),
         max_batch: int = typer.Option(8, help="requests decoded together in the engine loop"),
         max_queue: int = typer.Option(64, help="waiting requests before new ones get HTTP 429"),
         name: str = typer.Option(None, help="the model id clients send (default: the model name)"),
@@ -45,7 +51,8 @@ def register(app: typer.Typer) -> None:
 
         access = resolve_access(host, api_key, ssl_keyfile, ssl_certfile)  # before the model loads
         try:
-            application = build_app(model, drafter, scheduler=scheduler, device=device, max_batch=max_batch,
+            application = build_app(model, drafter, scheduler=scheduler, device=device, engine=engine, fmt=fmt,
+                                    max_batch=max_batch,
                                     max_queue=max_queue, seed=seed, name=name,
                                     threads=threads, api_key=access.api_key, public_metrics=public_metrics,
                                     **({"guard": guard, "guard_policy": guard_policy} if guard else {}))
@@ -53,8 +60,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         speculative = application.state.engine.speculative
+        lean = application.state.engine.lean
         typer.echo(f"serving {application.state.model_name!r} on {access.url(host, port)} "
-                   f"({'DSpark speculative' if speculative else 'plain'} decoding; {access.note})", err=True)
+                   f"({'DSpark speculative' if speculative else 'plain'} decoding on the "
+                   f"{'lean ' + lean.fmt if lean is not None else 'hf'} engine; {access.note})", err=True)
         if not speculative and drafter == "auto":
             typer.echo(f"no trained drafter for {model!r} in the cache, so no speculation; build one with "
                        f"`divelab dspark train-drafter --target {model}`", err=True)

@@ -15,6 +15,11 @@ verification sees them (see :mod:`divelab.serving.server.logits`); the sampling 
 temperature 1, so ``softmax(hooked logits)`` is exactly the request's distribution. The same hook
 records the raw log-probabilities a request asked for.
 
+On the lean target engine (the default for Llama-family models on the CPU, see
+:mod:`divelab.serving.dspark.lean_target`) each request has its own static cache and the same hook
+is called once per step with the step's logits padded to (requests, positions, vocab); both
+engines share one set of converted weights.
+
 Isolation: a request whose logits turn non-finite, or whose forward raises, is finished with its
 own error event; the loop repairs the batch and keeps serving every other request.
 """
@@ -33,6 +38,7 @@ import numpy as np
 import torch
 
 from divelab.serving.dspark import Request, SpecEngine, measure_sps
+from divelab.serving.dspark.lean_target import LeanTarget, lean_target, measure_lean_sps
 from divelab.serving.server.detok import IncrementalDetokenizer
 from divelab.serving.server.logits import bias_vector, entries, penalise, top_p_filter
 from divelab.serving.server.metrics import ServerMetrics
@@ -111,15 +117,24 @@ class Job:
 class EngineLoop:
     def __init__(self, target: torch.nn.Module, tokenizer, drafter=None, calibration=None,
                  scheduler: str = "dspark", sps=None, gamma: int | None = None, max_batch: int = 8,
-                 max_queue: int = 64, seed: int = 0, metrics: ServerMetrics | None = None, guard=None) -> None:
+                 max_queue: int = 64, seed: int = 0, metrics: ServerMetrics | None = None, guard=None,
+                 engine: str | LeanTarget = "lean", fmt: str = "fp32") -> None:
         if max_batch < 1 or max_queue < 1:
             raise ValueError(f"max_batch and max_queue must be >= 1, got {max_batch}, {max_queue}")
         self.tok = tokenizer
         self.device = next(target.parameters()).device
         self.eos = getattr(tokenizer, "eos_token_id", None)
+        if guard is not None and engine == "auto":
+            engine = "hf"
+        self.lean = lean_target(target, engine, fmt)  # converted once, shared by both engines
+        if guard is not None and self.lean is not None:
+            raise ValueError("the guard reads the HF model's own layers: serve a guarded model with engine='hf' "
+                             "(--engine hf)")
         if drafter is not None and sps is None:  # measured once, shared by both engines
-            sps = measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=2, seed=seed)
-        kw = dict(sps=sps, calibration=calibration, gamma=gamma, eos_token_id=self.eos, seed=seed)
+            sps = (measure_sps(target, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=2, seed=seed) if self.lean is None
+                   else measure_lean_sps(self.lean, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=2, seed=seed))
+        kw = dict(sps=sps, calibration=calibration, gamma=gamma, eos_token_id=self.eos, seed=seed,
+                  engine="hf" if self.lean is None else self.lean)
         self.greedy = SpecEngine(target, drafter, scheduler, temperature=0.0, **kw)
         self.sampler = SpecEngine(target, drafter, scheduler, temperature=1.0, **kw)
         self.shared_gen = self.sampler.gen
@@ -136,7 +151,7 @@ class EngineLoop:
         self._tid: int | None = None
         self._rid = 0
         self._prefilling = 0
-        self._hook = target.register_forward_hook(self._logits_hook)
+        self._hook = (self.lean or target).register_forward_hook(self._logits_hook)
         self._thread = threading.Thread(target=self._run, name="divelab-engine-loop", daemon=True)
 
     # ------------------------------------------------------------------------------ public
@@ -244,6 +259,8 @@ class EngineLoop:
 
     def _set_context(self, jobs: list[Job], gen: torch.Generator | None, prefill: bool) -> None:
         self._ctx = (jobs, prefill) if any(j.params.processed for j in jobs) else None
+        full = prefill and any(j.params.prompt_logprobs for j in jobs)  # lean: prompt rows' logits wanted
+        self.greedy.full_prompt_logits = self.sampler.full_prompt_logits = full
         self.sampler.gen = gen if gen is not None else self.shared_gen
 
     def _groups(self, jobs: list[Job]) -> list[tuple[SpecEngine, list[Job], torch.Generator | None]]:

@@ -32,10 +32,13 @@ def resolve_drafter(model: str, drafter: str | Path | None) -> Path | None:
 
 def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "dspark", device: str = "cpu",
               max_batch: int = 8, max_queue: int = 64, seed: int = 0, name: str | None = None,
-              threads: int | None = None, **kw):
+              threads: int | None = None, engine: str | None = None, fmt: str = "fp32", **kw):
     """``model``: a zoo name or a local HF checkpoint dir; ``drafter``: a dir from ``train-drafter``, "none",
     or None / "auto" (the cached drafter ``divelab dspark train-drafter --target <model>`` built, if any);
-    ``threads``: torch intra-op threads (None: torch's default, one per core); ``kw`` goes to
+    ``threads``: torch intra-op threads (None: torch's default, one per core); ``engine``: the target engine,
+    ``"lean"`` (weights in ``fmt``: fp32 | bf16 | int8), ``"hf"`` or ``"auto"`` (lean where it runs the model, else
+    hf); None: lean on the CPU (hf on cuda or with a guard), a ValueError for a model the lean path does not run;
+    ``kw`` goes to
     :func:`~divelab.serving.server.app.create_app` (e.g. ``api_key``, ``public_metrics``).
     Raises ValueError / FileNotFoundError with a clear message (e.g. a drafter for another model)."""
     import torch
@@ -47,6 +50,10 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda given but no CUDA device is available")
+    if engine not in (None, "lean", "hf", "auto"):
+        raise ValueError(f"engine must be 'lean', 'hf' or 'auto', got {engine!r}")
+    if engine == "lean" and device != "cpu":
+        raise ValueError("the lean engine runs on the CPU: use --engine hf with --device cuda")
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -62,7 +69,7 @@ def build_app(model: str, drafter: str | Path | None = None, scheduler: str = "d
             raise ValueError(f"drafter {drafter} does not match model {model!r}: {exc}") from None
         d = d.to(device)
     return create_app(target, tok, name or Path(str(model)).name, d, cal, scheduler=scheduler, max_batch=max_batch,
-                      max_queue=max_queue, seed=seed, **kw)
+                      max_queue=max_queue, seed=seed, engine=engine, fmt=fmt, **kw)
 
 
 class BackgroundServer:
