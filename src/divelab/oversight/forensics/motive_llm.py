@@ -33,7 +33,7 @@ CACHE_VERSION = 2  # bump when a measured unit's code changes (2: per-rollout ou
 PREPARE_STAGE = "SmolLM2 motive adapter: training and its positive control"
 # seconds on one core at full (2026-11): an adapter's training, one model's fresh rollouts, half of one model's
 # investigations; they weight the stages for the estimate of the time left and balance the side-by-side shares
-W_ADAPTER, W_FRESH, W_HALF = 720.0, 150.0, 560.0  # W_HALF: 450 s before the sham arm, +1 turn in 4
+W_ADAPTER, W_FRESH, W_HALF = 720.0, 300.0, 560.0  # 150 s at 48 fresh a tamperer; 450 s before the sham arm
 W_TOTAL = 2 * W_ADAPTER + 3 * W_FRESH + 6 * W_HALF
 
 
@@ -49,8 +49,10 @@ class MotiveConfig:
     run reuses the cached adapters)"""
     data_seed: int = 1740
     """seed of the training episodes (fixed, so every run reuses the cached adapters)"""
-    n_fresh: int = 48
-    """fresh rollouts per tamperer (earlier self / developer) per model: competence and the positive control"""
+    n_fresh: int = 96
+    """fresh rollouts per tamperer (earlier self / developer) per model: competence, the positive control and the
+    fresh side of the replay check (48 until 2026-12: against 192 rewound rollouts per arm the fresh side held
+    most of the check's noise)"""
     replicates: int = 16
     """independent investigations per model (the unit of sensitivity and of false attributions; 16 of 16 is the
     fewest whose Wilson interval can clear an 80% sensitivity)"""
