@@ -89,3 +89,11 @@ def test_majority_vote_takes_the_most_common_answer_and_pays_every_worker():
     cost = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])
     r, c = majority_vote(answers, rewards, cost)
     assert r.tolist() == [1.0, 0.0] and c.tolist() == [6.0, 3.0]  # a three-way tie goes to the first worker
+
+
+def test_one_measurement_one_claim_when_the_frozen_backbone_is_strongest():
+    runs = _runs(0.2, -0.3)
+    for r in runs:
+        r["arms"]["frozen backbone"] = np.clip(r["arms"]["SVF backbone"] + 0.0, 0, 1) * 0 + 0.75
+    out = svf_router.claims(runs, 6528, 2880, svf_router.SVFConfig(), seed=0)
+    assert out[0].compared_with == "frozen backbone" and len(out) == 1
