@@ -68,14 +68,16 @@ class Plan:
 
 
 # The unit of every interval is the training run: whether RL learns to back out of dead ends is decided once per
-# run (bimodally: at K=7 a run's RL walks ~40 or ~700 steps), so the design replicates runs, not walks. A run's
-# log mean over its walks varies by about 1/sqrt(walks) (the walks' coefficient of variation is about 1), small
-# beside the spread across runs (sd ≈ 1.8 in log steps at K=7 in the earlier five-run full result). The runs are
-# sized so that the gap the theory predicts at the deepest K, log(optimal backtracker / always-restart walker)
-# (-1.50 at K=4, -3.08 at K=7, L=2), is detectable with 80% power (divelab.stats.mde_two_sample): seven runs
-# detect 2.3 log steps at sd 1.8. Each run also trains the sham-reward control, so a run costs about 1.5 times
-# what it did without it; the full plan spends its hour on runs at L=2 rather than a second branching (L=3 only
-# re-measured the planted SFT growth). quick keeps three runs at K up to the deepest trained one.
+# run, and bimodally (at K=7 one run's RL walks ~40 steps, another's ~700), so the design replicates runs, not
+# walks. A run's log mean over its walks varies by about 1/sqrt(walks) (the walks' coefficient of variation is
+# about 1): 0.25 at 16 walks, small beside the spread across runs (sd ≈ 1.8 log steps at K=7 in the earlier
+# five-run full result). The number of runs is sized so that the gap the theory predicts at the deepest K,
+# log(optimal backtracker / always-restart walker) (-1.50 at K=4, -3.08 at K=7, L=2), is detectable with 80%
+# power (divelab.stats.mde_two_sample): eight runs detect 2.1 log steps at sd 1.8. Each run trains RL twice (with
+# its reward and with the sham reward), and RL is most of a run's cost, so full keeps quick's training (the
+# earlier full trained RL three times longer per run, with about the same share of runs learning to back out:
+# 3/5 against 2/3) and spends its hour on eight runs evaluated to K=7 at one branching, L=2 (the earlier L=3 arm
+# only re-measured the planted SFT growth). quick is three of those runs evaluated at the trained depths.
 PLANS = {
     "smoke": Plan(L=(2,), W=2, K_train=(1, 2, 3), K_eval={2: (1, 2, 3)}, seeds=3,
                   base=SFTConfig(steps=15, batch=8, walk_cap=24), sft=SFTConfig(steps=15, batch=8),
@@ -87,17 +89,17 @@ PLANS = {
                   rl=RLConfig(updates=100, mazes=6, group=8, cap=48),
                   distill=DistillConfig(walks=128, sft=SFTConfig(steps=100, batch=16)),
                   eval_walks=16, eval_cap={2: 1200}),
-    "full": Plan(L=(2,), W=2, K_train=(1, 2, 3, 4), K_eval={2: (1, 2, 3, 4, 5, 6, 7)}, seeds=7,
-                 base=SFTConfig(steps=200, batch=32, walk_cap=40), sft=SFTConfig(steps=200, batch=32),
-                 rl=RLConfig(updates=300, mazes=8, group=8, cap=64),
-                 distill=DistillConfig(walks=512, sft=SFTConfig(steps=200, batch=32)),
-                 eval_walks=24, eval_cap={2: 4000}),
+    "full": Plan(L=(2,), W=2, K_train=(1, 2, 3, 4), K_eval={2: (1, 2, 3, 4, 5, 6, 7)}, seeds=8,
+                 base=SFTConfig(steps=100, batch=16, walk_cap=32), sft=SFTConfig(steps=100, batch=16),
+                 rl=RLConfig(updates=100, mazes=6, group=8, cap=48),
+                 distill=DistillConfig(walks=128, sft=SFTConfig(steps=100, batch=16)),
+                 eval_walks=16, eval_cap={2: 4000}),
 }
 
 
 # Stage weights (divelab.stages): one (L, seed) run of training and evaluation. At L=3 the base's and SFT's
 # evaluation walks are longer; since a rollout step costs the same at any walk length, an L=3 run costs only
-# about a quarter more than an L=2 one (the stage times of a full run).
+# about a quarter more than an L=2 one (the stage times of an earlier full run, which had L=3).
 RUN_WEIGHT = {2: 1.0, 3: 1.25}
 STAGE_WEIGHT = PLANS["full"].seeds * sum(RUN_WEIGHT[L] for L in PLANS["full"].L)
 
