@@ -303,25 +303,36 @@ def test_smoke_reproduction() -> None:
     for c in rep.claims:
         if c.rule and c.rule["name"] == "direction" and ("stage raises" in c.statement or c is vs):
             assert c.rule["args"]["training_runs"] == 1 and c.verdict.value != "reproduced", c.statement
-        if c.rule and c.rule["name"] == "value":  # the rate's Wilson interval is in the rule
+        if c.rule and c.rule["name"] == "value":  # the rate's interval (games resampled whole) is in the rule
             assert c.rule["args"]["ci"] is not None, c.statement
     # a simulator GRPO never won inside is a failed set-up, read from the runs, not noise; so is a
     # comparison over fewer than 3 training seeds (smoke has one)
-    sim = by["GRPO inside the world-model simulator vs inside the real games (real-game success, equal iterations)"]
+    from divelab.training.world_model.reproduce import GRPO_STATEMENTS
+
+    sim = by[GRPO_STATEMENTS["real"][0]]
     never = max(rep.details["grpo_success_inside_training_env"]["sim"]) == 0
     assert sim.verdict.value == "uninformative" and ("never succeeded" in sim.reason) is never
-    # judged against the stronger of real-game GRPO and the untrained start, both recorded per seed
-    assert {b["name"] for b in sim.baselines} == {"real", "start"}
+    # judged against the strongest of real-game GRPO, the untrained start and a random agent, all recorded per seed
+    assert {b["name"] for b in sim.baselines} == {"real", "start", "random"}
     assert sim.compared_with == max(sim.baselines, key=lambda b: b["value"])["name"]
-    assert len(rep.details["grpo_real_success"]["start"]) == len(rep.details["grpo_real_success"]["sim"])
-    # the reward and terminal heads are scored on held-out transitions, next to the LM's own token
-    # (the terminal head is a claim of its own only when some logged episode ends without a win: otherwise it is
-    # the win decision again, one measurement that makes one claim)
+    start = by[GRPO_STATEMENTS["start"][0]]
+    assert {b["name"] for b in start.baselines} == {"start", "random"}
+    runs = rep.details["grpo_real_success"]
+    assert len(runs["start"]) == len(runs["random"]) == len(runs["sim"]) == len(runs["sham-sim"])
+    assert sim.replication["unit"] == "training runs" and sim.falsifier
+    # the reward and terminal heads are scored on held-out transitions against the strongest trivial rule, with
+    # heads fitted on shuffled labels as the negative control (the terminal head is a claim of its own only when
+    # some logged episode ends without a win: otherwise it is the win decision again, one measurement that makes
+    # one claim)
     lost = any(k.startswith("the simulator's episode-end") for k in by)
     for outcome in ("win (reward)", *(("episode-end (terminal)",) if lost else ())):
         for metric in ("precision", "recall"):
-            c = by[f"the simulator's {outcome} decisions on held-out games: {metric}"]
+            c = next(c for k, c in by.items() if k.startswith(f"the simulator's {outcome} decisions on held-out "
+                                                                f"games: {metric}"))
             assert c.kind == Kind.EMPIRICAL and (c.measured is None or c.ci is not None), c.statement
+            assert c.measured is None or (c.replication["clustered_by"] == "game"
+                                          and "control" in c.rule["args"]), c.statement
+    assert rep.details["outcome_held_out"]["heads fitted on shuffled labels"]["reward"] is not None
     assert rep.details["outcome_held_out"]["heads"]["done"] is not None  # kept in details either way
     held = rep.details["outcome_held_out"]["heads"]["reward"]
     assert sum(held.values()) == rep.details["fidelity_held_out"]["rl"]["n"]

@@ -87,22 +87,41 @@ def evaluate(predictor: Predictor, transitions: Sequence[Transition]) -> dict[st
             "per_depth": {d: means(v) for d, v in sorted(by_depth.items())}, "rows": rows}
 
 
-def outcome_confusion(world_model: Any, outcome: Any, transitions: Sequence[Transition],
-                      goals: dict[str, str]) -> dict[str, dict[str, int]]:
-    """The simulator's win (``reward``) and episode-end (``done``) decisions against the real ones:
-    true/false positives and negatives per outcome, decided exactly as :class:`SimulatedEnv` decides
-    them (``outcome`` may be None: the world model's own reward token)."""
+def outcome_decisions(world_model: Any, outcome: Any, transitions: Sequence[Transition],
+                      goals: dict[str, str]) -> list[dict[str, Any]]:
+    """Per transition (in order): its game, the simulator's win and episode-end decisions, decided exactly as
+    :class:`SimulatedEnv` decides them (``outcome`` may be None: the world model's own reward token), and the
+    real ones."""
     from divelab.training.world_model.simulator import simulate
 
     if not transitions:
         raise ValueError("no transitions to score the reward and terminal decisions on")
+    by_game: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(transitions):
+        by_game[t.game_id].append(i)
+    out: list[dict[str, Any]] = [{} for _ in transitions]
+    for gid, idx in by_game.items():
+        decided = simulate(world_model, outcome, goals[gid], [(transitions[i].state, transitions[i].action)
+                                                              for i in idx])
+        for i, (_, won, ended, _) in zip(idx, decided, strict=True):
+            t = transitions[i]
+            out[i] = {"game": gid, "reward": bool(won), "done": bool(ended), "true_reward": t.reward > 0,
+                      "true_done": bool(t.done)}
+    return out
+
+
+def confusion(decisions: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """True/false positives and negatives per outcome (``reward``, ``done``) of :func:`outcome_decisions`."""
     counts = {k: {"tp": 0, "fp": 0, "fn": 0, "tn": 0} for k in ("reward", "done")}
-    by_game: dict[str, list[Transition]] = defaultdict(list)
-    for t in transitions:
-        by_game[t.game_id].append(t)
-    for gid, ts in by_game.items():
-        decided = simulate(world_model, outcome, goals[gid], [(t.state, t.action) for t in ts])
-        for t, (_, won, ended, _) in zip(ts, decided, strict=True):
-            for k, pred, true in (("reward", won, t.reward > 0), ("done", ended, t.done)):
-                counts[k][("t" if pred == true else "f") + ("p" if pred else "n")] += 1
+    for d in decisions:
+        for k in counts:
+            pred, true = d[k], d["true_" + k]
+            counts[k][("t" if pred == true else "f") + ("p" if pred else "n")] += 1
     return counts
+
+
+def outcome_confusion(world_model: Any, outcome: Any, transitions: Sequence[Transition],
+                      goals: dict[str, str]) -> dict[str, dict[str, int]]:
+    """The simulator's win (``reward``) and episode-end (``done``) decisions against the real ones:
+    true/false positives and negatives per outcome (see :func:`outcome_decisions`)."""
+    return confusion(outcome_decisions(world_model, outcome, transitions, goals))

@@ -16,6 +16,7 @@ table's job) while the other features are what can carry over to an unseen game.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
@@ -39,6 +40,14 @@ def game_goals(transitions: Sequence[Transition]) -> dict[str, str]:
     if missing:
         raise ValueError(f"games {missing} have no first-step transition to read their goal from")
     return goals
+
+
+def shuffled_outcomes(transitions: Sequence[Transition], seed: int = 0) -> list[Transition]:
+    """The transitions with their (reward, done) outcomes permuted among them (seeded): heads fitted on these
+    learn nothing about when a step wins, yet say yes about as often. A sham for negative controls."""
+    order = np.random.default_rng(seed).permutation(len(transitions))
+    return [dataclasses.replace(t, reward=transitions[j].reward, done=transitions[j].done)
+            for t, j in zip(transitions, order, strict=True)]
 
 
 def features(goal: str, state: State, action: str) -> dict[str, float]:
