@@ -494,6 +494,11 @@ def _arm_claims(arm: str, label: str, succ: dict[str, list[float]], train_succ: 
     for key, names in (("real", ("real", *UNTRAINED)), ("start", UNTRAINED)):
         cmp = against_strongest(a, {k: succ[k] for k in names}, interval="t")
         top = cmp.strongest
+        if key == "start" and out and out[0].compared_with == top:
+            # an untrained agent beat real-game GRPO: the first row is already this comparison (one measurement,
+            # one claim)
+            out[0].note += " The strongest is an untrained agent, so this row is also the comparison with them."
+            break
         ctl = None
         if control_arm is not None:
             cd, clo, chi = stats.paired_diff_ci(np.array(succ[control_arm]), np.array(succ[top]))
