@@ -269,3 +269,16 @@ def test_cli_refuses_an_unsupported_architecture_in_one_line(gpt2_dir):
     ok = CliRunner().invoke(cli, ["dspark", "generate", "x", "--target", str(gpt2_dir), "--engine", "hf",
                                   "--max-new-tokens", "3"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_guard_and_device_pick_the_hf_engine(model):
+    from divelab.serving.server.app import default_engine
+    from divelab.serving.server.engine_loop import EngineLoop
+
+    target, tok = model
+    assert default_engine(target) == "lean" and default_engine(target, guard="probe.json") == "hf"
+    with pytest.raises(ValueError, match="guard reads the HF model's own layers.*--engine hf"):
+        EngineLoop(target, tok, guard=object(), engine="lean")
+    loop = EngineLoop(target, tok, guard=object(), engine="auto")  # auto gives way to the guard
+    assert loop.lean is None
+    loop.close()
