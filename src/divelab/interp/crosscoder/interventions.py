@@ -41,6 +41,37 @@ def ablate_features(cc: Crosscoder, side: int, features: Sequence[int]) -> PairE
     return steer_features(cc, side, features, 0.0)
 
 
+def random_unit(d: int, seed: int) -> torch.Tensor:
+    """A fixed random unit vector of width ``d`` (the direction of the matched-norm negative controls)."""
+    v = torch.randn(d, generator=torch.Generator().manual_seed(seed))
+    return v / v.norm()
+
+
+def steer_random_direction(cc: Crosscoder, side: int, features: Sequence[int], alpha: float, seed: int) -> PairEdit:
+    """The negative control of :func:`steer_features`: the same edit's size at every position, along a fixed random
+    direction instead of the features' decoder directions, x + ‖(α − 1)·Σ f_i·W_dec[i, side]‖·r (α = 0: the
+    control of an ablation)."""
+    real = steer_features(cc, side, features, alpha)
+
+    def edit(x: torch.Tensor, o: torch.Tensor | None) -> torch.Tensor:
+        r = random_unit(x.shape[-1], seed).to(x.dtype)
+        return x + (real(x, o) - x).norm(dim=-1, keepdim=True) * r
+
+    return edit
+
+
+def recon_random_direction(cc: Crosscoder, side: int, seed: int) -> PairEdit:
+    """The negative control of :func:`recon_patch`: x moved by the reconstruction error's norm ‖x̂ − x‖ along a
+    fixed random direction (a perturbation of the patch's size that carries none of the dictionary)."""
+    real = recon_patch(cc, side)
+
+    def edit(x: torch.Tensor, o: torch.Tensor | None) -> torch.Tensor:
+        r = random_unit(x.shape[-1], seed).to(x.dtype)
+        return x + (real(x, o) - x).norm(dim=-1, keepdim=True) * r
+
+    return edit
+
+
 def add_direction(vector: torch.Tensor) -> PairEdit:
     """x + vector at every edited position (steering a model along a fixed direction)."""
     return lambda x, o: x + vector

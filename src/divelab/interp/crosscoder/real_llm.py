@@ -30,9 +30,16 @@ from divelab.cache import stable_hash
 from divelab.claims import Claim, Kind
 from divelab.comparisons import against_strongest
 from divelab.interp.crosscoder import task
-from divelab.interp.crosscoder.dfc import A, CrosscoderConfig, train_crosscoder
+from divelab.interp.crosscoder.dfc import KEEP_ALIVE, A, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import capture_acts, forward, harvest_generation_pairs, layer_hook
-from divelab.interp.crosscoder.interventions import PairEdit, add_direction, recon_patch, steer_features
+from divelab.interp.crosscoder.interventions import (
+    PairEdit,
+    add_direction,
+    recon_patch,
+    recon_random_direction,
+    steer_features,
+    steer_random_direction,
+)
 from divelab.interp.crosscoder.ranking import exclusive_liveness, rank_features
 from divelab.lm.adapt import AdaptConfig, LoraSpec
 from divelab.stages import stage
@@ -70,11 +77,12 @@ class RealPlan:
     """optimizer steps between held-out checks"""
     check: int = 16
     """held-out tool prompts of that check"""
-    cells: tuple[CrosscoderConfig, ...] = (
-        CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=1e-3, steps=600, lr=3e-3),
-        CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=0.2, steps=600, lr=3e-3),
-        CrosscoderConfig(dict_size=256, k=8, excl_share=0.0, steps=600, lr=3e-3))
-    """the crosscoders trained on the pair (two DFC cells, one plain)"""
+    cells: tuple[CrosscoderConfig, ...] = tuple(
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.1, lambda_shared=lsh, steps=600, lr=3e-3, seed=s, **KEEP_ALIVE)
+        for lsh in (1e-3, 0.2) for s in (0, 1)) + (
+        CrosscoderConfig(dict_size=256, k=8, excl_share=0.0, steps=600, lr=3e-3, **KEEP_ALIVE),)
+    """the crosscoders trained on the pair: the paper's DFC and one with a stronger shared penalty, each at two
+    seeds (the replication unit of the steering and patch claims), and one plain crosscoder"""
     alphas: tuple[float, ...] = (4.0, 16.0)
     """steering strengths tried on the selection prompts"""
     seed: int = 0
@@ -245,29 +253,38 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
 
     rows = []
     for cfg in plan.cells:
-        cfg = replace(cfg, seed=seed)
+        cfg = replace(cfg, seed=seed + cfg.seed)  # a cell's own seed offsets the run's: replicate cells
         with torch.enable_grad():
             cc = train_crosscoder(acts_a, acts_b, cfg)
         recon = strict_correct(sib, ev, layer=layer, edit=recon_patch(cc, A), other_acts=other_ev)
+        recon_ctl = strict_correct(sib, ev, layer=layer, edit=recon_random_direction(cc, A, seed), other_acts=other_ev)
         ranked = rank_features(cc, acts_a, acts_b, labels, partition="A" if cc.n_a else None, top=3)
         top = ranked[0].index
         gains = {a: float(strict_correct(sib, sel, layer=layer, edit=steer_features(cc, A, [top], a),
                                          other_acts=other_sel).mean() - ca_sel.mean()) for a in plan.alphas}
         alpha = max(gains, key=gains.get)
         steer = strict_correct(sib, ev, layer=layer, edit=steer_features(cc, A, [top], alpha), other_acts=other_ev)
-        rows.append({"cell": cfg.label() + f" lsh{cfg.lambda_shared:g}", "arch": cfg.arch,
-                     "heldout": exclusive_liveness(cc, ho_a, ho_b, ho_labels) if cc.n_a else None,
-                     "forbidden_max": cc.forbidden_max(), "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]),
-                     "top": top, "top_d": ranked[0].cohens_d, "top_auroc": ranked[0].auroc, "alpha": alpha,
-                     "sel_gain": gains[alpha], "recon": recon, "steer": steer})
+        row = {"cell": cfg.label() + f" lsh{cfg.lambda_shared:g} s{cfg.seed}", "arch": cfg.arch,
+               "heldout": exclusive_liveness(cc, ho_a, ho_b, ho_labels) if cc.n_a else None,
+               "forbidden_max": cc.forbidden_max(), "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]),
+               "resampled": cc.resampled, "top": top, "top_d": ranked[0].cohens_d, "top_auroc": ranked[0].auroc,
+               "alpha": alpha, "sel_gain": gains[alpha], "recon": recon, "recon_ctl": recon_ctl, "steer": steer}
+        fired = (cc.encode(acts_a, acts_b)[:, cc.a_slice] > 0).any(0)
+        if cc.n_a and bool(fired.any()):
+            # the same steering along a random direction of matched size (negative control) and a random other
+            # live A-exclusive latent at the same α (a trivial baseline)
+            row["steer_ctl"] = strict_correct(sib, ev, layer=layer, edit=steer_random_direction(cc, A, [top], alpha, seed),
+                                              other_acts=other_ev)
+            live = [i for i in torch.nonzero(fired).flatten().tolist() if i != top]
+            if live:
+                rand = int(np.random.default_rng(seed + len(rows)).choice(live))
+                row["steer_rand"] = strict_correct(sib, ev, layer=layer, edit=steer_features(cc, A, [rand], alpha),
+                                                   other_acts=other_ev)
+        rows.append(row)
     dfc = [r for r in rows if r["arch"] == "DFC"]
     ccs = [r for r in rows if r["arch"] == "CC"]
     best = max(dfc, key=lambda r: r["sel_gain"])
-    # judged against the strongest alternative measured on the same prompts, paired by prompt
-    alts = {"no steering": ca, "difference-of-means steering": dom_a}
-    if ccs:
-        alts["plain-crosscoder top feature"] = max(ccs, key=lambda r: r["sel_gain"])["steer"]
-    cmp = against_strongest(best["steer"], alts, seed=seed)
+    live_rows = [r for r in dfc if "steer_ctl" in r]
     worst = min(r["heldout"]["alive"] for r in dfc)
     claims.append(Claim(
         statement=f"{label}: the A-exclusive latents are alive on held-out activations (smallest share alive over "
@@ -280,29 +297,60 @@ def measure_pair(base, tok, plan: RealPlan = RealPlan(), *, base_name: str = "sm
              "fires: " + "; ".join(f"{r['cell']}: {r['heldout']['alive']:.2f}, {r['heldout']['fire_tool']:.2f} / "
                                    f"{r['heldout']['fire_generic']:.2f}" for r in dfc)))
     cannot = _cannot_speak(dfc, float(ca.mean()))
-    claims.append(Claim(
-        statement=f"{label}: steering one A-exclusive feature raises the LoRA sibling's tool correctness (best cell), "
-                  "over the strongest alternative",
-        paper_value="+65 pp over no steering (one best cell, 40 prompts)", measured=cmp.effect, ci=cmp.ci,
-        unit="share", kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
-        # one crosscoder training run stands behind the best cell: the interval is over prompts
-        ruling=(verdicts.uninformative(cannot) if cannot else
-                verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs", training_runs=1)),
-        note=f"layer {layer}; cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
-             f"{best['top_auroc']:.2f}), α = {best['alpha']:g} picked on {plan.select} other prompts; "
-             f"{len(dfc)} DFC cells"))
+    if not cannot and len(live_rows) < 2:
+        cannot = (f"{len(live_rows)} DFC cell(s) with a live A-exclusive block: one crosscoder training run cannot "
+                  "separate the method from the run")
+    steer_claim = dict(
+        statement=f"{label}: steering one A-exclusive feature raises the LoRA sibling's tool correctness, over the "
+                  "strongest alternative (every DFC cell whose A-exclusive block fires)",
+        paper_value="best cells +55 and +65 pp over no steering (40 prompts)", kind=Kind.EMPIRICAL, source=SOURCE,
+        note=f"layer {layer}; {len(live_rows)} of {len(dfc)} DFC cells with a live A-exclusive block; gain over no "
+             "steering per cell " + ", ".join(f"{r['cell']} {r['steer'].mean() - ca.mean():+.2f} (α = {r['alpha']:g})"
+                                             for r in live_rows)
+             + f"; cell best on the selection prompts: {best['cell']}, feature {best['top']} (Cohen's d "
+               f"{best['top_d']:.1f}, AUROC {best['top_auroc']:.2f})")
+    if live_rows:
+        cells = [r["cell"] for r in live_rows for _ in range(len(ca))]
+        arms = {"no steering": np.tile(ca, len(live_rows)), "difference-of-means steering": np.tile(dom_a, len(live_rows))}
+        if ccs:
+            arms["plain-crosscoder top feature"] = np.tile(max(ccs, key=lambda r: r["sel_gain"])["steer"], len(live_rows))
+        if all("steer_rand" in r for r in live_rows):
+            arms["random live A-exclusive latent"] = np.concatenate([r["steer_rand"] for r in live_rows])
+        cmp = against_strongest(np.concatenate([r["steer"] for r in live_rows]), arms, clusters=cells, seed=seed)
+        e, lo, hi = stats.cluster_diff_ci(np.concatenate([r["steer_ctl"] for r in live_rows]), arms[cmp.strongest],
+                                          cells, seed=seed)
+        ctl = verdicts.control("the same steering along a random direction of matched size", e, (lo, hi))
+        claims.append(Claim(
+            measured=cmp.effect, ci=cmp.ci, unit="share", **cmp.claim_fields(), **steer_claim,
+            ruling=(verdicts.uninformative(cannot) if cannot else verdicts.direction(
+                cmp.effect, cmp.ci, why="the paper reports its best cells only; this is every live cell",
+                training_runs=len(live_rows), control=ctl)),
+            falsifier="steered correctness no higher than the best of no steering, difference-of-means steering, "
+                      "the plain crosscoder's feature and a random live exclusive latent would refute it",
+            replication={"unit": "crosscoder training runs (cells)", "n": len(live_rows),
+                         "clustered_by": "cell (prompts within it)"}))
+    else:
+        claims.append(Claim(measured=None, ruling=verdicts.uninformative(cannot), **steer_claim))
     rg = np.array([r["recon"].mean() - ca.mean() for r in rows])
-    # cells are the independent crosscoder training runs, so the interval is over cells (prompts within a
-    # cell are not independent evidence about the method)
-    m, (lo, hi) = float(rg.mean()), stats.mean_ci(rg)
+    # cells are the independent crosscoder training runs: a cluster bootstrap over cells (prompts within a cell
+    # are not independent evidence about the method)
+    cells = [r["cell"] for r in rows for _ in range(len(ca))]
+    cmp = against_strongest(np.concatenate([r["recon"] for r in rows]), {"no patch": np.tile(ca, len(rows))},
+                            clusters=cells, seed=seed)
+    e, lo, hi = stats.cluster_diff_ci(np.concatenate([r["recon_ctl"] for r in rows]), np.tile(ca, len(rows)), cells,
+                                      seed=seed)
     claims.append(Claim(
-        statement=f"{label}: the reconstruction patch alone raises the LoRA sibling's tool correctness (mean over "
-                  "cells)", paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=m, ci=(lo, hi),
-        kind=Kind.EMPIRICAL, source=SOURCE,
-        ruling=(verdicts.uninformative(cannot) if cannot else
-                verdicts.direction(m, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs")),
+        statement=f"{label}: the reconstruction patch alone raises the LoRA sibling's tool correctness (every cell)",
+        paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=cmp.effect, ci=cmp.ci, unit="share",
+        kind=Kind.EMPIRICAL, source=SOURCE, **cmp.claim_fields(),
+        ruling=(verdicts.uninformative(cannot) if cannot and "ceiling" in cannot else
+                verdicts.direction(cmp.effect, cmp.ci, paper=0.311, tol=0.15, tol_kind="abs", training_runs=len(rows),
+                                   control=verdicts.control("the sibling moved by the reconstruction error's size "
+                                                            "along a random direction", e, (lo, hi)))),
+        falsifier="patched correctness no higher than the unpatched sibling's on held-out prompts would refute it",
+        replication={"unit": "crosscoder training runs (cells)", "n": len(rows), "clustered_by": "cell (prompts within it)"},
         note=f"{int((rg > 0).sum())}/{rg.size} cells positive; per cell " + ", ".join(
-            f"{r['cell']} {x:+.2f}" for r, x in zip(rows, rg, strict=True)) + "; t interval over cells"))
+            f"{r['cell']} {x:+.2f}" for r, x in zip(rows, rg, strict=True))))
     details = {"model": label, "plan": {k: v for k, v in asdict(plan).items() if k != "cells"},
                "cells": [{k: (float(v.mean()) if isinstance(v, np.ndarray) else v) for k, v in r.items()}
                          for r in rows],

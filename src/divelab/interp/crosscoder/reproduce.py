@@ -12,18 +12,21 @@ import torch
 from scipy import stats as st
 
 from divelab import stats, verdicts
-from divelab.claims import Claim, Kind, Reproduction, not_checkable, strongest
-from divelab.comparisons import against_strongest, baseline_records
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.comparisons import against_strongest
 from divelab.interp.crosscoder import task
-from divelab.interp.crosscoder.dfc import A, B, CrosscoderConfig, train_crosscoder
+from divelab.interp.crosscoder.dfc import KEEP_ALIVE, A, B, CrosscoderConfig, train_crosscoder
 from divelab.interp.crosscoder.harvest import harvest_generation_pairs
 from divelab.interp.crosscoder.interventions import (
     ablate_features,
     add_direction,
     generate,
     prescale_topk,
+    random_unit,
     recon_patch,
+    recon_random_direction,
     steer_features,
+    steer_random_direction,
 )
 from divelab.interp.crosscoder.models import PairSpec, load_pair, tool_correctness
 from divelab.interp.crosscoder.ranking import (
@@ -62,9 +65,9 @@ class Plan:
 
 
 def _grid(ds, ks, lxs, p, steps) -> tuple[CrosscoderConfig, ...]:
-    dfc = [CrosscoderConfig(dict_size=d, k=k, excl_share=p, lambda_excl=lx, steps=steps)
+    dfc = [CrosscoderConfig(dict_size=d, k=k, excl_share=p, lambda_excl=lx, steps=steps, **KEEP_ALIVE)
            for d in ds for k in ks for lx in lxs]
-    cc = [CrosscoderConfig(dict_size=d, k=k, excl_share=0.0, steps=steps) for d in ds for k in ks]
+    cc = [CrosscoderConfig(dict_size=d, k=k, excl_share=0.0, steps=steps, **KEEP_ALIVE) for d in ds for k in ks]
     return tuple(dfc + cc)
 
 
@@ -75,8 +78,10 @@ PLANS = {
     # budget; full sweeps k too
     "quick": Plan(PairSpec(), harvest=1200, heldout=200, cells=_grid((128, 256), (8,), (0.0, 1e-3), 0.1, 600), select=40,
                   eval=60, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=None),
+    # full: every cell is scored with its controls (a random latent, a random direction of matched size), so the
+    # evaluation set is 150 prompts per cell (the paper's is 40) to keep the run within its time budget
     "full": Plan(PairSpec(), harvest=4000, heldout=1000, cells=_grid((128, 256, 512), (4, 8, 16), (0.0, 1e-3), 0.1, 2000),
-                 select=80, eval=300, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=RealPlan()),
+                 select=80, eval=150, alphas=(4.0, 8.0, 16.0, 32.0), real_llm=RealPlan()),
 }
 
 
@@ -150,12 +155,17 @@ class Measured:
         return verdicts.uninformative(self.dead) if self.dead else ruling
 
 
+PLANTED = ("The tiny pair's data come from our generator: every tool prompt is one template (`tools: 1 a 2 b 3 c. ask: "
+           "... |`), every generic prompt another, and the right tool is a uniform draw; the base corpus's 5% strict-call "
+           "rate and the sibling's RL stopping target (40% held-out correctness) are our constants. Whether a "
+           "tool-vs-generic feature is a template detector is therefore decided by the generator.")
+
 STAGE_WEIGHT = 3
 """At full: the tiny pair with its crosscoder cells (1), then the SmolLM2 pair (2); other scales end after the first."""
 
 def run(plan: Plan, seed: int) -> Reproduction:
     rep = Reproduction(system="crosscoder", title="A dedicated-feature crosscoder localises RL-induced tool use",
-                       scale="", seed=seed)
+                       scale="", seed=seed, planted=PLANTED)
     with torch.no_grad():
         m = stage("tiny pair and crosscoder cells",
                   lambda: _measure(replace(plan, pair=replace(plan.pair, seed=seed)), seed), weight=1)
@@ -165,8 +175,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
         rep.claims += _claims_liveness(m, plan)
         rep.claims += _claims_steering(m, seed)
         rep.claims += _claims_recon_patch(m, seed)
-        rep.claims += _claims_spillover(m)
-        rep.claims += _claims_exclusive_block(m)
+        rep.claims += _claims_spillover(m, seed)
+        rep.claims += _claims_exclusive_block(m, seed)
         rep.claims += _claims_base_steering(m, seed)
         rep.claims += _claims_cc_vs_dfc(m, seed)
         rep.claims += _claims_template_detector(m)
@@ -234,21 +244,27 @@ def _measure(plan: Plan, seed: int) -> Measured:
 
     rows = []
     for cfg in plan.cells:
-        cfg = replace(cfg, seed=seed)
+        cfg = replace(cfg, seed=seed + cfg.seed)  # a cell's own seed offsets the run's: replicate cells
         with torch.enable_grad():
             cc = train_crosscoder(acts_a, acts_b, cfg)
         # A-exclusive features that fire (survive top-k) on at least one harvested position: steering and
         # ablating scale with the activation, so a cell whose exclusive block never fires cannot test them.
-        alive = int((cc.encode(acts_a, acts_b)[:, cc.a_slice] > 0).any(0).sum())
-        row: dict = {"cell": cfg.label(), "arch": cfg.arch, "D": cfg.dict_size, "k": cfg.k,
+        fired = cc.encode(acts_a, acts_b)[:, cc.a_slice] > 0
+        alive = int(fired.any(0).sum())
+        row: dict = {"cell": cfg.label() + (f" s{cfg.seed}" if cfg.seed != seed else ""), "arch": cfg.arch,
+                     "D": cfg.dict_size, "k": cfg.k, "seed": cfg.seed,
                      "lambda_excl": cfg.lambda_excl, "forbidden_max": cc.forbidden_max(),
                      "mse": float(cc.loss(acts_a, acts_b)[1]["mse"]), "excl_alive": alive,
-                     "dead_at_end": int(cc.dead_latents().sum()),
+                     "dead_at_end": int(cc.dead_latents().sum()), "resampled": cc.resampled,
                      "heldout": exclusive_liveness(cc, held_a, held_b, held_labels) if cfg.n_excl else {}}
         ra = score(sib, layer=layer, edit=recon_patch(cc, A), other=base)
         rb = score(base, layer=layer, edit=recon_patch(cc, B), other=sib)
         row.update(recon_a=ra["correct"], recon_a_fmt=ra["format"], recon_b_sel=rb["selection"],
-                   recon_b_fmt=rb["format"])
+                   recon_b_fmt=rb["format"],
+                   # negative controls: the patch's size along a random direction, on each model
+                   recon_a_ctl=score(sib, layer=layer, edit=recon_random_direction(cc, A, seed), other=base)["correct"],
+                   recon_b_ctl=score(base, layer=layer, edit=recon_random_direction(cc, B, seed),
+                                     other=sib)["selection"])
         ranked = rank_features(cc, acts_a, acts_b, labels, partition="A" if cfg.n_excl else None, top=5)
         top = ranked[0].index
         gains = {a: score(sib, sel, layer=layer, edit=steer_features(cc, A, [top], a), other=base)["correct"].mean()
@@ -257,11 +273,32 @@ def _measure(plan: Plan, seed: int) -> Measured:
         row.update(top=top, top_d=ranked[0].cohens_d, top_auroc=ranked[0].auroc, alpha=alpha,
                    sel_gain=gains[alpha],
                    steer=score(sib, layer=layer, edit=steer_features(cc, A, [top], alpha), other=base)["correct"],
-                   ablate=score(sib, layer=layer, edit=ablate_features(cc, A, [top]), other=base)["correct"],
                    cc=cc, ranked=ranked)
-        if cfg.n_excl:
-            row["ablate_block"] = score(sib, layer=layer, edit=ablate_features(cc, A, range(cc.n_a)),
-                                        other=base)["correct"]
+        if cfg.n_excl and alive:
+            # a random other live A-exclusive latent (a trivial baseline) and the same edits along a random
+            # direction of matched size (the negative controls); a dead block makes every edit a no-op
+            live = [i for i in torch.nonzero(fired.any(0)).flatten().tolist() if i != top]
+            rand = int(np.random.default_rng(seed + len(rows)).choice(live)) if live else None
+            on = cc.encode(acts_a, acts_b)[labels == 1, top]
+            vec = alpha * float(on[on > 0].mean() if bool((on > 0).any()) else 0.0) * cc.direction(top, A)
+            row.update(
+                rand=rand,
+                ablate=score(sib, layer=layer, edit=ablate_features(cc, A, [top]), other=base)["correct"],
+                ablate_block=score(sib, layer=layer, edit=ablate_features(cc, A, range(cc.n_a)), other=base)["correct"],
+                steer_ctl=score(sib, layer=layer, edit=steer_random_direction(cc, A, [top], alpha, seed),
+                                other=base)["correct"],
+                ablate_ctl=score(sib, layer=layer, edit=steer_random_direction(cc, A, [top], 0.0, seed),
+                                 other=base)["correct"],
+                block_ctl=score(sib, layer=layer, edit=steer_random_direction(cc, A, range(cc.n_a), 0.0, seed),
+                                other=base)["correct"],
+                base_steer=score(base, layer=layer, edit=add_direction(vec))["selection"],
+                base_steer_ctl=score(base, layer=layer,
+                                     edit=add_direction(vec.norm() * random_unit(vec.numel(), seed)))["selection"])
+            if rand is not None:
+                row.update(steer_rand=score(sib, layer=layer, edit=steer_features(cc, A, [rand], alpha),
+                                            other=base)["correct"],
+                           ablate_rand=score(sib, layer=layer, edit=ablate_features(cc, A, [rand]),
+                                             other=base)["correct"])
         rows.append(row)
     return Measured(base=base, sib=sib, layer=layer, texts=texts, labels=labels, owner=owner, acts_a=acts_a,
                     acts_b=acts_b, ev=ev,
@@ -278,7 +315,8 @@ def _setup(m: Measured, plan: Plan) -> str:
             f"residuals after layer {m.layer} at the positions every edit acts on during generation (the last "
             f"prompt token and each token of a greedy response, the sibling's or the base's in turn) of "
             f"{plan.harvest} prompts (50/50; {len(m.labels)} positions), {len(plan.cells)} cells, dead latents "
-            "kept alive by the AuxK loss of Gao et al. 2024; every correctness on "
+            "kept alive by the AuxK loss of Gao et al. 2024 and resampled at 20, 40 and 60% of training (Bricken et "
+            "al. 2023); every correctness on "
             f"{len(m.ev)} held-out tool prompts (greedy); steering α picked on {len(m.sel)} other prompts. The "
             "other model runs in lockstep so the crosscoder encodes both.")
 
@@ -330,121 +368,192 @@ def _claims_liveness(m: Measured, plan: Plan) -> list[Claim]:
                                    f"{x['fire_generic']:.2f}" for r, x in zip(m.dfc, live, strict=True)))]
 
 
+def _clustered(rows: list[dict], method: str, alts: dict[str, Callable[[dict], np.ndarray]], ctl: str,
+               ctl_name: str, seed: int, better: str = "higher"):
+    """The method's per-prompt scores in every cell against the strongest alternative measured on the same
+    prompts (cluster bootstrap over cells: each cell is one crosscoder training run), and the negative control's
+    difference to that same alternative. ``(comparison, control, replication)``."""
+    cells = [r["cell"] for r in rows for _ in range(len(r[method]))]
+    meth = np.concatenate([r[method] for r in rows])
+    arms = {name: np.concatenate([f(r) for r in rows]) for name, f in alts.items()}
+    cmp = against_strongest(meth, arms, better=better, clusters=cells, seed=seed)
+    e, lo, hi = stats.cluster_diff_ci(np.concatenate([r[ctl] for r in rows]), arms[cmp.strongest], cells, seed=seed)
+    return (cmp, verdicts.control(ctl_name, e, (lo, hi)),
+            {"unit": "crosscoder training runs (cells)", "n": len(rows), "clustered_by": "cell (prompts within it)"})
+
+
+def _one_run(rows: list[dict], ruling: verdicts.Ruling) -> verdicts.Ruling:
+    """A comparison over crosscoder cells needs two of them: one training run cannot tell the method from the run."""
+    if len(rows) < 2:
+        return verdicts.uninformative(f"{len(rows)} DFC cell(s) with a live A-exclusive block: one crosscoder "
+                                      "training run cannot separate the method from the run")
+    return ruling
+
+
 def _claims_steering(m: Measured, seed: int) -> list[Claim]:
-    """Steering the sibling with one A-exclusive feature: the best cell, then every DFC cell."""
-    ca, dfc, best = m.clean_a["correct"], m.live, m.best
+    """Steering the sibling with one A-exclusive feature, in every DFC cell whose block fires, against the
+    strongest alternative (no steering, difference-of-means, the plain crosscoder's top feature, a random live
+    A-exclusive latent of the same cell) and a random direction of the same size as control."""
+    live, best = m.live, m.best
+    ca = m.clean_a["correct"]
     best_cc = max(m.ccs, key=lambda r: r["sel_gain"]) if m.ccs else None
-    # judged against the strongest alternative measured on the same prompts (paired by prompt)
-    alts = {"no steering": ca, "difference-of-means steering": m.dom_a["correct"]}
+    rows = [r for r in live if "steer_ctl" in r]
+    if not rows:
+        return [Claim(statement="steering one A-exclusive feature raises sibling tool correctness, over the "
+                                "strongest alternative (every DFC cell whose A-exclusive block fires)",
+                      paper_value="best cells +55 and +65 pp over no steering", measured=None, kind=Kind.EMPIRICAL,
+                      source=SOURCE, ruling=verdicts.uninformative(m.dead or "no DFC cell has a live A-exclusive "
+                                                                   "latent"))]
+    alts: dict[str, Callable[[dict], np.ndarray]] = {
+        "no steering": lambda r: ca, "difference-of-means steering": lambda r: m.dom_a["correct"]}
     if best_cc:
-        alts["plain-crosscoder top feature"] = best_cc["steer"]
-    rand = _random_feature(m, seed)
-    if rand is not None:  # a random live A-exclusive feature of the same cell at the same α
-        alts["random A-exclusive feature"] = m.score(
-            m.sib, layer=m.layer, edit=steer_features(best["cc"], A, [rand], best["alpha"]), other=m.base)["correct"]
-    cmp = against_strongest(best["steer"], alts, seed=seed)
-    out = [Claim(statement="steering one A-exclusive feature raises sibling tool correctness (best cell), over the "
-                           "strongest alternative",
-                 paper_value="+65 pp over no steering (22.5% → 87.5%, one best cell, 40 prompts)", measured=cmp.effect,
-                 ci=cmp.ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
-                 # one crosscoder training run stands behind the best cell: the interval is over prompts
-                 ruling=m.excl(verdicts.direction(cmp.effect, cmp.ci, paper=0.65, tol=0.2, tol_kind="abs",
-                                                  training_runs=1)),
-                 note=f"cell {best['cell']}, feature {best['top']} (Cohen's d {best['top_d']:.1f}, AUROC "
-                      f"{best['top_auroc']:.2f}), α = {best['alpha']:g}; cell and α chosen on separate prompts",
-                 **cmp.claim_fields())]
-    cell_gains = np.array([r["steer"].mean() - ca.mean() for r in dfc])
+        alts["plain-crosscoder top feature"] = lambda r: best_cc["steer"]
+    if all("steer_rand" in r for r in rows):
+        alts["random live A-exclusive latent"] = lambda r: r["steer_rand"]
+    cmp, ctl, rep = _clustered(rows, "steer", alts, "steer_ctl",
+                               "the same steering along a random direction of matched size", seed)
+    gains = [float(r["steer"].mean() - ca.mean()) for r in rows]
     pvals = []
-    for r in dfc:
-        up, down = int(((r["steer"] > ca)).sum()), int(((r["steer"] < ca)).sum())
+    for r in rows:
+        up, down = int((r["steer"] > ca).sum()), int((r["steer"] < ca).sum())
         pvals.append(st.binomtest(up, up + down, 0.5, alternative="greater").pvalue if up + down else 1.0)
     sig = int((stats.holm(pvals) < 0.05).sum())
-    # cells are independent crosscoder training runs: the interval is over cells, against the stronger of
-    # no steering and difference-of-means steering (each measured once on the evaluation prompts)
-    recs = baseline_records({"no steering": ca, "difference-of-means steering": m.dom_a["correct"]}, seed=seed)
-    ref = strongest(recs, "higher")
-    over = np.array([r["steer"].mean() for r in dfc]) - ref["value"]
-    mean, (lo, hi) = float(over.mean()), stats.mean_ci(over)
-    out.append(Claim(statement="single-feature steering over all DFC cells, minus the strongest alternative (mean; "
-                               "Holm-corrected count)",
-                     paper_value="best cells +55 and +65 pp; the rest not reported", measured=mean, ci=(lo, hi),
-                     kind=Kind.EMPIRICAL, source=SOURCE, baselines=recs, better="higher", compared_with=ref["name"],
-                     ruling=m.excl(verdicts.direction(mean, (lo, hi), why="the paper reports best cells only",
-                                                      training_runs=len(dfc))),
-                     note=f"{m.live_note()}; {sig}/{len(dfc)} cells significant after Holm (exact McNemar per "
-                          "cell); gains " + ", ".join(f"{x:+.2f}" for x in cell_gains)))
-    return out
-
-
-def _random_feature(m: Measured, seed: int) -> int | None:
-    """A random A-exclusive feature of the best cell, other than its top one, that fires on a harvested
-    position (None when there is none)."""
-    best = m.best
-    f = best["cc"].encode(m.acts_a, m.acts_b)[:, best["cc"].a_slice]
-    live = [i for i in torch.nonzero((f > 0).any(0)).flatten().tolist() if i != best["top"]]
-    return int(np.random.default_rng(seed).choice(live)) if live else None
+    return [Claim(statement="steering one A-exclusive feature raises sibling tool correctness, over the strongest "
+                            "alternative (every DFC cell whose A-exclusive block fires)",
+                  paper_value="best cells +55 and +65 pp over no steering (22.5% → 87.5%, 40 prompts)",
+                  measured=cmp.effect, ci=cmp.ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
+                  ruling=m.excl(_one_run(rows, verdicts.direction(
+                      cmp.effect, cmp.ci, why="the paper reports its best cells only; this is every live cell",
+                      training_runs=len(rows), control=ctl))),
+                  falsifier="steered correctness no higher than the best of no steering, difference-of-means "
+                            "steering, the plain crosscoder's feature and a random live exclusive latent on held-out "
+                            "prompts would refute it; the trained models and dictionaries, not our constants, "
+                            "decide it",
+                  replication=rep, **cmp.claim_fields(),
+                  note=f"{m.live_note()}; gain over no steering per cell "
+                       + ", ".join(f"{g:+.2f}" for g in gains)
+                       + f"; {sig}/{len(rows)} cells significant over no steering after Holm (exact McNemar); cell "
+                         f"best on the selection prompts: {best['cell']}, feature {best['top']} (Cohen's d "
+                         f"{best['top_d']:.1f}, AUROC {best['top_auroc']:.2f}), α = {best['alpha']:g}, "
+                         f"{best['steer'].mean() - ca.mean():+.2f} over no steering on the evaluation prompts")]
 
 
 def _claims_recon_patch(m: Measured, seed: int) -> list[Claim]:
     """Routing the sibling's activation through the reconstruction alone, and whether MSE predicts the gain."""
     ca, rows = m.clean_a["correct"], m.rows
+    cmp, ctl, rep = _clustered(rows, "recon_a", {"no patch": lambda r: ca}, "recon_a_ctl",
+                               "the sibling moved by the reconstruction error's size along a random direction", seed)
     rg = np.array([r["recon_a"].mean() - ca.mean() for r in rows])
-    mean, (lo, hi) = float(rg.mean()), stats.mean_ci(rg)
-    out = [Claim(statement="the reconstruction patch alone raises sibling tool correctness (mean over cells)",
-                 paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                 source=SOURCE, ruling=verdicts.direction(mean, (lo, hi), paper=0.311, tol=0.15, tol_kind="abs"),
+    out = [Claim(statement="the reconstruction patch alone raises sibling tool correctness (every cell)",
+                 paper_value="+31.1 ± 9.7 pp, 45/47 runs positive", measured=cmp.effect, ci=cmp.ci, unit="share",
+                 kind=Kind.EMPIRICAL, source=SOURCE,
+                 ruling=_one_run(rows, verdicts.direction(cmp.effect, cmp.ci, paper=0.311, tol=0.15, tol_kind="abs",
+                                                          training_runs=len(rows), control=ctl)),
+                 falsifier="patched correctness no higher than the unpatched sibling's on held-out prompts would "
+                           "refute it; how much of the sibling's tool use the dictionary keeps is learned, not set",
+                 replication=rep, **cmp.claim_fields(),
                  note=f"{int((rg > 0).sum())}/{rg.size} cells positive")]
     mse = np.array([r["mse"] for r in rows])
     if not (rg.size >= 4 and np.ptp(rg) > 0):
         return out + [not_checkable("reconstruction MSE vs recon-patch gain", "r = +0.08",
                                     "needs >= 4 cells with varying gains")]
 
-    def corr(idx: np.ndarray) -> float:
-        i = idx.astype(int)
-        return float(np.corrcoef(mse[i], rg[i])[0, 1]) if np.ptp(rg[i]) > 0 and np.ptp(mse[i]) > 0 else 0.0
+    def corr(y: np.ndarray):
+        def f(idx: np.ndarray) -> float:
+            i = idx.astype(int)
+            return float(np.corrcoef(mse[i], y[i])[0, 1]) if np.ptp(y[i]) > 0 and np.ptp(mse[i]) > 0 else 0.0
+        return f
 
-    r0 = corr(np.arange(rg.size).astype(float))
-    lo, hi = stats.bootstrap_ci(np.arange(rg.size).astype(float), corr, seed=seed, method="percentile")
+    cells = np.arange(rg.size).astype(float)
+    r0 = corr(rg)(cells)
+    lo, hi = stats.bootstrap_ci(cells, corr(rg), seed=seed, method="percentile")
+    # negative control: the same correlation with the gains shuffled over cells (no pairing left)
+    sh = np.random.default_rng(seed).permutation(rg)
+    c0 = corr(sh)(cells)
+    clo, chi = stats.bootstrap_ci(cells, corr(sh), seed=seed, method="percentile")
     return out + [Claim(statement="reconstruction MSE is a weak predictor of the recon-patch gain (Pearson r)",
                         paper_value="r = +0.08, 95% CI [−0.21, 0.36]", measured=r0, ci=(lo, hi),
                         kind=Kind.EMPIRICAL, source=SOURCE,
-                        ruling=verdicts.value(r0, paper=0.08, tol=0.3, tol_kind="abs", ci=(lo, hi)),
+                        ruling=verdicts.value(r0, paper=0.08, tol=0.3, tol_kind="abs", ci=(lo, hi),
+                                              control=verdicts.control("gains shuffled over cells", c0, (clo, chi))),
+                        falsifier="a correlation whose interval leaves the paper's band (|r| well above 0.4) would "
+                                  "refute it",
+                        replication={"unit": "crosscoder training runs (cells)", "n": int(rg.size),
+                                     "clustered_by": ""},
                         note=f"{rg.size} cells, bootstrap over cells")]
 
 
-def _claims_spillover(m: Measured) -> list[Claim]:
+def _claims_spillover(m: Measured, seed: int) -> list[Claim]:
     """The base through the jointly trained dictionary: tool selection rises, the call syntax does not."""
     rows, clean_b = m.rows, m.clean_b
-    sp = np.array([r["recon_b_sel"].mean() - clean_b["selection"].mean() for r in rows])
-    mean, (lo, hi) = float(sp.mean()), stats.mean_ci(sp)
+    cmp, ctl, rep = _clustered(rows, "recon_b_sel", {"no patch": lambda r: clean_b["selection"],
+                                                     "base + difference-of-means direction":
+                                                         lambda r: m.dom_b["selection"]},
+                               "recon_b_ctl", "the base moved by the reconstruction error's size along a random "
+                                              "direction", seed)
     worst_fmt = max(rows, key=lambda r: float(r["recon_b_fmt"].mean()))
     fmt, n_fmt = float(worst_fmt["recon_b_fmt"].mean()), worst_fmt["recon_b_fmt"].size
     control = max(float(r["recon_a_fmt"].mean()) for r in rows)
-    return [Claim(statement="spillover: the base model through the crosscoder names the right tool more often",
-                  paper_value="0% → ~7% (+6.8 ± 5.0 pp)", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                  source=SOURCE, baseline=f"base + difference-of-means direction: selection "
-                                          f"{m.dom_b['selection'].mean() - clean_b['selection'].mean():+.2f}",
-                  ruling=verdicts.direction(mean, (lo, hi), paper=0.068, tol=0.1, tol_kind="abs")),
+    return [Claim(statement="spillover: the base model through the crosscoder names the right tool more often, over "
+                            "the strongest alternative",
+                  paper_value="0% → ~7% (+6.8 ± 5.0 pp)", measured=cmp.effect, ci=cmp.ci, unit="share",
+                  kind=Kind.EMPIRICAL, source=SOURCE,
+                  ruling=_one_run(rows, verdicts.direction(cmp.effect, cmp.ci, paper=0.068, tol=0.1, tol_kind="abs",
+                                                           training_runs=len(rows), control=ctl)),
+                  falsifier="the patched base naming the right tool no more often than the clean base or the base "
+                            "moved along the difference of means would refute it",
+                  replication=rep, **cmp.claim_fields()),
             Claim(statement="format spillover: the patched base never emits the call syntax (max over cells)",
                   paper_value="exactly 0 in every run", measured=fmt,
                   ci=stats.proportion_ci(round(fmt * n_fmt), n_fmt), kind=Kind.EMPIRICAL, source=SOURCE,
                   ruling=format_ruling(fmt, n_fmt, control),
+                  falsifier="the patched base emitting `<call NAME>` on any held-out prompt in any cell would refute "
+                            "it",
+                  replication={"unit": "crosscoder training runs (cells), worst one", "n": len(rows),
+                               "clustered_by": ""},
                   note=f"positive control: the sibling through the same reconstruction emits the call syntax on "
                        f"{control:.2f} of prompts (best cell)")]
 
 
-def _claims_exclusive_block(m: Measured) -> list[Claim]:
+def _claims_exclusive_block(m: Measured, seed: int) -> list[Claim]:
     """The exclusive partition is load-bearing: ablating it, penalising it, ablating its top feature."""
-    ca, dfc, live = m.clean_a["correct"], m.dfc, m.live
-    ab = np.array([r["ablate_block"].mean() - ca.mean() for r in live])
-    mean, (lo, hi) = float(ab.mean()), stats.mean_ci(ab)
-    out = [Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
-                 paper_value="the exclusive shelf is load-bearing", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                 source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
-                                                                 why="the paper gives no number")),
-                 note=m.live_note())]
-    pen = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] > 0}
-    free = {(r["D"], r["k"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] == 0}
+    ca, dfc = m.clean_a["correct"], m.dfc
+    rows = [r for r in m.live if "ablate" in r]
+    out = []
+    if rows:
+        cmp, ctl, rep = _clustered(rows, "ablate_block", {"no ablation": lambda r: ca}, "block_ctl",
+                                   "the block's contribution removed along a random direction of matched size",
+                                   seed, better="lower")
+        out.append(Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
+                         paper_value="the exclusive shelf is load-bearing", measured=cmp.effect, ci=cmp.ci,
+                         unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
+                         ruling=m.excl(_one_run(rows, verdicts.direction(
+                             cmp.effect, cmp.ci, expected_sign=-1, why="the paper gives no number",
+                             training_runs=len(rows), control=ctl))),
+                         falsifier="ablated correctness no lower than the clean sibling's would refute it",
+                         replication=rep, **cmp.claim_fields(), note=m.live_note()))
+        alts: dict[str, Callable[[dict], np.ndarray]] = {"no ablation": lambda r: ca}
+        if all("ablate_rand" in r for r in rows):
+            alts["a random live A-exclusive latent ablated"] = lambda r: r["ablate_rand"]
+        cmp, ctl, rep = _clustered(rows, "ablate", alts, "ablate_ctl",
+                                   "the feature's contribution removed along a random direction of matched size",
+                                   seed, better="lower")
+        out.append(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness, "
+                                   "over the strongest alternative",
+                         paper_value="causal (steering raises it)", measured=cmp.effect, ci=cmp.ci, unit="share",
+                         kind=Kind.EMPIRICAL, source=SOURCE,
+                         ruling=m.excl(_one_run(rows, verdicts.direction(
+                             cmp.effect, cmp.ci, expected_sign=-1, why="the paper gives no number",
+                             training_runs=len(rows), control=ctl))),
+                         falsifier="correctness after ablating the top feature no lower than after ablating a random "
+                                   "live exclusive latent or nothing would refute it",
+                         replication=rep, **cmp.claim_fields(), note=m.live_note()))
+    else:
+        out.append(Claim(statement="ablating the whole A-exclusive block degrades the sibling's tool correctness",
+                         paper_value="the exclusive shelf is load-bearing", measured=None, kind=Kind.EMPIRICAL,
+                         source=SOURCE, ruling=verdicts.uninformative(m.dead or "no live A-exclusive block")))
+    pen = {(r["D"], r["k"], r["seed"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] > 0}
+    free = {(r["D"], r["k"], r["seed"]): r["recon_a"].mean() for r in dfc if r["lambda_excl"] == 0}
     keys = sorted(set(pen) & set(free))
     if len(keys) >= 2:
         dd, lo, hi = stats.paired_diff_ci([pen[k] for k in keys], [free[k] for k in keys])
@@ -452,18 +561,17 @@ def _claims_exclusive_block(m: Measured) -> list[Claim]:
                                    "fidelity",
                          paper_value="lower A fidelity with λ_excl = 1e-3", measured=dd, ci=(lo, hi),
                          kind=Kind.EMPIRICAL, source=SOURCE,
-                         ruling=m.excl(verdicts.direction(dd, (lo, hi), expected_sign=-1,
-                                                          why="the paper gives no number")),
-                         note=f"paired by (D, k) over {len(keys)} pairs; recon-patched correctness"))
+                         ruling=m.excl(verdicts.direction(
+                             dd, (lo, hi), expected_sign=-1, why="the paper gives no number", training_runs=len(keys),
+                             control={"none": "a penalty has no sham: the unpenalised twin of each cell is the "
+                                              "comparison itself"})),
+                         falsifier="penalised cells keeping the sibling's correctness through the reconstruction as "
+                                   "well as their unpenalised twins would refute it",
+                         replication={"unit": "(D, k) pairs of crosscoder training runs", "n": len(keys),
+                                      "clustered_by": ""},
+                         note=f"paired by (D, k, seed) over {len(keys)} pairs; recon-patched correctness"))
     else:
         out.append(not_checkable("λ_excl lowers A fidelity", "lower fidelity", "needs >= 2 (D, k) pairs"))
-    fa = np.array([r["ablate"].mean() - ca.mean() for r in live])
-    mean, (lo, hi) = float(fa.mean()), stats.mean_ci(fa)
-    out.append(Claim(statement="ablating the single top A-exclusive feature lowers sibling tool correctness",
-                     paper_value="causal (steering raises it)", measured=mean, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                     source=SOURCE, ruling=m.excl(verdicts.direction(mean, (lo, hi), expected_sign=-1,
-                                                                     why="the paper gives no number")),
-                     note=f"mean of (ablated − clean) {m.live_note()}"))
     return out
 
 
@@ -474,20 +582,26 @@ def _top_activations(m: Measured) -> torch.Tensor:
 
 
 def _claims_base_steering(m: Measured, seed: int) -> list[Claim]:
-    """Steering the base along the top exclusive feature's A-decoder direction (a causal check)."""
-    best, clean_b = m.best, m.clean_b
-    vec = best["alpha"] * float(_top_activations(m).mean()) * best["cc"].direction(best["top"], A)
-    sb = m.score(m.base, layer=m.layer, edit=add_direction(vec))
-    cmp = against_strongest(sb["selection"], {"no steering": clean_b["selection"],
-                                              "difference-of-means direction": m.dom_b["selection"]}, seed=seed)
+    """Steering the base along each live cell's top exclusive feature's A-decoder direction (a causal check)."""
+    clean_b = m.clean_b
+    rows = [r for r in m.live if "base_steer" in r]
+    if not rows:
+        return []
+    cmp, ctl, rep = _clustered(rows, "base_steer", {"no steering": lambda r: clean_b["selection"],
+                                                    "difference-of-means direction": lambda r: m.dom_b["selection"]},
+                               "base_steer_ctl", "a random direction of the same norm", seed)
     return [Claim(statement="steering the base along the top exclusive feature's A-decoder direction raises its "
                             "tool selection, over the strongest alternative",
                   paper_value="(no paper number: a causal check the paper does not run)", measured=cmp.effect,
-                  ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE,
-                  # the direction comes from one crosscoder training run; the interval is over prompts
-                  ruling=m.excl(verdicts.direction(cmp.effect, cmp.ci, why="proposed check, no paper number",
-                                                   training_runs=1)), **cmp.claim_fields(),
-                  note=f"strict-format correctness of the steered base {sb['correct'].mean():.2f}")]
+                  ci=cmp.ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
+                  ruling=m.excl(_one_run(rows, verdicts.direction(
+                      cmp.effect, cmp.ci, why="proposed check, no paper number", training_runs=len(rows),
+                      control=ctl))),
+                  falsifier="the steered base naming the right tool no more often than the clean base or the base "
+                            "moved along the difference of means would refute it",
+                  replication=rep, **cmp.claim_fields(),
+                  note=f"{m.live_note()}; the direction scaled by α times the feature's mean activation when it "
+                       "fires on tool prompts")]
 
 
 def _claims_cc_vs_dfc(m: Measured, seed: int) -> list[Claim]:
@@ -502,7 +616,14 @@ def _claims_cc_vs_dfc(m: Measured, seed: int) -> list[Claim]:
     return [Claim(statement="the plain crosscoder spills more tool selection into the base than the DFC",
                   paper_value="+8.9 vs +5.9 pp, Welch p = 0.12 (underpowered)", measured=dd, ci=(lo, hi),
                   kind=Kind.EMPIRICAL, source=SOURCE,
-                  ruling=verdicts.direction(dd, (lo, hi), paper=0.03, tol=0.05, tol_kind="abs"),
+                  ruling=verdicts.direction(dd, (lo, hi), paper=0.03, tol=0.05, tol_kind="abs",
+                                            training_runs=min(len(ccs), len(dfc)),
+                                            control={"none": "a comparison of two architectures: removing the "
+                                                             "exclusive partition is the comparison itself"}),
+                  falsifier="plain-crosscoder cells spilling no more tool selection into the base than DFC cells "
+                            "would refute it",
+                  replication={"unit": "crosscoder training runs (cells)", "n": len(ccs) + len(dfc),
+                               "clustered_by": ""},
                   note=f"Welch p = {p:.2g} with {len(ccs)} CC vs {len(dfc)} DFC cells: underpowered too")]
 
 
@@ -525,7 +646,9 @@ def _claims_template_detector(m: Measured) -> list[Claim]:
     return [Claim(statement="the top feature is a structural-template detector (fires on every tool prompt, "
                             "carries little about which tool)", paper_value="cleanest features are template "
                   "detectors (<tool_call>, dialogue tags)", measured=f"AUROC {best['top_auroc']:.2f}, eta² {eta2:.2f}",
-                  kind=Kind.EMPIRICAL, source=SOURCE,
+                  # our generator writes every tool prompt in one template and draws the right tool uniformly,
+                  # so a feature that separates tool from generic prompts is a template detector by our data
+                  kind=Kind.PLANTED, source=SOURCE,
                   ruling=m.excl(verdicts.outcome(template,
                                                  test="AUROC tool-vs-generic >= 0.95 and eta² over right tool < 0.2")))]
 
