@@ -452,6 +452,10 @@ def _decision_claim(statement: str, hits: np.ndarray, den: int, clusters: np.nda
         return Claim(statement=statement, measured=None, ruling=verdicts.uninformative(why), note=note,
                      baseline=f"{top} {ref:.3f}", **fields, **common)
     d, lo, hi = stats.cluster_diff_ci(hits.astype(float), np.full(hits.size, ref), clusters, seed=seed)
+    if np.ptp(hits) == 0:
+        # every decision scored the same (all right or all wrong): the resampled interval is one point up to
+        # float rounding, a ceiling or a floor, and the rule must see it as one
+        lo = hi = d
     rate = float(hits.mean())
     if sham_hits.size:
         sref = ref if sham_base is None else sham_base
