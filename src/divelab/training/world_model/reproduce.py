@@ -452,7 +452,7 @@ def _decision_claim(statement: str, hits: np.ndarray, den: int, clusters: np.nda
         return Claim(statement=statement, measured=None, ruling=verdicts.uninformative(why), note=note,
                      baseline=f"{top} {ref:.3f}", **fields, **common)
     d, lo, hi = stats.cluster_diff_ci(hits.astype(float), np.full(hits.size, ref), clusters, seed=seed)
-    if np.ptp(hits) == 0:
+    if hits.min() == hits.max():
         # every decision scored the same (all right or all wrong): the resampled interval is one point up to
         # float rounding, a ceiling or a floor, and the rule must see it as one
         lo = hi = d
