@@ -43,6 +43,9 @@ def saved_reps() -> list:
     from divelab.report import load_results
 
     reps = []
+    # readme_results sits beside this file; a caller that loaded this module by path (the README test) has not
+    # put tools/ on sys.path, so the import would depend on which test ran first.
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from readme_results import result_files
 
     for path in result_files():
