@@ -1,14 +1,18 @@
-"""Re-run reproductions under another CPU kernel ISA and compare them, claim by claim, with the saved record.
+"""Re-run reproductions under another CPU kernel ISA or on another machine and compare them, claim by claim,
+with the saved record.
 
 PyTorch dispatches its CPU kernels by instruction set (AVX-512, AVX2, or the portable default), and
 ``ATEN_CPU_CAPABILITY`` forces a lower one. A second ISA is a second machine's rounding on this one: the
 numbers may differ, a verdict must not. For each system the tool runs ``divelab reproduce`` in a fresh
 process with that variable set and an empty cache of its own (a stage cached under one ISA would hide the
 other's numbers), and reports per claim whether the value is identical, whether it lies in the saved
-claim's interval, and whether the verdict held.
+claim's interval, and whether the verdict held. Run on another CPU than the saved run's (its ``cpu_model``),
+``--isa avx512`` (or whatever the CPU runs natively) is the other-machine check: same kernels by name, another
+chip's libraries and rounding underneath.
 
     .venv/bin/python tools/cross_isa.py metis kernelpro --scale quick --isa avx2
     .venv/bin/python tools/cross_isa.py --scale quick --isa avx2 --save    # every system; -> docs/results/stability.json
+    .venv/bin/python tools/cross_isa.py backtrack --isa avx512 --save      # on another machine: its native kernels
 
 Exit status 1 when any verdict moved, 2 on bad input.
 """
@@ -25,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from readme_results import FULL, RESULTS, ROOT, STABILITY, result_files
+from readme_results import FULL, RESULTS, ROOT, STABILITY, result_files, where
 
 from divelab.report import load_results
 
@@ -79,25 +83,33 @@ def entry(system: str, scale: str, seed: int, isa: str, saved, rerun) -> dict:
             "saved_isa": saved.environment.get("torch_cpu_capability", "unrecorded"),
             "saved_commit": saved.environment.get("commit"), "run_commit": rerun.environment.get("commit"),
             "cpu_model": rerun.environment.get("cpu_model"),
+            "saved_cpu_model": saved.environment.get("cpu_model"),
+            "torch_threads": rerun.environment.get("torch_threads"),
+            "saved_torch_threads": saved.environment.get("torch_threads"),
             "summary": {"claims": len(rows), "same_verdict": sum(r["same_verdict"] for r in rows),
                         "same_value": sum(r["same_value"] for r in rows)},
             "claims": rows}
 
 
 def merge(path: Path, entries: list[dict]) -> None:
-    """Replace the entries of the same (system, scale, isa) in the saved report; write it whole or not at all.
+    """Replace the entries of the same (system, scale, isa, CPU) in the saved report; write it whole or not at all.
 
     Checks of different systems may run side by side: the read-modify-write holds a lock file beside the report
     so that one check's merge cannot drop another's entries."""
     with open(path.with_suffix(".json.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         old = json.loads(path.read_text())["runs"] if path.exists() else []
-        keys = {(e["system"], e["scale"], e["isa"]) for e in entries}
-        runs = [e for e in old if (e["system"], e["scale"], e["isa"]) not in keys] + entries
-        runs.sort(key=lambda e: (e["scale"], e["system"], e["isa"]))
+        keys = {_key(e) for e in entries}
+        runs = [e for e in old if _key(e) not in keys] + entries
+        runs.sort(key=lambda e: tuple(str(x) for x in _key(e)))
         tmp = path.with_suffix(f".json.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"version": 1, "runs": runs}, indent=1, default=str) + "\n")
         tmp.replace(path)
+
+
+def _key(e: dict) -> tuple:
+    """What makes two checks the same check: a re-run on another CPU is another machine's, kept beside it."""
+    return e["system"], e["scale"], e["isa"], e.get("cpu_model")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,15 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isa", action="append", choices=ISAS, help="repeatable (default: avx2)")
     ap.add_argument("--save", action="store_true", help=f"merge the comparison into {STABILITY.relative_to(ROOT)}")
     args = ap.parse_args(argv)
-    where = FULL if args.scale == "full" else RESULTS
-    systems = args.systems or [p.stem for p in result_files(where)]
-    missing = [s for s in systems if not (where / f"{s}.json").exists()]
+    folder = FULL if args.scale == "full" else RESULTS
+    systems = args.systems or [p.stem for p in result_files(folder)]
+    missing = [s for s in systems if not (folder / f"{s}.json").exists()]
     if missing:
-        print(f"error: no saved {args.scale} result for {', '.join(missing)} in {where}", file=sys.stderr)
+        print(f"error: no saved {args.scale} result for {', '.join(missing)} in {folder}", file=sys.stderr)
         return 2
     entries, moved = [], 0
     for system in systems:
-        saved = load_results(where / f"{system}.json")[0]
+        saved = load_results(folder / f"{system}.json")[0]
         for isa in args.isa or ["avx2"]:
             with tempfile.TemporaryDirectory(prefix=f"cross-isa-{isa}-") as tmp:
                 rerun = run_under(system, args.scale, args.seed, isa, Path(tmp) / "out", Path(tmp) / "cache")
@@ -125,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             flips = [r for r in e["claims"] if not r["same_verdict"]]
             moved += len(flips)
             s = e["summary"]
-            print(f"{system} ({args.scale}, {e['isa']} vs saved {e['saved_isa']}): {s['same_verdict']}/{s['claims']} "
+            print(f"{system} ({args.scale}, {where(e)} vs saved {e['saved_isa']}): {s['same_verdict']}/{s['claims']} "
                   f"verdicts held, {s['same_value']} values identical", flush=True)
             for r in flips:
                 print(f"  moved: {r['statement']}: {r['saved_verdict']} -> {r['verdict']}", flush=True)

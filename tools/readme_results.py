@@ -261,6 +261,13 @@ def resumed_note(rep) -> str:
             f"{resumed['loaded_stage_seconds']:.0f} s of stage time when they were computed" if resumed else "")
 
 
+def where(check: dict) -> str:
+    """The kernels and, when it is not the saved run's CPU, the machine a check ran on: "AVX2", "AVX512 on AMD EPYC"."""
+    cpu, saved_cpu = check.get("cpu_model"), check.get("saved_cpu_model")
+    other = cpu and saved_cpu and cpu != saved_cpu
+    return f"{check['isa']} on {cpu}" if other else check["isa"]
+
+
 def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | None]) -> str:
     """What the cross-ISA comparison (docs/results/stability.json) found, per scale: verdicts held, values
     identical, and the systems whose verdicts moved. Only comparisons made against the run saved now count
@@ -275,16 +282,20 @@ def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | Non
         if not runs:
             lines.append(f"- {scale}: not yet checked against the runs saved now.{stale_text}")
             continue
-        n = sum(r["summary"]["claims"] for r in runs)
-        held = sum(r["summary"]["same_verdict"] for r in runs)
-        same = sum(r["summary"]["same_value"] for r in runs)
-        isas = " and ".join(sorted({r["isa"] for r in runs}))
-        saved = " and ".join(sorted({r["saved_isa"] for r in runs}))
-        moved = [f"{r['system']} ({r['summary']['claims'] - r['summary']['same_verdict']} of "
-                 f"{r['summary']['claims']} claims)" for r in runs if r["summary"]["same_verdict"] < r["summary"]["claims"]]
-        lines.append(f"- {scale}: {len(runs)} of {systems} systems re-run under {isas} against their saved {saved} "
-                     f"runs: {held} of {n} verdicts held, {same} values identical. "
-                     + (f"Verdicts moved in {', '.join(moved)}." if moved else "No verdict moved.") + stale_text)
+        # one line per kind of check (another ISA here, another machine): each is its own evidence
+        for check in sorted({where(r) for r in runs}):
+            group = [r for r in runs if where(r) == check]
+            n = sum(r["summary"]["claims"] for r in group)
+            held = sum(r["summary"]["same_verdict"] for r in group)
+            same = sum(r["summary"]["same_value"] for r in group)
+            saved_isas = " and ".join(sorted({r["saved_isa"] for r in group}))
+            moved = [f"{r['system']} ({r['summary']['claims'] - r['summary']['same_verdict']} of "
+                     f"{r['summary']['claims']} claims)" for r in group
+                     if r["summary"]["same_verdict"] < r["summary"]["claims"]]
+            lines.append(f"- {scale}: {len(group)} of {systems} systems re-run under {check} against their saved "
+                         f"{saved_isas} runs: {held} of {n} verdicts held, {same} values identical. "
+                         + (f"Verdicts moved in {', '.join(moved)}." if moved else "No verdict moved.") + stale_text)
+            stale_text = ""
     return "\n".join(lines) + "\n"
 
 
@@ -356,8 +367,8 @@ def isa_notes(rep) -> dict[str, str]:
     notes: dict[str, str] = {}
     for e in current_checks(rep):
         for row in e["claims"]:
-            held = (f"verdict held under {e['isa']}" if row["same_verdict"] else
-                    f"verdict moved under {e['isa']}: {row['verdict'] or 'claim missing'}")
+            held = (f"verdict held under {where(e)}" if row["same_verdict"] else
+                    f"verdict moved under {where(e)}: {row['verdict'] or 'claim missing'}")
             notes[row["statement"]] = "; ".join(x for x in (notes.get(row["statement"]), held) if x)
     return notes
 

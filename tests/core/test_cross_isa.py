@@ -97,3 +97,29 @@ def test_system_pages_say_per_claim_whether_the_verdict_held_against_the_run_sav
     assert readme_results.isa_notes(rep) == {"s": "verdict moved under AVX2: not separated from noise"}
     rep.environment["commit"] = "c2"  # re-saved since: the old comparison is not about this run
     assert readme_results.isa_notes(rep) == {}
+
+
+def test_a_check_on_another_machine_is_named_and_kept_beside_the_same_isa_here(tmp_path):
+    import readme_results
+
+    saved = _rep("AVX512", _claim(1.0, "reproduced", (0.5, 1.5)))
+    saved.environment["cpu_model"] = "Intel(R) Xeon(R) Processor"
+    rerun = _rep("AVX512", _claim(1.1, "reproduced", (0.6, 1.6)))
+    rerun.environment["cpu_model"] = "AMD EPYC"
+    e = cross_isa.entry("metis", "quick", 0, "avx512", saved, rerun)
+    assert readme_results.where(e) == "AVX512 on AMD EPYC"
+    path = tmp_path / "stability.json"
+    here = {"system": "metis", "scale": "quick", "isa": "AVX512", "cpu_model": "Intel(R) Xeon(R) Processor", "x": 1}
+    path.write_text(json.dumps({"version": 1, "runs": [here]}))
+    cross_isa.merge(path, [e])
+    assert len(json.loads(path.read_text())["runs"]) == 2
+
+    def run(system, where_cpu):
+        return {"system": system, "scale": "quick", "isa": "AVX512", "saved_isa": "AVX512", "saved_commit": "c1",
+                "cpu_model": where_cpu, "saved_cpu_model": "Intel(R) Xeon(R) Processor",
+                "summary": {"claims": 2, "same_verdict": 2, "same_value": 0}}
+
+    text = readme_results.stability({"runs": [run("a", "AMD EPYC"), run("a", "Intel(R) Xeon(R) Processor")]},
+                                    systems=1, saved={("quick", "a"): "c1"})
+    assert "re-run under AVX512 on AMD EPYC against their saved AVX512 runs: 2 of 2 verdicts held" in text
+    assert "re-run under AVX512 against their saved AVX512 runs" in text
