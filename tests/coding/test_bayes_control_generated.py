@@ -123,3 +123,25 @@ def test_the_plan_sizes_the_real_coder_and_set_reaches_it(monkeypatch):
     rep = Reproduction(system="bayes-control", title="t", scale="full", seed=0)
     live_generated.add_to(rep, plan.live_llm, 0)
     assert seen == [plan.live_llm]  # the sub-plan given, not a size looked up by scale
+
+
+def test_claims_carry_the_audit_trail_and_the_shuffled_label_control():
+    cfg = GenConfig(reps=2, replicates=2)
+    tasks = eval_tasks(cfg)
+    run = {"attempts": _fake_attempts(tasks), "families": {g.task.task_id: g.family for g in tasks}}
+    claims, d = analyse(run, cfg, 0)
+    util, auc = claims
+    simple = {"always-verify", "never-verify", "verify-if-critics-pass", "ship-if-critics-pass",
+              *(f"fixed-threshold@{t:g}" for t in cfg.thresholds)}
+    assert {b["name"] for b in util.baselines} == simple  # every simple rule, judged against the strongest
+    assert util.compared_with == max(simple, key=d["test_mean_per_100"].get)
+    for c in claims:
+        assert c.falsifier and c.replication["n"] > 0
+        assert c.rule["args"]["control"]["name"].startswith(("Bayesian controller", "belief")), c.rule
+        assert "shuffled labels" in c.rule["args"]["control"]["name"]
+    # the public-tests critic carries evidence in the fake data; on shuffled labels it carries next to none
+    real = [f["belief"]["critics"][2] for f in d["fits"]]  # [alpha, beta]
+    sham = [f["belief"]["critics"][2] for f in d["shuffled_label_fits"]]
+    assert all(a - b > 0.3 for a, b in real)
+    assert all(abs(a - b) < 0.15 for a, b in sham)
+    assert all(p["sham"].endswith("(shuffled labels)") for p in d["picks"])

@@ -165,3 +165,17 @@ def test_cli_verify_or_ship_with_loopback_server(tasks, tmp_path):
     down = CliRunner().invoke(app, ["verify-or-ship", "--base-url", f"http://127.0.0.1:{srv.server_port}/v1",
                                     "--model", "x", "--tasks", "HumanEval/0"])
     assert down.exit_code == 2 and "no OpenAI-compatible server answers" in down.output
+
+
+def test_shuffled_label_control_removes_the_critics_evidence_only(tasks):
+    """The negative control's belief model: critic likelihoods fitted on shuffled correctness labels carry no
+    evidence, while the prior and the refinement rates stay those of the real logs."""
+    chosen = [tasks["HumanEval/0"], tasks["HumanEval/4"], tasks["HumanEval/12"]]
+    pools = build_pools(chosen, PoolConfig(n_single=3, n_double=1), seed=0)
+    gen = GeneratorModel()
+    real = estimate_model(pools, 0.25, gen, seed=0)
+    sham = estimate_model(pools, 0.25, gen, seed=0, shuffle_labels=True)
+    assert sham.prior == real.prior and sham.refine == real.refine
+    assert real.critics[3].youden > 0.3 and abs(sham.critics[3].youden) < 0.15
+    assert abs(sham.critics[2].youden) < 0.15 < real.critics[2].youden
+    assert estimate_model(pools, 0.25, gen, seed=0, shuffle_labels=False) == real  # the default is unchanged

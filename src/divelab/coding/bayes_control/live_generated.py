@@ -204,12 +204,21 @@ class Fitted:
     review_threshold: float
 
 
-def fit_belief(attempts: dict[str, list[dict]], tasks: Sequence[str], cfg: GenConfig, seed: int) -> Fitted:
+SHAM = "shuffled labels"  # the negative control: critic likelihoods fitted on shuffled correctness labels
+
+
+def fit_belief(attempts: dict[str, list[dict]], tasks: Sequence[str], cfg: GenConfig, seed: int,
+               shuffle_labels: bool = False) -> Fitted:
     """Prior, critic likelihoods and the refinement rates from the calibration tasks' attempts; the reviewer's
-    pass threshold is the median reviewer score there."""
+    pass threshold is the median reviewer score there. ``shuffle_labels`` (the negative control) fits the critic
+    likelihoods on the attempts' correctness labels shuffled among them (seeded): the critics then carry no
+    evidence, while the prior, the refinement rates and the reviewer's threshold stay those of the real data."""
     rows = [r for t in tasks for r in attempts[t]]
     thr = float(np.median([r["review"] for r in rows]))
-    liks = tuple(calibrate([(critic_pass(r, k, thr, cfg.agree_pass), r["correct"]) for r in rows])
+    labels = [bool(r["correct"]) for r in rows]
+    if shuffle_labels:
+        random.Random(stable_hash(["shuffle-labels", seed], 8)).shuffle(labels)
+    liks = tuple(calibrate([(critic_pass(r, k, thr, cfg.agree_pass), y) for r, y in zip(rows, labels, strict=True)])
                  for k in range(len(CRITICS)))
     prior = (sum(r["correct"] for r in rows) + 1) / (len(rows) + 2)
     trans = {True: [0, 0], False: [0, 0]}  # current correct -> [next correct, pairs]
@@ -224,8 +233,9 @@ def fit_belief(attempts: dict[str, list[dict]], tasks: Sequence[str], cfg: GenCo
     return Fitted(BeliefModel(prior=prior, critics=liks, refine=refine), thr)
 
 
-def bayes_controllers(fit: Fitted, costs: Costs, cfg: GenConfig) -> list[Controller]:
-    return [GreedyController(fit.model, costs), DPController(fit.model, costs, horizon=cfg.max_steps)]
+def bayes_controllers(fit: Fitted, costs: Costs, cfg: GenConfig, tag: str = "") -> list[Controller]:
+    return [GreedyController(fit.model, costs, name="greedy-VOI" + tag),
+            DPController(fit.model, costs, horizon=cfg.max_steps, name="DP" + tag)]
 
 
 def utilities(ctls: Sequence[Controller], attempts: dict[str, list[dict]], tasks: Sequence[str], fit: Fitted,
@@ -279,31 +289,41 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
     comp = competence(attempts, sorted(attempts), seed)
     comp_test = competence(attempts, test, seed)
     costs = Costs(verify=cfg.verify_cost, critics=cfg.critic_costs)
-    method, base, clusters, picks, fits = [], [], [], [], []
+    method, sham_u, clusters, picks, fits, sham_fits = [], [], [], [], [], []
     all_test: dict[str, list[np.ndarray]] = {}
+    simple_names: list[str] = []
     for r, (calib, dev) in enumerate(track(reps, "E170: fit, pick on dev, replay on test")):
         fit = fit_belief(attempts, calib, cfg, seed + r)
+        sham = fit_belief(attempts, calib, cfg, seed + r, shuffle_labels=True)
         bayes, simple = bayes_controllers(fit, costs, cfg), simple_rules(cfg.thresholds)
-        d = utilities([*bayes, *simple], attempts, dev, fit, costs, cfg, seed + r)
+        sham_ctl = bayes_controllers(sham, costs, cfg, f" ({SHAM})")
+        simple_names = [c.name for c in simple]
+        d = {**utilities([*bayes, *simple], attempts, dev, fit, costs, cfg, seed + r),
+             **utilities(sham_ctl, attempts, dev, sham, costs, cfg, seed + r)}
         dev_mean = {k: float(v.mean()) for k, v in d.items()}
         best_b = max((c.name for c in bayes), key=lambda n: dev_mean[n])
+        best_sh = max((c.name for c in sham_ctl), key=lambda n: dev_mean[n])
         best_s = max((c.name for c in simple), key=lambda n: dev_mean[n])
-        u = utilities([c for c in bayes if c.name == best_b] + simple, attempts, test, fit, costs, cfg,
-                      seed + 1000 + r)
+        u = {**utilities([c for c in bayes if c.name == best_b] + simple, attempts, test, fit, costs, cfg,
+                         seed + 1000 + r),
+             **utilities([c for c in sham_ctl if c.name == best_sh], attempts, test, sham, costs, cfg,
+                         seed + 1000 + r)}
         method.append(u[best_b])
-        base.append(u[best_s])
+        sham_u.append(u[best_sh])
         clusters += test
         for k, v in u.items():
-            all_test.setdefault("Bayes (dev pick)" if k == best_b else k, []).append(v)
-        picks.append({"bayes": best_b, "simple": best_s, "dev_mean": dev_mean,
+            key = "Bayes (dev pick)" if k == best_b else f"Bayes on {SHAM} (dev pick)" if k == best_sh else k
+            all_test.setdefault(key, []).append(v)
+        picks.append({"bayes": best_b, "sham": best_sh, "simple": best_s, "dev_mean": dev_mean,
                       "test_mean": {k: float(v.mean()) for k, v in u.items()}, "calibration_tasks": len(calib),
                       "dev_tasks": len(dev)})
         fits.append({"belief": fit.model.to_dict(), "review_threshold": fit.review_threshold})
-    m, b = np.concatenate(method), np.concatenate(base)
-    cmp = against_strongest(m * 100, {"best simple rule on dev": b * 100}, better="higher", clusters=clusters,
-                            seed=seed)
+        sham_fits.append({"belief": sham.model.to_dict(), "review_threshold": sham.review_threshold})
+    m, sh = np.concatenate(method), np.concatenate(sham_u)
+    base = {k: np.concatenate(all_test[k]) * 100 for k in simple_names}
+    cmp = against_strongest(m * 100, base, better="higher", clusters=clusters, seed=seed)
+    c_eff, c_lo, c_hi = stats.cluster_diff_ci(sh * 100, base[cmp.strongest], clusters, seed=seed)
     test_means = {k: float(np.mean(np.concatenate(v))) * 100 for k, v in all_test.items()}
-    oracle = max((k for k in test_means if k != "Bayes (dev pick)"), key=test_means.get)
     lo_w, hi_w = cfg.window
     p1, ci1 = comp["pass_at_1"], comp["ci"]
     tuned = " + LoRA SFT on the training families" if cfg.adapt is not None else ""
@@ -315,26 +335,36 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
                                         f"[{lo_w:.2f}, {hi_w:.2f}]: too little to control")
     else:
         ruling = verdicts.direction(cmp.effect, cmp.ci, why="the paper gives no utility number for this setting",
-                                    training_runs=cfg.replicates)
+                                    training_runs=cfg.replicates,
+                                    control=verdicts.control(f"Bayesian controller with critic likelihoods fitted on "
+                                                             f"{SHAM}, minus the same rule", c_eff, (c_lo, c_hi)))
     picks_txt = "; ".join(f"run {i}: {p['bayes']} vs {p['simple']}" for i, p in enumerate(picks))
     claims = [Claim(
         statement=STATEMENT + f" (c_V={cfg.verify_cost:g} x reward; critics: {', '.join(CRITICS)})",
         paper_value="Bayesian control is most valuable when verification is costly and critics are informative but "
                     "imperfect (no number for this setting)",
         measured=cmp.effect, unit="utility points per 100 tasks", ci=cmp.ci, kind=Kind.EMPIRICAL, source=SOURCE,
-        baseline=f"best simple rule chosen on dev per training run ({picks_txt}); always-verify on test "
-                 f"{test_means['always-verify']:+.1f}, never-verify {test_means['never-verify']:+.1f} per 100 tasks",
+        baseline=f"strongest simple rule on test: {cmp.strongest}; picks on dev per training run ({picks_txt}); "
+                 f"always-verify on test {test_means['always-verify']:+.1f}, never-verify "
+                 f"{test_means['never-verify']:+.1f} per 100 tasks",
         ruling=ruling, **cmp.claim_fields(),
+        falsifier=(f"Had the dev-chosen Bayesian controller earned no more net utility on the held-out problems than "
+                   f"the best simple rule measured there, the claim would fail; {MODEL_LABEL} writes the attempts and "
+                   "real critics and hidden tests judge them, so neither how often it is right nor what its critics "
+                   "reveal is set by our code."),
+        replication={"unit": "training run x held-out test task", "n": int(m.size), "clustered_by": "test task"},
         note=(f"{comp_txt}. {len(test)} test tasks (half of each of {len(set(families.values()))} template "
               f"families), {cfg.replicates} training runs (seeded calibration/dev redraws of the other "
               f"{len(attempts) - len(test)} tasks); {cfg.sampling.k} sampled attempts per task, refinement = the next "
               f"sample, {cfg.reps} seeded orders per task, at most {cfg.max_steps} refinements+verifications. "
-              f"Interval: bootstrap over test tasks (clustered: a task's runs move together). Had the simple rule "
-              f"been picked on test ({oracle}), the margin would be "
-              f"{test_means['Bayes (dev pick)'] - test_means[oracle]:+.1f} per 100 tasks; every rule's dev and test "
-              "means are in details."))]
-    claims.append(_claim_auroc(attempts, test, fits, cfg, seed, comp_txt, (lo_w <= p1 <= hi_w)))
+              f"Interval: bootstrap over test tasks (clustered: a task's runs move together). The claim is judged "
+              f"against the strongest simple rule on test ({cmp.strongest}), which favours the baseline. Negative "
+              f"control: the same controllers with critic likelihoods fitted on {SHAM} (prior, refinement rates and "
+              f"the reviewer's threshold kept), picked on dev the same way: {c_eff:+.1f} [{c_lo:+.1f}, {c_hi:+.1f}] "
+              "per 100 tasks against the same rule; every rule's dev and test means are in details."))]
+    claims.append(_claim_auroc(attempts, test, fits, sham_fits, cfg, seed, comp_txt, (lo_w <= p1 <= hi_w)))
     details = {"competence": comp, "competence_test": comp_test, "picks": picks, "fits": fits,
+               "shuffled_label_fits": sham_fits, "control_minus_strongest_per_100": [c_eff, c_lo, c_hi],
                "test_mean_per_100": test_means, "split": {"test": len(test), "calibration": len(reps[0][0]),
                                                           "dev": len(reps[0][1])},
                "config": {"k": cfg.sampling.k, "temperature": cfg.sampling.temperature,
@@ -348,10 +378,12 @@ def analyse(run: dict[str, Any], cfg: GenConfig, seed: int = 0) -> tuple[list[Cl
     return claims, details
 
 
-def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[dict], cfg: GenConfig, seed: int,
-                 comp_txt: str, competent: bool) -> Claim:
-    """The belief after every critic as a correctness score on the test tasks' attempts, against raw scores."""
+def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[dict], sham_fits: list[dict],
+                 cfg: GenConfig, seed: int, comp_txt: str, competent: bool) -> Claim:
+    """The belief after every critic as a correctness score on the test tasks' attempts, against raw scores;
+    the negative control is the belief with critic likelihoods fitted on shuffled labels."""
     models = [(BeliefModel.from_dict(f["belief"]), f["review_threshold"]) for f in fits]
+    shams = [(BeliefModel.from_dict(f["belief"]), f["review_threshold"]) for f in sham_fits]
     rows = [(i, r) for i, t in enumerate(test) for r in attempts[t]]
     owner = np.array([i for i, _ in rows])
     y = np.array([int(r["correct"]) for _, r in rows])
@@ -363,6 +395,7 @@ def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[di
         return b
 
     bel = np.mean([[belief(r, m, thr) for _, r in rows] for m, thr in models], axis=0)
+    sham_bel = np.mean([[belief(r, m, thr) for _, r in rows] for m, thr in shams], axis=0)
     raw = {"#critics passed": np.array([sum(critic_pass(r, k, thr, cfg.agree_pass) for k in range(len(CRITICS)))
                                         for (_, r) in rows for thr in [models[0][1]]], dtype=float),
            "token probability": np.array([r["mean_logprob"] for _, r in rows]),
@@ -381,11 +414,15 @@ def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[di
     from divelab.coding.bayes_control.replay import task_bootstrap_ci
 
     lo, hi = task_bootstrap_ci(lambda idx: auc(idx, bel) - auc(idx, raw[strongest]), len(test), seed)
+    c_eff = auc(all_idx, sham_bel) - base_auc[strongest]
+    c_lo, c_hi = task_bootstrap_ci(lambda idx: auc(idx, sham_bel) - auc(idx, raw[strongest]), len(test), seed + 1)
     degenerate = not 0 < y.sum() < y.size
     ruling = (verdicts.uninformative("no correct (or no wrong) attempt on the test tasks") if degenerate else
               verdicts.uninformative("the coder's pass@1 is outside the pre-stated window") if not competent else
               verdicts.direction(diff, (lo, hi), why="the paper states no AUROC for this setting",
-                                 training_runs=cfg.replicates))
+                                 training_runs=cfg.replicates,
+                                 control=verdicts.control(f"belief fitted on {SHAM} (critic likelihoods), minus the "
+                                                          "same raw score", c_eff, (c_lo, c_hi))))
     return Claim(
         statement=f"{MODEL_LABEL} on generated tasks: the belief (after all five critics) scores its attempts' "
                   "correctness better than the strongest raw score (critics passed, token probability, reviewer, "
@@ -395,9 +432,17 @@ def _claim_auroc(attempts: dict[str, list[dict]], test: list[str], fits: list[di
         baseline=f"strongest raw score on test: {strongest} (AUROC {base_auc[strongest]:.3f})",
         baselines=[{"name": k, "value": v, "ci": None} for k, v in base_auc.items()], better="higher",
         compared_with=strongest, ruling=ruling,
+        falsifier=(f"Had the belief, fitted on the calibration problems' attempts, ranked the held-out attempts' "
+                   "correctness no better than the strongest raw score (critics passed, token probability, reviewer "
+                   f"score, self-consistency), the claim would fail; {MODEL_LABEL} writes the attempts and real "
+                   "critics judge them, so how much each critic tells is not set by our code."),
+        replication={"unit": "held-out test tasks (their attempts resampled together)", "n": len(test),
+                     "clustered_by": ""},
         note=f"{comp_txt}. Belief AUROC {auc(all_idx, bel):.3f} on {y.size} test attempts ({int(y.sum())} correct), "
              f"averaged over the {len(models)} training runs' belief models; interval: bootstrap over test tasks. "
-             "The strongest raw score is picked on test, which favours the baseline.")
+             "The strongest raw score is picked on test, which favours the baseline. Negative control: the same "
+             f"runs' beliefs with critic likelihoods fitted on {SHAM}, AUROC {auc(all_idx, sham_bel):.3f} "
+             f"({c_eff:+.3f} [{c_lo:+.3f}, {c_hi:+.3f}] against {strongest}).")
 
 
 def measure(cfg: GenConfig, seed: int = 0) -> tuple[list[Claim], dict[str, Any]]:

@@ -134,11 +134,15 @@ def _rng(seed: int, *parts: object) -> random.Random:
 
 
 def estimate_model(pools: Sequence[Pool], level: float, gen: GeneratorModel, seed: int,
-                   trajectories: int = 10, refinements: int = 4) -> BeliefModel:
+                   trajectories: int = 10, refinements: int = 4, shuffle_labels: bool = False) -> BeliefModel:
     """Fit prior, critic likelihoods and rho11/rho01 on logged trajectories (every critic run on
-    every candidate, refined ``refinements`` times) of the given (training) pools."""
+    every candidate, refined ``refinements`` times) of the given (training) pools.
+
+    ``shuffle_labels`` is the negative control: the critic likelihoods are fitted on the logged candidates'
+    correctness labels shuffled among them (seeded), so the critics carry no evidence while the prior and the
+    refinement rates stay those of the real logs."""
     firsts: list[bool] = []
-    obs: list[list[tuple[bool | None, bool]]] = [[] for _ in CRITIC_NAMES]
+    logged: list[tuple[Candidate, list[int]]] = []  # every logged candidate with its task's public tests
     trans = {True: [0, 0], False: [0, 0]}  # parent correct -> [child correct, total]
     for pool in pools:
         public = public_indices(pool.task, level)
@@ -148,16 +152,20 @@ def estimate_model(pools: Sequence[Pool], level: float, gen: GeneratorModel, see
             firsts.append(pool.candidates[cur].correct)
             for step in range(refinements + 1):
                 cand = pool.candidates[cur]
-                for k in range(len(CRITIC_NAMES)):
-                    obs[k].append((critic_observation(cand, k, public), cand.correct))
+                logged.append((cand, public))
                 if step < refinements:
                     nxt = gen.refine(pool, cur, rng)
                     t = trans[cand.correct]
                     t[0] += pool.candidates[nxt].correct
                     t[1] += 1
                     cur = nxt
+    labels = [cand.correct for cand, _ in logged]
+    if shuffle_labels:
+        _rng(seed, "shuffle-labels").shuffle(labels)
     prior = (sum(firsts) + 1) / (len(firsts) + 2)
-    liks = tuple(calibrate(o) for o in obs)
+    liks = tuple(calibrate((critic_observation(cand, k, public), y) for (cand, public), y in zip(logged, labels,
+                                                                                                    strict=True))
+                 for k in range(len(CRITIC_NAMES)))
     rho11 = (trans[True][0] + 1) / (trans[True][1] + 2)
     rho01 = (trans[False][0] + 1) / (trans[False][1] + 2)
     return BeliefModel(prior=prior, critics=liks, refine=RefineModel(rho11=rho11, rho01=rho01))
