@@ -242,3 +242,21 @@ def test_config_errors_name_allowed_values():
         tree = RolloutTree(DecisionChainEnv(d=1))
         tree.expand([0], TabularPolicy(1, 4), np.random.default_rng(0))
         tree.expand([tree.leaves[0]], TabularPolicy(1, 4), np.random.default_rng(0))
+
+
+def test_proxy_interval_resamples_whole_prompts():
+    from divelab.training.infotree.proxy import ProxyResult, pearson_cluster_ci, proxy_true_correlation
+
+    # five prompts, each a block of identical points: 500 points but only five independent units
+    rng = np.random.default_rng(0)
+    x5, y5 = rng.normal(size=5), rng.normal(size=5)
+    res = ProxyResult(float(np.corrcoef(x5, y5)[0, 1]), 0.0, 500, np.repeat(x5, 100) + 1e-3 * rng.normal(size=500),
+                      np.repeat(y5, 100), np.repeat(np.arange(5), 100))
+    lo, hi = pearson_cluster_ci(res, seed=0)
+    assert hi - lo > 0.5  # a bootstrap over the 500 points would be a sliver around r
+    # the decision chain's proxy records which prompt each point came from
+    pr = proxy_true_correlation(TabularPolicy.with_accuracy(8, 4, 0.7), np.array([3, 5, 8]), 4, 4, 0.5,
+                                np.random.default_rng(1))
+    assert pr.prompt.shape == pr.proxy.shape and set(pr.prompt.tolist()) <= {0, 1, 2}
+    lo, hi = pearson_cluster_ci(pr, seed=0)
+    assert lo <= pr.pearson <= hi

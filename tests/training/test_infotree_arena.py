@@ -6,7 +6,13 @@ import pytest
 
 from divelab.envs.base import InvalidAction, TextEnv
 from divelab.envs.maze import MazeSpec
-from divelab.training.infotree.arena import ArenaConfig, random_success, run_arena
+from divelab.training.infotree.arena import (
+    ArenaConfig,
+    random_success,
+    run_arena,
+    start_mixed,
+    start_mixed_ratio,
+)
 from divelab.training.infotree.engine import TreeSampler
 from divelab.training.infotree.maze_env import MazeGames, maze_policy_factory
 
@@ -68,3 +74,21 @@ def test_arena_config_rejects_bad_values():
     with pytest.raises(ValueError, match="allowed: independent, tree"):
         ArenaConfig(samplers=("independent", "beam"))
     assert isinstance(TreeSampler(), TreeSampler)
+
+
+def test_start_mixed_records_every_batch_and_game_and_is_seeded():
+    cfg = ArenaConfig(group_size=3, max_steps=5)
+    new_policy = maze_policy_factory(GAMES, seed=0)
+    arms = ("independent", "tree", "tree (random node)", "tree (root only)")
+    sm = start_mixed(new_policy, GAMES.factory(), GAMES.game_ids, cfg, 2, seed=1, samplers=arms)
+    again = start_mixed(new_policy, GAMES.factory(), GAMES.game_ids, cfg, 2, seed=1, samplers=arms[1:2])
+    assert list(sm) == list(arms)
+    for k, v in sm.items():
+        assert v.mixed.shape == (2 * len(GAMES.game_ids),) and set(v.mixed.tolist()) <= {0.0, 1.0}
+        assert v.games == list(GAMES.game_ids) * 2  # clustered by game in the claim
+        assert v.env_steps_per_game > 0
+    # every sampler starts from the same generator seed, whichever others run beside it
+    assert sm["tree"].mixed.tolist() == again["tree"].mixed.tolist()
+    # the old summary is the mean of the per-unit flags
+    summary = start_mixed_ratio(new_policy, GAMES.factory(), GAMES.game_ids, cfg, 2, seed=1)
+    assert summary["tree"] == (float(sm["tree"].mixed.mean()), sm["tree"].env_steps_per_game)

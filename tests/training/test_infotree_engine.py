@@ -49,6 +49,18 @@ def test_make_sampler_rejects_unknown():
         make_sampler("beam")
 
 
+def test_reference_trees_random_node_branches_and_root_only_never_does():
+    rng = np.random.default_rng(0)
+    root_only = make_sampler("tree (root only)", max_steps=8).collect(UniformPolicy(), _make_env, ["a", "b"], 6, rng)
+    random_node = make_sampler("tree (random node)", max_steps=8).collect(UniformPolicy(), _make_env, ["a", "b"], 6,
+                                                                          np.random.default_rng(0))
+    # the sham tree: the tree sampler's budget rule, but every leaf is a fresh rollout from the root
+    assert all(t.parent is None for g in root_only for t in g)
+    assert all(len(g) >= 5 for g in root_only)
+    # random node expansion branches from prefixes (some leaf starts below the root)
+    assert any(t.parent is not None for g in random_node for t in g)
+
+
 def test_grpo_trainer_smoke_with_tree_sampler():
     torch = pytest.importorskip("torch")
     from divelab.lm.models import build_model
@@ -114,7 +126,7 @@ def test_reproduce_smoke_computes_claims():
     assert {b["name"] for b in alloc.baselines} == {"independent", "tree", "tree (λ_entropy=0)"}
     assert alloc.compared_with == max(alloc.baselines, key=lambda b: b["value"])["name"]
     # a timing verdict comes from repeated, interleaved measurements with an interval
-    oh = next(c for c in rep.claims if c.statement.startswith("Wall-clock overhead"))
+    oh = next(c for c in rep.claims if c.statement.startswith("Wall-clock overhead"))  # timed beside other jobs
     assert oh.rule["name"] == "direction" and oh.ci is not None and oh.ci[0] < oh.ci[1]
     assert len(rep.details["overhead"]) == 2 * 5
     for c in rep.claims:
@@ -124,9 +136,37 @@ def test_reproduce_smoke_computes_claims():
             assert c.rule["args"]["training_runs"] >= 2, c.statement
     ablations = [c for c in rep.claims if c.statement.startswith("Entropy-term ablation")]
     assert len(ablations) == 2 and all(c.rule["name"] == "direction" for c in ablations)
-    # tree vs independent on the engine: both env families are run, not skipped
+    # tree vs independent on the engine: both env families are run, not skipped, with the sham tree beside them
     for fam in ("TextWorld", "E163 mazes"):
         c = next(c for c in rep.claims if c.statement.endswith(f"({fam})"))
         assert c.verdict is not Verdict.NOT_CHECKABLE and -1.0 <= c.measured <= 1.0
         arena = rep.details["arena"][fam]
         assert len(arena["seeds"]) == 2 and all(len(v) == 2 for v in arena["final"].values())
+        assert set(arena["final"]) == {"independent", "tree", "tree (root only)"}
+        # judged against the stronger of independent GRPO and the untrained start, with the sham tree as control
+        assert {b["name"] for b in c.baselines} == {"independent", "starting policy"}
+        assert c.compared_with == max(c.baselines, key=lambda b: b["value"])["name"]
+        assert c.rule["args"]["control"]["name"].startswith("tree (root only)")
+        assert c.replication == {"unit": "training runs", "n": 2, "clustered_by": ""}
+    # what the decision chain's constants decide is planted, said so, and never counted
+    planted = [c for c in rep.claims if c.kind is Kind.PLANTED]
+    assert {c.statement for c in planted} >= {
+        "Mixed-outcome ratio at equal env-step budget (G=8): tree vs independent sampling",
+        "Correlation of the proxy score greedy maximises (UUCB) with the true marginal gain",
+        "Success after training at equal env steps: tree vs independent (decision chain, tabular GRPO)"}
+    assert rep.planted.startswith("What the set-up plants") and "decision chain" in rep.planted
+    assert set(rep.details["p_reveal_sweep_G8"]) == {"0.0", "0.5", "1.0"}
+    assert oh.kind is Kind.BY_CONSTRUCTION and "load" in oh.note
+    # every empirical claim carries its audit trail: falsifier, replication unit and a measured control
+    empirical = [c for c in rep.claims if c.kind is Kind.EMPIRICAL]
+    assert len(empirical) == 4
+    for c in empirical:
+        assert c.falsifier and c.replication and c.rule["args"]["control"]["ci"], c.statement
+        assert c.compared_with, c.statement
+    # the mixed-outcome ratio on TextWorld: tree against independent and a random-node tree, clustered by game
+    mixed = next(c for c in empirical if c.statement.startswith("Mixed-outcome ratio at an equal group budget"))
+    assert {b["name"] for b in mixed.baselines} == {"independent", "tree (random node)"}
+    assert mixed.replication["clustered_by"] == "game"
+    start = rep.details["arena"]["TextWorld"]["start_mixed_ratio"]
+    assert set(start) == {"independent", "tree", "tree (random node)", "tree (root only)"}
+    assert rep.details["arena"]["TextWorld, gigpo for both arms"]["start_mixed_ratio"] == start

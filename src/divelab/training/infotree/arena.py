@@ -107,23 +107,43 @@ def run_arena(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids
         return runs
 
 
+@dataclass
+class StartMixed:
+    """One sampler's rollouts with the starting policy, before any training: per (batch, game) unit."""
+
+    mixed: np.ndarray  # 1.0 where the game's rollouts (a tree's leaves) hold both a win and a loss
+    games: list[str]  # the game of each unit (units of one game are correlated: cluster by it)
+    env_steps_per_game: float  # mean env steps one game's group used (the budget actually spent)
+
+
+def start_mixed(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str],
+                cfg: ArenaConfig, batches: int, seed: int, samplers: Sequence[str] | None = None
+                ) -> dict[str, StartMixed]:
+    """Before any training: for each sampler (default: the arena's), whether each game's group is mixed in
+    each of ``batches`` batches at the arena's group budget, and the env steps it used (InfoTree's own claim,
+    measured on the engine's envs with the starting policy). Every sampler starts from the same generator
+    seed and the same policy."""
+    policy = new_policy()
+    out = {}
+    for name in samplers or cfg.samplers:
+        smp = make_sampler(name, max_steps=cfg.max_steps, **cfg.sampler_options)
+        rng = np.random.default_rng(seed)
+        mixed, games, steps = [], [], []
+        for _ in range(batches):
+            groups = smp.collect(policy, make_env, game_ids, cfg.group_size, rng)
+            mixed += [float(len({t.won for t in g}) > 1) for g in groups]
+            games += list(game_ids)
+            steps.append(_iteration_env_steps(smp, groups) / len(game_ids))
+        out[name] = StartMixed(np.array(mixed), games, float(np.mean(steps)))
+    return out
+
+
 def start_mixed_ratio(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str],
                       cfg: ArenaConfig, batches: int, seed: int) -> dict[str, tuple[float, float]]:
     """Before any training: (share of games whose rollouts disagree, env steps per game) for each
-    sampler, over ``batches`` batches at the arena's group budget (InfoTree's own claim, measured on
-    the engine's envs with the starting policy)."""
-    policy = new_policy()
-    out = {}
-    for name in cfg.samplers:
-        smp = make_sampler(name, max_steps=cfg.max_steps, **cfg.sampler_options)
-        rng = np.random.default_rng(seed)
-        mixed, steps = [], []
-        for _ in range(batches):
-            groups = smp.collect(policy, make_env, game_ids, cfg.group_size, rng)
-            mixed += [len({t.won for t in g}) > 1 for g in groups]
-            steps.append(_iteration_env_steps(smp, groups) / len(game_ids))
-        out[name] = (float(np.mean(mixed)), float(np.mean(steps)))
-    return out
+    sampler, over ``batches`` batches at the arena's group budget."""
+    return {k: (float(v.mixed.mean()), v.env_steps_per_game)
+            for k, v in start_mixed(new_policy, make_env, game_ids, cfg, batches, seed).items()}
 
 
 def random_success(make_env: EnvFactory, game_ids: Sequence[str], episodes: int, max_steps: int, seed: int) -> float:

@@ -27,9 +27,12 @@ import numpy as np
 from divelab.envs.base import EnvFactory, TextEnv
 from divelab.rl.rollout import IndependentSampler, Policy, RolloutSampler, Step, Trajectory
 from divelab.training.infotree.allocator import AllocatorConfig, allocate
-from divelab.training.infotree.tree import RolloutTree, SamplerConfig, TreeStats, grow_tree
+from divelab.training.infotree.tree import RolloutTree, SamplerConfig, TreeStats, UUCBConfig, grow_tree
 
-SAMPLER_NAMES = ("independent", "tree", "tree+allocator")
+SAMPLER_NAMES = ("independent", "tree", "tree+allocator", "tree (random node)", "tree (root only)")
+"""``tree (random node)`` expands a uniformly random unfinished node (the trivial selector: branching without
+UUCB); ``tree (root only)`` is the tree sampler with branching removed: the same code path and budget rule
+(``group_size`` times the first rollout's length), every continuation from the root (a sham tree)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,11 +168,17 @@ class TreeSampler:
 
 
 def make_sampler(name: str, max_steps: int = 20, **options: Any) -> RolloutSampler:
-    """``independent`` (plain GRPO), ``tree`` (InfoTree) or ``tree+allocator`` (InfoTree + ABA-style pool)."""
+    """``independent`` (plain GRPO), ``tree`` (InfoTree), ``tree+allocator`` (InfoTree + ABA-style pool), or the
+    two reference trees ``tree (random node)`` and ``tree (root only)`` (see ``SAMPLER_NAMES``)."""
     if name == "independent":
         return IndependentSampler(max_steps=max_steps)
     if name == "tree":
         return TreeSampler(max_steps=max_steps, tree=options.get("tree", SamplerConfig()))
     if name == "tree+allocator":
         return TreeSampler(max_steps=max_steps, allocator=options.get("allocator", AllocatorConfig()))
+    if name == "tree (random node)":
+        return TreeSampler(max_steps=max_steps, tree=SamplerConfig(uucb=UUCBConfig(selector="uniform")))
+    if name == "tree (root only)":
+        return TreeSampler(max_steps=max_steps,
+                           tree=SamplerConfig(init_rollouts=1, uucb=UUCBConfig(selector="independent")))
     raise ValueError(f"unknown sampler {name!r}; allowed: {', '.join(SAMPLER_NAMES)}")
