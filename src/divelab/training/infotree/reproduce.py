@@ -219,6 +219,7 @@ def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg:
                            f"minus {cmp.strongest}", c_eff, (c_lo, c_hi))
     size = (dict(paper=58.1 - 45.0, tol=0.5) if cmp.strongest == "independent" else
             dict(why=f"the paper's +13 points is over independent sampling; the strongest here is {cmp.strongest}"))
+    b_eff, b_lo, b_hi = stats.cluster_diff_ci(pts["tree"], pts[ROOT_ONLY], games, seed=seed)
     n_games = len(dict.fromkeys(games))
     steps = ", ".join(f"{k} {v.env_steps_per_game:.0f}" for k, v in sm.items())
     levels = ", ".join(f"{k} {v.mixed.mean():.1%}" for k, v in sm.items())
@@ -240,7 +241,9 @@ def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg:
              "their first rollout's length, so they can spend a little more or less than independent sampling; "
              f"{ROOT_ONLY} has the same budget rule without branching). Difference per (batch, game), 95% cluster "
              "bootstrap over games (the games are few, so the interval is rough). Negative control: "
-             f"{ROOT_ONLY} minus {cmp.strongest}, {c_eff:+.1f} [{c_lo:+.1f}, {c_hi:+.1f}] points.")
+             f"{ROOT_ONLY} minus {cmp.strongest}, {c_eff:+.1f} [{c_lo:+.1f}, {c_hi:+.1f}] points. Tree minus "
+             f"{ROOT_ONLY} (branching alone, under the same budget rule): {b_eff:+.1f} [{b_lo:+.1f}, {b_hi:+.1f}] "
+             "points.")
 
 
 def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
@@ -278,6 +281,7 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
         ctl = verdicts.control(f"{ROOT_ONLY} (the tree sampler's code path and budget rule, no branching) trained "
                                f"the same way, minus {cmp.strongest}", c_eff, c_ci)
         m_learn, ci_learn = _t_diff(final["independent"], start)
+        m_branch, ci_branch = _t_diff(final["tree"], final[ROOT_ONLY])
         mixed = {k: float(np.nanmean([np.mean(by[(k, s)].mixed_group_frac) for s in seeds])) for k in cfg.samplers}
         claims.append(Claim(
             statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam})",
@@ -298,7 +302,9 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
                  f"(uniform random player {rnd:.3f}) -> " + ", ".join(f"{k} {final[k].mean():.3f}" for k in
                                                                       cfg.samplers) +
                  f"; {len(seeds)} training runs per arm, paired by seed, 95% t-interval. Negative control: "
-                 f"{ROOT_ONLY} minus {cmp.strongest}, {c_eff:+.3f} [{c_ci[0]:+.3f}, {c_ci[1]:+.3f}]. Mixed "
+                 f"{ROOT_ONLY} minus {cmp.strongest}, {c_eff:+.3f} [{c_ci[0]:+.3f}, {c_ci[1]:+.3f}]; tree minus "
+                 f"{ROOT_ONLY} (branching alone, under the same budget rule): {m_branch:+.3f} [{ci_branch[0]:+.3f}, "
+                 f"{ci_branch[1]:+.3f}]. Mixed "
                  "(informative) groups during training: " + ", ".join(f"{k} {mixed[k]:.2f}" for k in cfg.samplers)
                  + " of games per batch; with the starting policy, at the same budget: "
                  + ", ".join(f"{k} {v.mixed.mean():.2f}" for k, v in mix0.items()) + ". Training itself helps: "
