@@ -83,7 +83,7 @@ def test_start_mixed_records_every_batch_and_game_and_is_seeded():
     sm = start_mixed(new_policy, GAMES.factory(), GAMES.game_ids, cfg, 2, seed=1, samplers=arms)
     again = start_mixed(new_policy, GAMES.factory(), GAMES.game_ids, cfg, 2, seed=1, samplers=arms[1:2])
     assert list(sm) == list(arms)
-    for k, v in sm.items():
+    for v in sm.values():
         assert v.mixed.shape == (2 * len(GAMES.game_ids),) and set(v.mixed.tolist()) <= {0.0, 1.0}
         assert v.games == list(GAMES.game_ids) * 2  # clustered by game in the claim
         assert v.env_steps_per_game > 0

@@ -170,3 +170,27 @@ def test_reproduce_smoke_computes_claims():
     start = rep.details["arena"]["TextWorld"]["start_mixed_ratio"]
     assert set(start) == {"independent", "tree", "tree (random node)", "tree (root only)"}
     assert rep.details["arena"]["TextWorld, gigpo for both arms"]["start_mixed_ratio"] == start
+
+
+def test_tree_budget_comes_from_earlier_batches_not_this_batchs_first_rollout():
+    def make_env(gid: str) -> CorridorEnv:  # a near goal: some episodes win in a few steps, others run to the cap
+        return CorridorEnv(n_rooms=3, goal=1, max_steps=8, game_id=gid)
+
+    sampler = make_sampler("tree (root only)", max_steps=8)
+    rng = np.random.default_rng(0)
+    sampler.collect(UniformPolicy(), make_env, ["a"], 4, rng)  # first batch: its own first rollout
+    history = list(sampler.root_lengths["a"])
+    assert history and all(1 <= n <= 8 for n in history)
+    firsts = []
+    for _ in range(8):
+        past = sampler.root_lengths["a"][-sampler.length_window:]
+        groups = sampler.collect(UniformPolicy(), make_env, ["a"], 4, rng)
+        used = sampler.stats()["env_steps"]
+        first_len = len(groups[0][0].steps)
+        budget = round(4 * float(np.mean(past)))
+        # the batch stops at the first rollout that reaches the budget set by earlier batches, whatever its own
+        # first rollout's length was (a short win used to shrink the budget)
+        assert budget <= used < budget + 8 or (first_len >= budget and used == first_len)
+        assert len(sampler.root_lengths["a"]) <= sampler.length_window
+        firsts.append(first_len)
+    assert len(set(firsts)) > 1  # the first rollouts' lengths varied, so the old rule would have moved the budget

@@ -11,8 +11,9 @@ and stepping from it restores the prefix, then plays one command.
 branch left), so *every* registered advantage estimator works on them: ``grpo`` compares all
 leaves of a game, ``gigpo`` finds the sibling groups itself (branches share the branch point's
 state key), ``g2po`` merges them into its graph. Budget: ``group_size`` rollouts' worth of
-environment steps per game, measured as ``group_size`` times the mean length of the tree's first
-(independent) rollouts.
+environment steps per game, measured as ``group_size`` times the mean length of the game's first
+(independent, root) rollouts in earlier batches, so a batch's budget does not hang on how its own first
+rollouts ended (a game's first batch uses its own).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from divelab.training.infotree.tree import RolloutTree, SamplerConfig, TreeStats
 SAMPLER_NAMES = ("independent", "tree", "tree+allocator", "tree (random node)", "tree (root only)")
 """``tree (random node)`` expands a uniformly random unfinished node (the trivial selector: branching without
 UUCB); ``tree (root only)`` is the tree sampler with branching removed: the same code path and budget rule
-(``group_size`` times the first rollout's length), every continuation from the root (a sham tree)."""
+(see ``TreeSampler.collect``), every continuation from the root (a sham tree)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +126,14 @@ class TreeSampler:
     max_steps: int = 20
     tree: SamplerConfig = field(default_factory=SamplerConfig)
     allocator: AllocatorConfig | None = None  # set to share a pooled budget across the batch's games
+    length_window: int = 8
+    """root rollouts of a game, from earlier batches, whose mean length sets its budget (see ``collect``)."""
     last_trees: list[RolloutTree] = field(default_factory=list, repr=False)
+    root_lengths: dict[str, list[int]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.length_window < 1:
+            raise ValueError(f"length_window must be >= 1, got {self.length_window}")
 
     def collect(self, policy: Policy, make_env: EnvFactory, game_ids: Sequence[str], group_size: int,
                 rng: np.random.Generator) -> list[list[Trajectory]]:
@@ -137,9 +145,16 @@ class TreeSampler:
             seed = int(rng.integers(0, 2**31 - 1))
             bridge = TextEnvBranching(make_env(game_id), policy, seed, self.max_steps)
             tree = RolloutTree(bridge, success_threshold=cfg.uucb.success_threshold)
-            # the first rollouts are independent; their mean length sets the budget
+            # the first rollouts are independent, full episodes from the root. The budget is group_size times
+            # the mean length of the game's root rollouts in *earlier* batches (the last length_window), so it
+            # does not depend on how this batch's first rollouts ended: a quick win is a short rollout, and
+            # sizing the budget from it would give a game the policy can win less than group_size
+            # independent episodes use. A game's first batch has no history and uses its own first rollouts.
             grow_tree(tree, bridge, 1, dataclasses.replace(cfg, batch=cfg.init_rollouts), rng)
-            mean_len = tree.stats.env_steps / max(len(tree.leaves), 1)
+            first = [tree.depth[leaf] for leaf in tree.leaves]
+            past = self.root_lengths.get(game_id, [])[-self.length_window:]
+            mean_len = float(np.mean(past)) if past else tree.stats.env_steps / max(len(tree.leaves), 1)
+            self.root_lengths[game_id] = (self.root_lengths.get(game_id, []) + first)[-self.length_window:]
             budgets.append(max(1, int(round(group_size * mean_len))))
             trees.append(tree)
             seeds.append(seed)

@@ -237,9 +237,10 @@ def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg:
         replication={"unit": "(batch, game) groups", "n": int(len(games)), "clustered_by": "game"},
         note=f"{n_games} generated games, step cap {cfg.max_steps}, group budget {cfg.group_size} rollouts' worth "
              f"per game, {n_batches} batches, every sampler from the same starting policy and generator seed. Share "
-             f"of mixed groups: {levels}. Env steps per game: {steps} (the tree samplers size their budget from "
-             "their first rollout's length, so they can spend a little more or less than independent sampling; "
-             f"{ROOT_ONLY} has the same budget rule without branching). Difference per (batch, game), 95% cluster "
+             f"of mixed groups: {levels}. Env steps per game: {steps} (a tree's budget is G times the mean length of "
+             "the game's root rollouts in earlier batches, its own first ones in the first batch, so it can spend a "
+             f"little more or less than independent sampling; {ROOT_ONLY} has the same budget rule without "
+             "branching). Difference per (batch, game), 95% cluster "
              "bootstrap over games (the games are few, so the interval is rough). Negative control: "
              f"{ROOT_ONLY} minus {cmp.strongest}, {c_eff:+.1f} [{c_lo:+.1f}, {c_hi:+.1f}] points. Tree minus "
              f"{ROOT_ONLY} (branching alone, under the same budget rule): {b_eff:+.1f} [{b_lo:+.1f}, {b_hi:+.1f}] "
