@@ -38,8 +38,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/divelab reproduce --scale quick --out divelab-report
 
+# One test process per core (pytest-xdist), each on one thread (tests/conftest.py): most tests are bound by
+# Python, not by torch's kernels, so two single-threaded processes finish the suite sooner than one on two threads.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

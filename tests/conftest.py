@@ -14,6 +14,16 @@ from divelab.registry import System
 
 os.environ.setdefault("DIVELAB_QUIET", "1")
 
+# Under pytest-xdist (`make test` runs one worker per core) each worker is one of several busy processes: one
+# thread each, for torch here and for the processes a test starts (CLIs, stage workers), keeps them from
+# oversubscribing the cores. A test that needs more threads or workers sets them itself.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "DIVELAB_STAGE_WORKERS"):
+        os.environ.setdefault(_var, "1")
+    import torch
+
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -206,7 +206,7 @@ def _free_port() -> int:
     ("head-node:notaport", "is malformed; allowed: 'local'"),
     ("http://head:6379", "is malformed"),
     ("head:99999", "is malformed"),
-])
+], ids=["unreachable", "port-not-a-number", "url", "port-out-of-range"])  # fixed ids: the free port differs per process
 def test_cli_bad_ray_address_is_one_line_in_seconds(fake_system, tmp_path, address, says):
     import time
 
