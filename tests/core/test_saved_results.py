@@ -4,8 +4,9 @@ These are the files the README's headline and the documentation pages are genera
 rules are checked on them directly: every verdict re-applies from its recorded rule, a zero-width
 interval is never called noise, a value or a bound is judged with its interval, a chance level is a
 named exact constant and never a baseline's point estimate, a comparative claim is judged against
-the strongest baseline it recorded, one measurement is one claim, and a reproduction with planted
-claims says what it plants. Each check is shown able to fail on a claim built to break it.
+the strongest baseline it recorded (and its statement does not name which one that was: that is
+measured), one measurement is one claim, and a reproduction with planted claims says what it plants.
+Each check is shown able to fail on a claim built to break it.
 
 A full-scale result saved under the earlier rules (format 3) is still read: it is listed, and its
 positive verdicts, which carry no falsifier or negative control, are not counted in the headline.
@@ -61,6 +62,10 @@ def problems(rep: Reproduction) -> list[str]:
             out.append(f"{where}: uninformative without a reason")
         if c.baselines and c.compared_with != strongest(c.baselines, c.better)["name"]:
             out.append(f"{where}: not judged against its strongest baseline")
+        # which baseline is strongest is measured: named in the statement, the claim would change identity
+        # between machines (and between runs), so it belongs in compared_with and the note
+        if len(c.baselines) > 1 and c.compared_with and f"({c.compared_with})" in c.statement:
+            out.append(f"{where}: the statement names the measured strongest baseline ({c.compared_with})")
         # two floors that tie (both uninformative, counted nowhere) are not one measurement told twice
         if c.kind is Kind.EMPIRICAL and isinstance(c.measured, int | float) and c.verdict is not Verdict.UNINFORMATIVE:
             key = (json.dumps(c.measured), json.dumps(list(c.ci) if c.ci else None), c.unit)
@@ -119,6 +124,12 @@ def test_the_saved_results_check_can_fail():
                compared_with="random pick",
                ruling=verdicts.value(0.8, ci=(0.7, 0.9), chance=0.62, chance_why="random pick", why="n"))
     _breaks(_rep(c), "is a measured value")
+    # the statement names which baseline turned out strongest
+    two = [{"name": "random pick", "value": 0.5}, {"name": "first", "value": 0.6}]
+    _breaks(_rep(_claim("a beats the strongest (first)", baselines=two, better="higher", compared_with="first")),
+            "names the measured strongest baseline")
+    assert problems(_rep(_claim("a beats the strongest of two", baselines=two, better="higher",
+                                compared_with="first"))) == []
     # one measurement, two claims
     _breaks(_rep(_claim("a beats b"), _claim("a beats b again")), "one measurement, one claim")
     tie = dict(measured=0.0, ci=(0.0, 0.0), ruling=verdicts.direction(0.0, (0.0, 0.0), paper=0.2))

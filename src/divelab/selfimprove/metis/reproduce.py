@@ -182,7 +182,7 @@ def _claims_metis_vs_baselines(results: list[SeedResult], table: dict[str, Any],
                             clusters=_seeds(results, "recurring", "metis"), seed=seed)
     paper_vs = {"none": 0.206, "text": 0.006}  # the review's +0.6 points is unverified
     success = Claim(
-        statement=f"recurring tasks: Metis vs the strongest baseline ({cmp.strongest}) (success difference)",
+        statement="recurring tasks: Metis vs the strongest of no memory, text-only and code-only memory (success difference)",
         paper_value="up to +20.6% accuracy vs ReAct (AppWorld); 66.1 vs 65.5 vs text only [review, unverified]",
         measured=cmp.effect, ci=cmp.ci, unit="success", kind=Kind.PLANTED, source=SOURCE,
         replication=_replication(results, "recurring"),
@@ -200,7 +200,7 @@ def _claims_metis_vs_baselines(results: list[SeedResult], table: dict[str, Any],
     dc, clo, chi = _paired(results, "recurring", "metis", "none", "context_words")
     plain = table["recurring/none"]["context_words"]
     cheaper = Claim(
-        statement=f"recurring tasks: Metis execution cost relative to the cheapest baseline ({cost.strongest})",
+        statement="recurring tasks: Metis execution cost relative to the cheapest of no memory, text-only and code-only memory",
         paper_value="up to −22.8% vs ReAct", measured=rel, ci=(rlo, rhi), unit="relative",
         kind=Kind.BY_CONSTRUCTION, source=SOURCE,
         baseline=", ".join(f"{a}: {table[f'recurring/{a}']['context_words']:.0f} words/task" for a in others),
