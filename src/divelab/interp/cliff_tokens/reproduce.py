@@ -96,6 +96,13 @@ def _acc(model, tok, problems, plan: Plan, seed: int) -> np.ndarray:
     return np.array(sampled_accuracy(model, tok, problems, seed=seed, samples=plan.eval_samples))
 
 
+def _reached(meta: dict) -> str:
+    """The stopping check's accuracy (a model cached before it was recorded has none)."""
+    if meta.get("accuracy") is None:
+        return ""
+    return f": {meta['accuracy']:.2f} on {meta['check_problems']} held-out training-length problems"
+
+
 def _pts(x: float) -> float:
     return 100.0 * x
 
@@ -112,7 +119,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     detect_s = det.rollouts.cost.seconds
     rep.setup = (f"A {meta['params']:,}-parameter Llama-style divelab LM trained from scratch on a running-sum-mod-10 "
                  f"chain of thought ({plan.model.train_lengths} operands), stopped at sampled accuracy "
-                 f">= {plan.model.target_acc} (step {meta['steps']}). {len(det.traces)} responses to {plan.problems} "
+                 f">= {plan.model.target_acc} (step {meta['steps']}{_reached(meta)}). {len(det.traces)} responses to "
+                 f"{plan.problems} "
                  f"problems with {plan.lengths} operands, sampled at T = 1; potentials from N = {plan.n} continuations "
                  f"at every token (paper: N = 64). Cliff-DPO with LoRA r = {plan.dpo.lora_r}, beta = {plan.dpo.beta}, "
                  f"lr = {plan.dpo.lr} (a tiny model needs a far larger lr than the paper's 1e-6).")
