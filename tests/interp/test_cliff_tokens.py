@@ -292,15 +292,37 @@ def test_dpo_verdicts_read_the_interval_over_runs() -> None:
 
     acc = {"starting model": np.array([0.70, 0.72, 0.71, 0.69]), "cliff": np.array([0.60, 0.74, 0.66, 0.70]),
            "full-sequence": np.array([0.50, 0.62, 0.40, 0.55]), "random-token": np.array([0.30, 0.35, 0.32, 0.28])}
-    main, rand = _dpo_verdicts(acc, {"cliff": 9, "full-sequence": 20, "random-token": 9}, PLANS["smoke"], seed=0)
+    (main,) = _dpo_verdicts(acc, {"cliff": 9, "full-sequence": 20, "random-token": 9}, PLANS["smoke"], seed=0)
     assert main.compared_with == "starting model"  # the strongest alternative, not full-sequence DPO
     assert {b["name"] for b in main.baselines} == {"starting model", "full-sequence"}
     assert main.ci == pytest.approx(stats.mean_ci(100 * (acc["cliff"] - acc["starting model"])))
     assert main.rule["args"]["training_runs"] == 4 and main.verdict is Verdict.NOT_SEPARATED
     assert "runs detect a difference" in main.note
-    # the weak baseline is its own row; a clear win over it holds across runs
-    assert rand.ci == pytest.approx(stats.mean_ci(100 * (acc["cliff"] - acc["random-token"])))
-    assert rand.verdict is Verdict.DIRECTION_HOLDS
+    # random-token DPO (detection removed) is the negative control, against the same strongest baseline
+    ctl = main.rule["args"]["control"]
+    assert ctl["effect"] == pytest.approx(np.mean(100 * (acc["random-token"] - acc["starting model"])))
+    assert main.falsifier and main.replication["n"] == 4
+
+
+def test_the_detection_claims_carry_their_controls() -> None:
+    from types import SimpleNamespace
+
+    from divelab.claims import Kind, Verdict
+    from divelab.interp.cliff_tokens import detection_claims
+
+    # 8 of 10 wrong traces with a cliff, 2 of 10 right ones: a clear effect; shuffled labels do not show it
+    traces = [SimpleNamespace(correct=i >= 10) for i in range(20)]
+    det = SimpleNamespace(traces=traces, by_trace=lambda: {i: [] for i in (*range(8), 10, 11)}, cliffs=[])
+    c = detection_claims.wrong_vs_right(det, seed=0)
+    assert c.kind is Kind.EMPIRICAL and c.measured == pytest.approx(0.6)
+    assert c.verdict is Verdict.DIRECTION_HOLDS and c.falsifier and c.replication["n"] == 20
+    assert abs(c.rule["args"]["control"]["effect"]) < 0.6
+    # on-policy continuations cannot produce real deterministic cliffs: the taxonomy cannot speak
+    det.cliffs = [SimpleNamespace(kind=k) for k in ("deterministic", "uncertain", "sampled-off")]
+    t = detection_claims.taxonomy(det, on_policy=True, paper_value="three", measured_text="x")
+    assert t.verdict is Verdict.UNINFORMATIVE and "Monte Carlo" in t.reason
+    assert detection_claims.taxonomy(det, on_policy=False, paper_value="three", measured_text="x").verdict \
+        is Verdict.REPRODUCED
 
 
 def test_the_plan_sizes_the_real_llm_run_and_only_full_runs_it(monkeypatch) -> None:

@@ -32,7 +32,8 @@ def test_real_llm_path_on_a_known_model() -> None:
     # a perfect split gives every resample the same difference: a zero-width interval rules uninformative
     assert rates.verdict.value == "uninformative" and rates.measured == pytest.approx(1.0)
     assert iv.verdict.value != "not checkable here" and iv.measured == pytest.approx(1.0)
-    assert taxonomy.verdict.value == "not reproduced"  # only one of the three types
+    # continuations at T = 1 are on-policy: a deterministic cliff could only be noise, so the test cannot speak
+    assert taxonomy.verdict.value == "uninformative"
     assert "tiny chain model" in rates.baseline and "0.75" in rates.baseline
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from divelab import stats, verdicts
 from divelab.claims import Claim, Kind, not_checkable
+from divelab.interp.cliff_tokens import detection_claims
 from divelab.interp.cliff_tokens.detector import Detection, detect
 from divelab.interp.cliff_tokens.interventions import Intervention, cliff_del_keep
 from divelab.interp.cliff_tokens.potential import RolloutConfig
@@ -133,22 +134,8 @@ def claims_from(det: Detection, ivs: Sequence[Intervention], cfg: RealConfig, *,
     where = (f"{s['traces']} responses to {len(det.traces) // max(1, cfg.per_problem)} word problems, N = {n}, "
              f"potentials every {cfg.every} tokens, T = {cfg.temperature}")
     out: list[Claim] = []
-    has = det.by_trace()
-    correct = np.array([t.correct for t in det.traces], dtype=bool)
-    with_cliff = np.array([i in has for i in range(len(det.traces))], dtype=float)
-    wrong, right = with_cliff[~correct], with_cliff[correct]
-    stmt = f"{label}: cliffs occur more often in incorrect traces (share with >= 1 cliff, wrong - right)"
-    if wrong.size >= 2 and right.size >= 2:
-        d, lo, hi = stats.diff_ci(wrong, right, seed=seed)
-        out.append(Claim(statement=stmt, paper_value="more often in incorrect traces", measured=d, ci=(lo, hi),
-                         kind=Kind.EMPIRICAL, source=SRC, baseline=_tiny_text(tiny, "rates"),
-                         ruling=verdicts.direction(d, (lo, hi), why="the paper reports the direction, not a rate"),
-                         note=f"wrong traces: {wrong.mean():.2f} of {wrong.size} have a cliff; right: "
-                              f"{right.mean():.2f} of {right.size}; {where}"))
-    else:
-        out.append(not_checkable(stmt, "more often in incorrect traces",
-                                 f"needs >= 2 right and >= 2 wrong traces; got {right.size} right, {wrong.size} "
-                                 f"wrong ({where})", source=SRC))
+    out.append(detection_claims.wrong_vs_right(det, label=label, where=where, baseline=_tiny_text(tiny, "rates"),
+                                               source=SRC, seed=seed))
     stmt = f"{label}: cliff-del beats cliff-keep (pass@{n}, paired by first cliff)"
     if len(ivs) >= 2:
         pdel = np.array([i.pass_del for i in ivs])
@@ -163,19 +150,13 @@ def claims_from(det: Detection, ivs: Sequence[Intervention], cfg: RealConfig, *,
     else:
         out.append(not_checkable(stmt, "1.0 vs 0.71–1.00", f"only {len(ivs)} first cliffs (need >= 2; {where})",
                                  source=SRC))
-    kinds = s["types"]
-    stmt = f"{label}: the taxonomy: all three cliff types (deterministic / uncertain / sampled-off) occur"
-    if s["cliffs"]:
-        out.append(Claim(statement=stmt, paper_value="three types, by entropy (H_b(0.99)) and greedy rank",
-                         measured=", ".join(f"{k} {_fmt(v)}" for k, v in s["type_shares"].items())
-                         + f" of {s['cliffs']}", kind=Kind.EMPIRICAL, source=SRC,
-                         baseline=_tiny_text(tiny, "types"),
-                         ruling=verdicts.outcome(all(kinds[k] > 0 for k in TYPES), test="each type has >= 1 cliff"),
-                         note=f"entropy and rank from the untempered distribution, continuations at T = "
-                              f"{cfg.temperature}; with every = {cfg.every} the classified token is the last of "
-                              "its span"))
-    else:
-        out.append(not_checkable(stmt, "three types", f"no cliff was found ({where})", source=SRC))
+    out.append(detection_claims.taxonomy(
+        det, label=label, on_policy=cfg.temperature == 1.0,
+        paper_value="three types, by entropy (H_b(0.99)) and greedy rank",
+        measured_text=", ".join(f"{k} {_fmt(v)}" for k, v in s["type_shares"].items()) + f" of {s['cliffs']}",
+        baseline=_tiny_text(tiny, "types"), source=SRC,
+        note=f"entropy and rank from the untempered distribution, continuations at T = {cfg.temperature}; with "
+             f"every = {cfg.every} the classified token is the last of its span"))
     details = {"model": label, "config": asdict(cfg), "summary": s, "tiny": tiny, "cliffs": det.table(),
                "responses": [{"correct": t.correct, "text": det.rollouts.decode(t.response_ids),
                               "potentials": t.potentials} for t in det.traces],

@@ -12,7 +12,7 @@ import torch
 from divelab import stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
-from divelab.interp.cliff_tokens import dpo
+from divelab.interp.cliff_tokens import detection_claims, dpo
 from divelab.interp.cliff_tokens.adapted import AdaptedConfig
 from divelab.interp.cliff_tokens.cliff_test import DELTA0, cliff_matrix, is_cliff, required_drop
 from divelab.interp.cliff_tokens.detector import Detection, detect
@@ -87,11 +87,6 @@ PLANS = {
 }
 
 
-def _has_cliff(det: Detection) -> np.ndarray:
-    idx = det.by_trace()
-    return np.array([1.0 if i in idx else 0.0 for i in range(len(det.traces))])
-
-
 def _acc(model, tok, problems, plan: Plan, seed: int) -> np.ndarray:
     return np.array(sampled_accuracy(model, tok, problems, seed=seed, samples=plan.eval_samples))
 
@@ -161,19 +156,7 @@ def _claims_the_test(n: int) -> list[Claim]:
 
 def _claims_cliffs_in_wrong_traces(det: Detection, seed: int) -> list[Claim]:
     """Cliffs concentrate in wrong traces."""
-    correct = np.array([t.correct for t in det.traces])
-    has = _has_cliff(det)
-    wrong, right = has[~correct], has[correct]
-    if wrong.size >= 2 and right.size >= 2:
-        d, lo, hi = stats.diff_ci(wrong, right, seed=seed)
-        return [Claim(statement="cliffs occur more often in incorrect traces (share with >= 1 cliff, wrong - right)",
-                      paper_value="more often in incorrect traces", measured=d, ci=(lo, hi), kind=Kind.EMPIRICAL,
-                      source=SOURCE, baseline=f"right traces: {right.mean():.2f} ({right.size})",
-                      ruling=verdicts.direction(d, (lo, hi), why="the paper reports the direction, not one rate"),
-                      note=f"wrong traces: {wrong.mean():.2f} of {wrong.size} have a cliff; right: {right.mean():.2f} "
-                           f"of {right.size}")]
-    return [not_checkable("cliffs occur more often in incorrect traces", "direction",
-                          f"needs >= 2 right and >= 2 wrong traces; got {right.size} right, {wrong.size} wrong")]
+    return [detection_claims.wrong_vs_right(det, source=SOURCE, seed=seed)]
 
 
 def _claims_interventions(iv: list[Intervention], n: int) -> list[Claim]:
@@ -202,18 +185,15 @@ def _claims_interventions(iv: list[Intervention], n: int) -> list[Claim]:
 
 
 def _claims_taxonomy(det: Detection) -> list[Claim]:
-    """The three cliff types (deterministic / uncertain / sampled-off) and their shares."""
+    """The three cliff types (deterministic / uncertain / sampled-off) and their shares: responses and continuations
+    are sampled at T = 1 from the distribution the types are read from, so the test cannot speak here."""
     kinds = Counter(c.kind for c in det.cliffs)
     shares = {k: kinds.get(k, 0) / max(1, len(det.cliffs)) for k in TYPES}
-    return [Claim(statement="the taxonomy: all three cliff types (deterministic / uncertain / sampled-off) occur",
-                  paper_value="three types, by entropy (H_b(0.99) = 0.056 nats) and greedy rank",
-                  measured=", ".join(f"{k} {v:.2f}" for k, v in shares.items()) + f" of {len(det.cliffs)}",
-                  kind=Kind.EMPIRICAL, source=SOURCE,
-                  ruling=verdicts.outcome(all(kinds.get(k, 0) > 0 for k in TYPES),
-                                          test="each type has >= 1 cliff"),
-                  note="with continuations from the model's own distribution a token of probability >= 0.99 can "
-                       "lower the true potential by at most 0.01, so deterministic cliffs here are Monte Carlo "
-                       "noise (or a decoding mismatch); see docs/systems/cliff-tokens.md")]
+    return [detection_claims.taxonomy(det, on_policy=True,
+                                      paper_value="three types, by entropy (H_b(0.99) = 0.056 nats) and greedy rank",
+                                      measured_text=", ".join(f"{k} {v:.2f}" for k, v in shares.items())
+                                      + f" of {len(det.cliffs)}", note="see docs/systems/cliff-tokens.md",
+                                      source=SOURCE)]
 
 
 def _dpo_runs(model, tok, arms: dict[str, list], plan: Plan, seed: int) -> dict:
@@ -235,14 +215,15 @@ def _dpo_runs(model, tok, arms: dict[str, list], plan: Plan, seed: int) -> dict:
 
 
 def _dpo_verdicts(acc: dict[str, np.ndarray], n_pairs: dict[str, int], plan: Plan, seed: int) -> list[Claim]:
-    """Cliff-DPO against the strongest of the starting model and full-sequence DPO (the primary row), and against
-    equal-count random-token DPO (a secondary row): t-intervals over the DPO runs, paired by run."""
+    """Cliff-DPO against the stronger of the starting model and full-sequence DPO, with equal-count random-token DPO
+    (detection removed) as the negative control: t-intervals over the DPO runs, paired by run."""
     runs = len(acc["cliff"])
     pts = {k: _pts(v) for k, v in acc.items()}
     cmp = against_strongest(pts["cliff"], {k: pts[k] for k in ("starting model", "full-sequence")},
                             better="higher", interval="t", seed=seed)
     g0 = float(np.mean(pts["cliff"] - pts["starting model"]))
     gs, gs_lo, gs_hi = stats.paired_diff_ci(pts["cliff"], pts["full-sequence"], method="t")
+    cd, clo, chi = stats.paired_diff_ci(pts["random-token"], pts[cmp.strongest], method="t")
     where = (f"{runs} DPO runs per arm, each on its own {plan.eval_problems} held-out problems x {plan.eval_samples} "
              "samples at T = 1; 95% t-interval over runs, paired by run")
     claims = [Claim(statement="Cliff-DPO raises accuracy over the stronger of the starting model and full-sequence DPO",
@@ -253,22 +234,21 @@ def _dpo_verdicts(acc: dict[str, np.ndarray], n_pairs: dict[str, int], plan: Pla
                     ruling=verdicts.direction(cmp.effect, cmp.ci,
                                               paper=(0.0, 6.6) if cmp.strongest == "starting model" else None,
                                               tol=3.0, tol_kind="abs", training_runs=runs,
-                                              why="the paper's +6.6 is over the starting model"),
+                                              why="the paper's +6.6 is over the starting model",
+                                              control=verdicts.control(
+                                                  "random-token DPO (as many single-token pairs at random positions "
+                                                  "of wrong responses: no detection), minus the same baseline",
+                                                  cd, (clo, chi))),
+                    falsifier="Had Cliff-DPO's held-out accuracy, over the DPO runs, been no higher than both the "
+                              "starting model's and full-sequence DPO's on the same problems and samples, the claim "
+                              "would fail; the arms differ only in their preference pairs.",
+                    replication={"unit": "DPO training runs (each with its own held-out problems)", "n": runs,
+                                 "clustered_by": ""},
                     note=f"{n_pairs['cliff']} single-token pairs; accuracy per run: Cliff-DPO "
                          f"{_runs_text(acc['cliff'])}, full-sequence {_runs_text(acc['full-sequence'])}, starting "
-                         f"model {_runs_text(acc['starting model'])}; {where}. {_power_note(cmp, pts)}",
+                         f"model {_runs_text(acc['starting model'])}, random-token {_runs_text(acc['random-token'])} "
+                         f"({n_pairs['random-token']} pairs); {where}. {_power_note(cmp, pts)}",
                     **cmp.claim_fields())]
-    d, lo, hi = stats.paired_diff_ci(pts["cliff"], pts["random-token"], method="t")
-    claims.append(Claim(statement="Cliff-DPO raises accuracy over random-token DPO (as many single-token pairs, at "
-                                  "random positions of wrong responses, no detection)",
-                        paper_value="not in the paper: a secondary baseline of ours", measured=d, ci=(lo, hi),
-                        unit="points", kind=Kind.EMPIRICAL, source=SOURCE,
-                        baseline=f"random-token DPO {acc['random-token'].mean():.3f} ({n_pairs['random-token']} "
-                                 "pairs)",
-                        ruling=verdicts.direction(d, (lo, hi), training_runs=runs,
-                                                  why="a weak baseline: single-token DPO at random positions lowers "
-                                                      "the starting model's accuracy, so beating it says little"),
-                        note=f"random-token accuracy per run {_runs_text(acc['random-token'])}; {where}"))
     return claims
 
 
@@ -363,17 +343,20 @@ def _claims_beyond_the_model(model, tok, cfg: RolloutConfig, det: Detection, pla
     correct = np.array([t.correct for t in det.traces])
     beyond = chain_problems(plan.beyond, plan.beyond_lengths, seed=500 + seed)
     det_b = detect(model, tok, beyond, checker="chain", config=cfg, per_problem=plan.per_problem)
-    nb = np.array([1.0 - h for h, t in zip(_has_cliff(det_b), det_b.traces, strict=True) if not t.correct])
-    ni = 1.0 - _has_cliff(det)[~correct]
+    nb = np.array([1.0 - h for h, t in zip(detection_claims.with_cliff(det_b), det_b.traces, strict=True) if not t.correct])
+    ni = 1.0 - detection_claims.with_cliff(det)[~correct]
     if nb.size >= 2 and ni.size >= 2:
         d, lo, hi = stats.diff_ci(nb, ni, seed=seed)
         return [Claim(statement=f"the seam: wrong traces without any cliff are more common on problems beyond the "
                                 f"model ({plan.beyond_lengths} operands) than in distribution",
                       paper_value="no cliff when the problem is beyond the model", measured=d, ci=(lo, hi),
-                      kind=Kind.EMPIRICAL, source=SOURCE,
+                      # a trace that starts at potential ~0 has nothing to lose: no drop can pass the test
+                      kind=Kind.BY_CONSTRUCTION, source=SOURCE,
                       baseline=f"in distribution: {ni.mean():.2f} of {ni.size} wrong traces have no cliff",
                       ruling=verdicts.direction(d, (lo, hi), why="the caveat is qualitative"),
-                      note=f"beyond: {nb.mean():.2f} of {nb.size} wrong traces have no cliff; start potential "
+                      note="By construction: a cliff is a drop in the potential, and on problems beyond the model "
+                           "a trace starts near potential 0, so it has nothing to lose. "
+                           f"Beyond: {nb.mean():.2f} of {nb.size} wrong traces have no cliff; start potential "
                            f"{np.mean([t.ks[0] / plan.n for t in det_b.traces]):.2f} vs "
                            f"{np.mean([t.ks[0] / plan.n for t in det.traces]):.2f}")]
     return [not_checkable("the seam: no cliff on problems beyond the model", "qualitative",
