@@ -197,7 +197,8 @@ def _verdict_sentence(reps: list, what: str) -> str:
             f"**{e['reproduced']} reproduced** (direction and size), {e['direction holds']} in direction "
             f"where the paper gives no size, {e['direction only']} in direction with a different size — each of "
             f"these with its falsifier, a negative control that did not show the effect and its replication unit; "
-            f"**{e[NOT_COUNTED]} positive verdicts are not counted** because they lack one of the three; "
+            f"**{e[NOT_COUNTED]} positive {'verdict is' if e[NOT_COUNTED] == 1 else 'verdicts are'} not counted** "
+            f"because {'it lacks' if e[NOT_COUNTED] == 1 else 'they lack'} one of the three; "
             f"{e['not separated from noise']} not separated from noise, {e['not reproduced']} not reproduced, "
             f"{e['uninformative']} uninformative, {e['not checkable here']} not checkable here. "
             f"Listed apart, never counted: {others}.{before}")
