@@ -84,6 +84,10 @@ def entry(system: str, scale: str, seed: int, isa: str, saved, rerun) -> dict:
             "saved_commit": saved.environment.get("commit"), "run_commit": rerun.environment.get("commit"),
             "cpu_model": rerun.environment.get("cpu_model"),
             "saved_cpu_model": saved.environment.get("cpu_model"),
+            # two CPUs can report the same model name (two AMD EPYC generations): OpenBLAS's detected core tells
+            # them apart, so a check is named by machine even then
+            "numpy_blas": rerun.environment.get("numpy_blas"),
+            "saved_numpy_blas": saved.environment.get("numpy_blas"),
             "torch_threads": rerun.environment.get("torch_threads"),
             "saved_torch_threads": saved.environment.get("torch_threads"),
             "summary": {"claims": len(rows), "same_verdict": sum(r["same_verdict"] for r in rows),

@@ -263,10 +263,20 @@ def resumed_note(rep) -> str:
 
 
 def where(check: dict) -> str:
-    """The kernels and, when it is not the saved run's CPU, the machine a check ran on: "AVX2", "AVX512 on AMD EPYC"."""
+    """The kernels and, when it is not the saved run's CPU, the machine a check ran on: "AVX2", "AVX512 on AMD EPYC",
+    or, when both CPUs report the same model name, "AVX2 on AMD EPYC (OpenBLAS core Haswell)"."""
     cpu, saved_cpu = check.get("cpu_model"), check.get("saved_cpu_model")
-    other = cpu and saved_cpu and cpu != saved_cpu
-    return f"{check['isa']} on {cpu}" if other else check["isa"]
+    if cpu and saved_cpu and cpu != saved_cpu:
+        return f"{check['isa']} on {cpu}"
+    core, saved_core = _blas_core(check.get("numpy_blas")), _blas_core(check.get("saved_numpy_blas"))
+    if cpu and core and saved_core and core != saved_core:
+        return f"{check['isa']} on {cpu} (OpenBLAS core {core})"
+    return check["isa"]
+
+
+def _blas_core(blas: str | None) -> str:
+    """The CPU core OpenBLAS detected ("openblas 0.3.30 core Haswell" -> "Haswell"); "" when not recorded."""
+    return blas.rsplit(" core ", 1)[1].strip() if blas and " core " in blas else ""
 
 
 def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | None]) -> str:

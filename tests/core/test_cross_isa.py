@@ -123,3 +123,8 @@ def test_a_check_on_another_machine_is_named_and_kept_beside_the_same_isa_here(t
                                     systems=1, saved={("quick", "a"): "c1"})
     assert "re-run under AVX512 on AMD EPYC against their saved AVX512 runs: 2 of 2 verdicts held" in text
     assert "re-run under AVX512 against their saved AVX512 runs" in text
+    # two machines whose CPUs report one model name are told apart by OpenBLAS's detected core
+    same_name = {"isa": "AVX2", "cpu_model": "AMD EPYC", "saved_cpu_model": "AMD EPYC",
+                 "numpy_blas": "openblas 0.3.30 core Haswell", "saved_numpy_blas": "openblas 0.3.30 core SkylakeX"}
+    assert readme_results.where(same_name) == "AVX2 on AMD EPYC (OpenBLAS core Haswell)"
+    assert readme_results.where({**same_name, "saved_numpy_blas": same_name["numpy_blas"]}) == "AVX2"
