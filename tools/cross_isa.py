@@ -13,6 +13,7 @@ chip's libraries and rounding underneath.
     .venv/bin/python tools/cross_isa.py metis kernelpro --scale quick --isa avx2
     .venv/bin/python tools/cross_isa.py --scale quick --isa avx2 --save    # every system; -> docs/results/stability.json
     .venv/bin/python tools/cross_isa.py backtrack --isa avx512 --save      # on another machine: its native kernels
+    .venv/bin/python tools/cross_isa.py progress-advantage --keep /tmp/reruns  # and keep the re-run's whole result
 
 Exit status 1 when any verdict moved, 2 on bad input.
 """
@@ -24,6 +25,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--isa", action="append", choices=ISAS, help="repeatable (default: avx2)")
     ap.add_argument("--save", action="store_true", help=f"merge the comparison into {STABILITY.relative_to(ROOT)}")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep each re-run's whole result in DIR/SYSTEM-SCALE-ISA (its per-run details, for working "
+                         "out why a verdict moved)")
     args = ap.parse_args(argv)
     folder = FULL if args.scale == "full" else RESULTS
     systems = args.systems or [p.stem for p in result_files(folder)]
@@ -136,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         for isa in args.isa or ["avx2"]:
             with tempfile.TemporaryDirectory(prefix=f"cross-isa-{isa}-") as tmp:
                 rerun = run_under(system, args.scale, args.seed, isa, Path(tmp) / "out", Path(tmp) / "cache")
+                if args.keep:
+                    kept = args.keep / f"{system}-{args.scale}-{isa}"
+                    shutil.rmtree(kept, ignore_errors=True)
+                    shutil.copytree(Path(tmp) / "out", kept)
             e = entry(system, args.scale, args.seed, isa, saved, rerun)
             entries.append(e)
             flips = [r for r in e["claims"] if not r["same_verdict"]]

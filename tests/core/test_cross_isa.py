@@ -128,3 +128,14 @@ def test_a_check_on_another_machine_is_named_and_kept_beside_the_same_isa_here(t
                  "numpy_blas": "openblas 0.3.30 core Haswell", "saved_numpy_blas": "openblas 0.3.30 core SkylakeX"}
     assert readme_results.where(same_name) == "AVX2 on AMD EPYC (OpenBLAS core Haswell)"
     assert readme_results.where({**same_name, "saved_numpy_blas": same_name["numpy_blas"]}) == "AVX2"
+
+
+def test_keep_copies_each_re_run_whole_result_for_inspection(tmp_path, monkeypatch):
+    def fake_run(system, scale, seed, isa, out, cache):
+        out.mkdir(parents=True)
+        (out / "results.json").write_text('{"per_run": [1, 2]}')
+        return _rep("AVX2")
+
+    monkeypatch.setattr(cross_isa, "run_under", fake_run)
+    cross_isa.main(["metis", "--scale", "quick", "--keep", str(tmp_path / "kept")])
+    assert (tmp_path / "kept" / "metis-quick-avx2" / "results.json").read_text() == '{"per_run": [1, 2]}'
