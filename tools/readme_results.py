@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from divelab.claims import NOT_COUNTED
-from divelab.report import load_results
+from divelab.report import checks, load_results
 from divelab.report.competence import competence_text
 from divelab.report.render import RESULTS_VERSION, claims_table_md, tallies_by_kind
 from divelab.verdicts import RULES_VERSION
@@ -185,8 +185,22 @@ def dspark_headline(b: dict, served: dict) -> str:
             f"speculation (closed-loop users, one run each): {users} users.\n")
 
 
+def _not_counted_text(reps: list, shifted: dict[str, set[str]]) -> str:
+    """Why the positives that are not counted are not: a missing falsifier, control or replication unit, or a
+    verdict that moved on other CPU kernels."""
+    by_rep = {r.system: r for r in reps}
+    n_moved = sum(1 for key, statements in shifted.items() for c in by_rep[key].claims
+                  if c.statement in statements and not c.audit_gaps())
+    n_gaps = sum(1 for r in reps for c in r.claims if c.audit_gaps())
+    parts = ([f"{n_gaps} {'lacks' if n_gaps == 1 else 'lack'} one of the three"] if n_gaps else []) + (
+        [f"{n_moved} moved when {'its run was' if n_moved == 1 else 'their runs were'} repeated on other CPU "
+         "kernels (`docs/results/stability.json`)"] if n_moved else [])
+    return " and ".join(parts)
+
+
 def _verdict_sentence(reps: list, what: str) -> str:
-    tally = tallies_by_kind(reps)
+    shifted = moved(reps)
+    tally = tallies_by_kind(reps, shifted)
     e = tally["empirical"]
     others = ", ".join(f"{sum(tally[k].values())} {k}" for k in tally if k != "empirical")
     earlier = sorted(r.system for r in reps if r.rules_version < RULES_VERSION)
@@ -196,9 +210,10 @@ def _verdict_sentence(reps: list, what: str) -> str:
     return (f"Of **{sum(e.values())} empirical claims** {what}: "
             f"**{e['reproduced']} reproduced** (direction and size), {e['direction holds']} in direction "
             f"where the paper gives no size, {e['direction only']} in direction with a different size — each of "
-            f"these with its falsifier, a negative control that did not show the effect and its replication unit; "
-            f"**{e[NOT_COUNTED]} positive {'verdict is' if e[NOT_COUNTED] == 1 else 'verdicts are'} not counted** "
-            f"because {'it lacks' if e[NOT_COUNTED] == 1 else 'they lack'} one of the three; "
+            f"these with its falsifier, a negative control that did not show the effect and its replication unit, and the "
+            f"same verdict wherever its run was repeated on other CPU kernels; "
+            f"**{e[NOT_COUNTED]} positive {'verdict is' if e[NOT_COUNTED] == 1 else 'verdicts are'} not counted**"
+            + (f" ({_not_counted_text(reps, shifted)})" if e[NOT_COUNTED] else "") + "; "
             f"{e['not separated from noise']} not separated from noise, {e['not reproduced']} not reproduced, "
             f"{e['uninformative']} uninformative, {e['not checkable here']} not checkable here. "
             f"Listed apart, never counted: {others}.{before}")
@@ -313,7 +328,7 @@ def stability(report: dict, systems: int, saved: dict[tuple[str, str], str | Non
 def render_block(key: str, reps: dict, full: dict) -> str:
     """The body of block ``key``, from the saved quick runs ``reps`` and full runs ``full`` (each loaded once)."""
     if key == "tally":
-        tally = tallies_by_kind(list(reps.values()))
+        tally = tallies_by_kind(list(reps.values()), moved(list(reps.values())))
         verdict_names = list(next(iter(tally.values())))
         lines = ["| Kind of claim | " + " | ".join(verdict_names) + " |", "|---" * (len(verdict_names) + 1) + "|"]
         for kind, counts in tally.items():
@@ -363,25 +378,24 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     return head + "\n".join(claims_table_md(rep.claims, key, isa_notes(rep))) + "\n"
 
 
-def current_checks(rep) -> list[dict]:
-    """The cross-ISA comparisons of this saved run (docs/results/stability.json entries made against the very
-    commit it was saved at): a comparison with an earlier save of the system says nothing about this one."""
-    if not STABILITY.exists():
-        return []
-    commit = rep.environment.get("commit")
-    return [e for e in json.loads(STABILITY.read_text())["runs"]
-            if e["system"] == rep.system and e["scale"] == rep.scale and commit and e["saved_commit"] == commit]
-
-
 def isa_notes(rep) -> dict[str, str]:
-    """Per claim, whether its verdict held when the run was repeated under another kernel ISA ({} if not checked)."""
+    """Per claim, whether its verdict held when the run was repeated under another kernel ISA ({} if not checked);
+    a positive whose verdict moved also says it is not counted."""
     notes: dict[str, str] = {}
-    for e in current_checks(rep):
+    saved_checks = checks.load_checks(STABILITY)
+    for e in checks.checks_of(rep, saved_checks):
         for row in e["claims"]:
             held = (f"verdict held under {where(e)}" if row["same_verdict"] else
                     f"verdict moved under {where(e)}: {row['verdict'] or 'claim missing'}")
             notes[row["statement"]] = "; ".join(x for x in (notes.get(row["statement"]), held) if x)
+    for statement in checks.moved([rep], saved_checks).get(rep.system, ()):
+        notes[statement] += f"; {checks.MOVED_NOTE}"
     return notes
+
+
+def moved(reps: list) -> dict[str, set[str]]:
+    """Per system, the positives of these saved runs whose verdict moved in a check of that very run."""
+    return checks.moved(reps, checks.load_checks(STABILITY))
 
 
 def rendered(text: str, reps: dict | None = None, full: dict | None = None) -> str:

@@ -93,7 +93,7 @@ def test_system_pages_say_per_claim_whether_the_verdict_held_against_the_run_sav
     path = tmp_path / "stability.json"
     path.write_text(json.dumps(report))
     monkeypatch.setattr(readme_results, "STABILITY", path)
-    rep = SimpleNamespace(system="x", scale="quick", environment={"commit": "c1"})
+    rep = SimpleNamespace(system="x", scale="quick", environment={"commit": "c1"}, claims=[])
     assert readme_results.isa_notes(rep) == {"s": "verdict moved under AVX2: not separated from noise"}
     rep.environment["commit"] = "c2"  # re-saved since: the old comparison is not about this run
     assert readme_results.isa_notes(rep) == {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from divelab.cache import atomic_write_bytes, atomic_write_text
 from divelab.claims import KIND_VALUES, NOT_COUNTED, TALLY_VALUES, Claim, Figure, Kind, Reproduction
+from divelab.report import checks
 from divelab.report.text import cite, md_cell, plain
 
 VERDICT_CLASS = {
@@ -64,25 +65,29 @@ code{background:#f3f4f6;padding:0 .2rem}
 """
 
 
-def _summary_counts(reps: list[Reproduction], kind: Kind | str | None = Kind.EMPIRICAL) -> dict[str, int]:
-    """Verdict tally over claims of one kind (empirical: the headline); ``None`` for all claims."""
+def _summary_counts(reps: list[Reproduction], kind: Kind | str | None = Kind.EMPIRICAL,
+                    moved: dict[str, set[str]] | None = None) -> dict[str, int]:
+    """Verdict tally over claims of one kind (empirical: the headline); ``None`` for all claims. ``moved``
+    (:func:`divelab.report.checks.moved`) lists per system the positives whose verdict moved on other kernels:
+    they count as "positive, not counted"."""
     counts = {v: 0 for v in TALLY_VALUES}
     for r in reps:
-        for k, n in r.verdict_counts(kind).items():
+        for k, n in checks.verdict_counts(r, kind, (moved or {}).get(r.system)).items():
             counts[k] += n
     return counts
 
 
-def tallies_by_kind(reps: list[Reproduction]) -> dict[str, dict[str, int]]:
+def tallies_by_kind(reps: list[Reproduction], moved: dict[str, set[str]] | None = None) -> dict[str, dict[str, int]]:
     """``{kind: {verdict: n}}`` for every kind: what the report's tally table shows."""
-    return {k: _summary_counts(reps, k) for k in KIND_VALUES}
+    return {k: _summary_counts(reps, k, moved) for k in KIND_VALUES}
 
 
 def _anchor(rep: Reproduction) -> str:
     return f"sys-{rep.system}"
 
 
-def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None = None,
+                  moved: dict[str, set[str]] | None = None) -> list[dict[str, Any]]:
     """One row per system of the week: the ones run here with their counts, the others as planned
     or not run, so a reader of "eighteen systems" sees which have no reproduction."""
     from divelab import registry
@@ -98,7 +103,8 @@ def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None 
         rep = by_key.get(s.key)
         rows.append({
             "alias": s.alias.upper(), "key": s.key, "name": s.name, "arxiv": s.arxiv, "status": s.status,
-            "rep": rep, "anchor": _anchor(rep) if rep else "", "counts": rep.verdict_counts() if rep else {},
+            "rep": rep, "anchor": _anchor(rep) if rep else "",
+            "counts": checks.verdict_counts(rep, moved_here=(moved or {}).get(rep.system)) if rep else {},
             "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL) if rep else 0,
             "why": "planned: no reproduction yet" if not s.implemented else (
                 "FAILED — " + "; ".join(errors[s.key]) if s.key in errors else "implemented, not run in this report"),
@@ -108,7 +114,8 @@ def _summary_rows(reps: list[Reproduction], failed: list[dict[str, Any]] | None 
     for rep in reps:  # systems outside the registry (tests, plugins) still get a row
         if rep.system not in known:
             rows.append({"alias": "—", "key": rep.system, "name": rep.title, "arxiv": "—", "status": "implemented",
-                         "rep": rep, "anchor": _anchor(rep), "counts": rep.verdict_counts(),
+                         "rep": rep, "anchor": _anchor(rep),
+                         "counts": checks.verdict_counts(rep, moved_here=(moved or {}).get(rep.system)),
                          "other": sum(1 for c in rep.claims if c.kind is not Kind.EMPIRICAL), "why": ""})
     # the systems of this report first: a one-system report opens on its own row, not on 17 others
     return sorted(rows, key=lambda row: row["rep"] is None)
@@ -160,7 +167,8 @@ def claims_figures(reps: list[Reproduction]) -> dict[str, Figure]:
 
 
 def render_html(reps: list[Reproduction], title: str = "divelab reproduction report",
-                failed: list[dict[str, Any]] | None = None, figures: dict[str, Figure] | None = None) -> str:
+                failed: list[dict[str, Any]] | None = None, figures: dict[str, Figure] | None = None,
+                moved: dict[str, set[str]] | None = None) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("divelab.report", "templates"),
@@ -175,10 +183,11 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
                          "claims_figure": figures.get(r.system),
                          "env": ", ".join(f"{k} {v}" for k, v in r.environment.items()), "runs": runs_note(r)})
     return env.get_template("report.html").render(
-        title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps),
+        title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps, moved=moved),
         verdict_values=TALLY_VALUES, verdict_class=VERDICT_CLASS, kind_note=KIND_NOTE, cite=cite,
         smoke_warning=SMOKE_WARNING if any(r.scale == "smoke" for r in reps) else "",
-        summary=_summary_rows(reps, failed), tally=tallies_by_kind(reps), sections=sections)
+        summary=_summary_rows(reps, failed, moved), tally=tallies_by_kind(reps, moved), sections=sections,
+        moved=moved or {}, moved_note=checks.MOVED_NOTE)
 
 
 _md_cell = md_cell
@@ -186,15 +195,15 @@ _md_cell = md_cell
 
 def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction report",
                     figure_dir: str | None = "figures", failed: list[dict[str, Any]] | None = None,
-                    figures: dict[str, Figure] | None = None) -> str:
-    counts = _summary_counts(reps)
+                    figures: dict[str, Figure] | None = None, moved: dict[str, set[str]] | None = None) -> str:
+    counts = _summary_counts(reps, moved=moved)
     figures = claims_figures(reps) if figures is None and figure_dir is not None else (figures or {})
     lines = [f"# {title}", ""]
     if any(r.scale == "smoke" for r in reps):
         lines += [f"> **{SMOKE_WARNING}**", ""]
     lines += ["Empirical claims: " + " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
              "| Kind | " + " | ".join(TALLY_VALUES) + " | all |", "|---" * (len(TALLY_VALUES) + 2) + "|"]
-    for kind, kc in tallies_by_kind(reps).items():
+    for kind, kc in tallies_by_kind(reps, moved).items():
         lines.append(f"| {kind} | " + " | ".join(str(n) for n in kc.values()) + f" | {sum(kc.values())} |")
     lines.append("")
     for f in failed or []:
@@ -210,7 +219,8 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
             lines += [rep.setup, ""]
         if rep.planted:
             lines += [f"*What this set-up plants* (planted claims test the machinery, not the paper): {rep.planted}", ""]
-        lines += claims_table_md(rep.claims, rep.system)
+        lines += claims_table_md(rep.claims, rep.system,
+                                 {st: checks.MOVED_NOTE for st in (moved or {}).get(rep.system, ())})
         lines.append("")
         if figure_dir is not None:
             for f in [*([figures[rep.system]] if rep.system in figures else []), *rep.figures]:
@@ -239,10 +249,11 @@ def claims_table_md(claims: list[Claim], system: str = "", extra: dict[str, str]
 
 
 def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool = True,
-                 failed: list[dict[str, Any]] | None = None) -> dict[str, Path]:
+                 failed: list[dict[str, Any]] | None = None,
+                 moved: dict[str, set[str]] | None = None) -> dict[str, Path]:
     """Write ``results.json``, ``report.md`` (+ figure PNGs) and ``report.html`` into ``out_dir``.
     Each file is written atomically. ``write_json=False`` re-renders from an existing results.json
-    without rewriting it (``divelab report``)."""
+    without rewriting it (``divelab report``); ``moved`` as in :func:`_summary_counts`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "markdown": out / "report.md", "html": out / "report.html"}
@@ -254,8 +265,8 @@ def write_report(reps: list[Reproduction], out_dir: str | Path, write_json: bool
     for rep in reps:
         for f in [*([figures[rep.system]] if rep.system in figures else []), *rep.figures]:
             atomic_write_bytes(out / "figures" / f"{rep.system}-{f.name}.png", f.png_bytes())
-    atomic_write_text(paths["markdown"], render_markdown(reps, failed=failed, figures=figures))
-    atomic_write_text(paths["html"], render_html(reps, failed=failed, figures=figures))
+    atomic_write_text(paths["markdown"], render_markdown(reps, failed=failed, figures=figures, moved=moved))
+    atomic_write_text(paths["html"], render_html(reps, failed=failed, figures=figures, moved=moved))
     return paths
 
 
