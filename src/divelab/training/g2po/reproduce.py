@@ -19,6 +19,7 @@ import numpy as np
 from divelab import plans, stats, verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.envs.textworld import game_graph, uniform_success
+from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.presets import TESTBEDS
@@ -149,7 +150,9 @@ def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": [], "iterations": training.iterations, "group_size": training.group_size,
                            "seeds": seeds, "training": training, "setups": {}}
     todo = []
-    for k, sup in enumerate(sups):
+    # compiling each set-up's games and cloning its warm start takes minutes at full before the first training
+    # stage starts: a progress line (a heartbeat in a log) says so
+    for k, sup in enumerate(track(sups, "g2po: games and warm start of each set-up")):
         tb = build_testbed(sup.testbed)
         cfg = sup.testbed
         out["setups"][sup.name] = {
