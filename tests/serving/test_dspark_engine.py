@@ -214,3 +214,29 @@ def test_draft_confidences_equal_teacher_forced_on_own_drafts(target):
         logits, conf = d.forward_train(ctx, mask, anchor, out.tokens)
         assert torch.allclose(out.conf_logits.double(), conf, atol=1e-6), kind
         assert torch.allclose(out.probs, torch.softmax(logits, -1), atol=1e-9), kind
+
+
+def test_the_anchor_head_sham_keeps_the_weights_and_drops_the_conditioning_on_the_drafted_token(target):
+    """The negative control of the Markov head's claims: the same trained drafter, its head fed the block's
+    anchor at every slot. Slot 1 is drafted as before (its previous token is the anchor); later slots no longer
+    follow the drafted prefix; the weights are shared and the original drafter is untouched."""
+    from divelab.serving.dspark.drafter import anchor_head_sham
+
+    torch.manual_seed(3)
+    d = Drafter.for_target(target, DrafterConfig(kind="markov", gamma=4, window=6, rank=8)).double()
+    with torch.no_grad():
+        d.w2.weight.normal_(0, 3.0)  # a trained head's bias matters; the zero init would hide the switch
+    sham = anchor_head_sham(d)
+    assert sham.head_input == "anchor" and d.head_input == "drafted" and sham.w1.weight is d.w1.weight
+    differs = False
+    for seed in range(6):
+        g = torch.Generator().manual_seed(seed)
+        ctx = torch.randn(2, 6, d.config.hidden_size, generator=g, dtype=torch.float64)
+        mask = torch.ones(2, 6, dtype=torch.bool)
+        anchor = torch.randint(0, 41, (2,), generator=g)
+        a, b = d.draft(ctx, mask, anchor, 0.0).tokens, sham.draft(ctx, mask, anchor, 0.0).tokens
+        assert torch.equal(a[:, 0], b[:, 0])
+        differs |= not torch.equal(a, b)
+    assert differs
+    with pytest.raises(ValueError, match="needs a markov drafter"):
+        anchor_head_sham(Drafter.for_target(target, DrafterConfig(kind="parallel", gamma=4, window=6)))

@@ -115,3 +115,18 @@ def test_speed_bounds_need_repeats_and_every_load_decides() -> None:
     mixed = _speed_bound("s", "p", [np.array([5.0, 6.0, 7.0]), np.array([-3.0, 4.0, 1.0])], 0.0, [1, 2], "",
                          "src", Kind.EMPIRICAL)
     assert mixed.verdict is Verdict.NOT_SEPARATED
+
+
+def test_the_drafter_comparisons_carry_falsifier_replication_and_the_sham_head_as_control(smoke) -> None:
+    """Every checkable drafter comparison but RNN vs Markov records its falsifier, its replication unit and the
+    anchor-fed head as negative control, measured on the same prompts (its τ is in the details); the calibration
+    claims' controls shuffle the outcomes among the rounds."""
+    rep = smoke
+    assert any(k.startswith("markov-sham@") for k in rep.details["tau"])
+    for c in rep.claims:
+        if _is_comparison(c.statement) and not c.statement.startswith("RNN head"):
+            assert c.falsifier and c.replication["n"] > 0, c.statement
+            if c.rule["name"] != "uninformative":  # smoke's short blocks may not reach the block's second half
+                assert "anchor token" in c.rule["args"]["control"]["name"], c.statement
+        if c.statement.startswith(("raw confidence ROC-AUC", "ECE after STS")) and c.rule:
+            assert c.replication["clustered_by"] == "prompt" and "shuffled" in c.rule["args"]["control"]["name"]

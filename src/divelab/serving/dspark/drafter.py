@@ -143,6 +143,11 @@ class DraftOutput:
 class Drafter(nn.Module):
     """A draft model bound to one target (its embedding, LM head and hidden-state layout)."""
 
+    # what the Markov head conditions on while drafting: the previously drafted token ("drafted", DSpark), or the
+    # block's anchor token at every slot ("anchor": the negative control of :func:`anchor_head_sham`). A class
+    # attribute, so saved drafters and their state dicts are unchanged.
+    head_input: str = "drafted"
+
     def __init__(self, config: DrafterConfig) -> None:
         super().__init__()
         if config.vocab_size < 2 or config.hidden_size < 1:
@@ -420,7 +425,7 @@ class Drafter(nn.Module):
             w2 = self.w2.weight.t()
             for k in range(g):
                 if kind == "markov":
-                    b = self.w1(prev) @ w2
+                    b = self.w1(anchor if self.head_input == "anchor" else prev) @ w2
                 else:
                     b, _, state = self._seq_bias(h[:, k], prev, state)
                 biases.append(b)
@@ -434,6 +439,20 @@ class Drafter(nn.Module):
         conf = self._conf(h[:, :g], feat)
         t2 = time.perf_counter()
         return finish(tokens, logits, conf, {"backbone_s": t1 - t0, "sequential_s": t2 - t1})
+
+
+def anchor_head_sham(drafter: Drafter) -> Drafter:
+    """The same trained Markov drafter with its sequential head fed the block's anchor token at every slot instead
+    of the token drafted just before: the head keeps its weights and the size of its bias, but no longer conditions
+    on what was drafted. The negative control of a claim that the sequential head raises acceptance. A shallow copy
+    that shares the weights."""
+    import copy
+
+    if drafter.config.kind != "markov":
+        raise ValueError(f"anchor_head_sham needs a markov drafter, got kind {drafter.config.kind!r}")
+    sham = copy.copy(drafter)
+    sham.head_input = "anchor"
+    return sham
 
 
 def count_trainable(drafter: Drafter) -> int:
