@@ -130,3 +130,18 @@ def test_the_vote_bar_is_the_one_that_labels_the_tuning_answers_best():
     assert set(acc) == {1, 2, 3, 4} and acc[k] == max(acc.values())
     # every refusal taught says "can't"/"won't": at least one vote each, so the loosest bar reads all of them
     assert acc[1] >= acc[4]
+
+
+def test_the_performative_share_has_its_binomial_interval_and_the_probe_its_audit_trail(monkeypatch):
+    """The full run's flip replay: the share of performative flips is judged with the interval over the flips
+    replayed (it has no other), and the headline probe AUROC carries its falsifier, its replication unit and the
+    shuffled-label probe as negative control."""
+    res = _fake_result(True)
+    res.update(flips_found=9, flip_table=[{"significant": i == 0} for i in range(6)], performative_share=5 / 6)
+    monkeypatch.setattr(real_llm, "run_safety_tuned", lambda *a, **k: res)
+    claims = safety_tuned_claims(SafetyTuning(), boot=200)
+    share = next(c for c in claims if "performative" in c.statement)
+    assert share.ci is not None and share.ci[0] < 5 / 6 < share.ci[1] and "6 replayed" in share.note
+    probe = next(c for c in claims if "first-thinking-token probe AUROC" in c.statement)
+    assert probe.falsifier and probe.replication["unit"].startswith("held-out requests")
+    assert "shuffled" in probe.rule["args"]["control"]["name"] and not probe.audit_gaps()

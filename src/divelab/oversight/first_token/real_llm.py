@@ -204,9 +204,10 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
         silent = "the safety tuning did not take (harmful and benign refusal rates are not separated)"
     p, t, pt = res["probe"], res["text_control"], res["prompt_text_control"]
 
-    def ruled(auc: float, ci: tuple[float, float], paper: tuple[float, float]):
+    def ruled(auc: float, ci: tuple[float, float], paper: tuple[float, float], control: dict | None = None):
         return verdicts.uninformative(silent) if silent else verdicts.value(
-            auc, paper=paper, tol=0.05, tol_kind="abs", ci=ci, chance=0.5, chance_why="the AUROC of a scorer that ignores the input")
+            auc, paper=paper, tol=0.05, tol_kind="abs", ci=ci, chance=0.5,
+            chance_why="the AUROC of a scorer that ignores the input", control=control)
 
     claims.append(Claim(
         statement=f"{model}: first-thinking-token probe AUROC for the eventual refusal (all held-out requests)",
@@ -214,7 +215,14 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
         unit="AUROC", kind=Kind.EMPIRICAL, source=SOURCE,
         baseline=(f"shuffled-label probe {sh['auroc']:.2f}; first-token text {t['auroc']:.2f}; request text "
                   f"{pt['auroc']:.2f}"),
-        ruling=ruled(p["auroc"], tuple(p["ci"]), (0.897, 0.971)),
+        ruling=ruled(p["auroc"], tuple(p["ci"]), (0.897, 0.971),
+                     verdicts.control("the same probe fitted on the refusal labels shuffled among the requests",
+                                      sh["auroc"], tuple(sh["ci"]))),
+        falsifier=("Had a linear probe on the first thinking token's activations predicted the model's eventual "
+                   "refusal no better than chance on held-out requests (out of fold), the claim would fail; the "
+                   "refusals are the tuned model's own sampled decisions, and the tuning data never labels a "
+                   "thinking token."),
+        replication={"unit": "held-out requests (5-fold out-of-fold scores)", "n": int(res["n"]), "clustered_by": ""},
         note=f"{res['n']} held-out requests, {res['refusals']} refusals by a 2-of-4 regex vote. {competence}"))
     # The paper's text control reads only the first token's string; the request's own words are the stronger
     # baseline here, since harmful and benign requests differ in wording. The probe must beat the strongest.
@@ -263,12 +271,16 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
                      if name == "borderline" else "") + competence)))
     if "performative_share" in res:
         share = res["performative_share"]
-        n_rows = len(res.get("flip_table", {}).get("rows", [])) if isinstance(res.get("flip_table"), dict) else None
+        table = res.get("flip_table")  # one row per replayed flip (continuation.replay_table)
+        n_rows = len(table) if isinstance(table, list) else None
+        # a share of replayed flips: its interval is the binomial one over the flips replayed
+        share_ci = stats.proportion_ci(round(share * n_rows), n_rows) if n_rows else None
         claims.append(Claim(
             statement=f"{model}: share of stance flips that are performative (cut-replay, no significant change)",
-            paper_value="71–92 %", measured=share, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
-            ruling=verdicts.uninformative(silent) if silent else verdicts.value(
-                share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs"),
+            paper_value="71–92 %", measured=share, ci=share_ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
+            ruling=verdicts.uninformative(silent) if silent else verdicts.uninformative(
+                "the replayed flips were not counted") if share_ci is None else verdicts.value(
+                share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs", ci=share_ci),
             note=(f"{res['flips_found']} flips found in the traces; "
                   f"{n_rows if n_rows is not None else 'up to 12'} replayed. {competence}")))
     return claims
