@@ -63,11 +63,11 @@ def what_the_report_shows(reps: list) -> dict:
 
 
 def report(tmp: Path) -> None:
-    from readme_results import moved
-
     from divelab.report import write_report
 
-    reps = saved_reps()  # also puts tools/ on sys.path for readme_results
+    reps = saved_reps()  # also puts tools/ on sys.path, for readme_results
+    from readme_results import moved
+
     paths = write_report(reps, tmp / "report", write_json=False, moved=moved(reps))
     shoot(paths["html"].as_uri(), IMG / "report-top.png", tmp / "profile")
     (IMG / "report-top.json").write_text(json.dumps(what_the_report_shows(reps), indent=1) + "\n")

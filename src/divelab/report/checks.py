@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from divelab.claims import NOT_COUNTED, POSITIVE, TALLY_VALUES, Kind, Reproduction
+from divelab.claims import NOT_COUNTED, POSITIVE, Kind, Reproduction
 
 MOVED_NOTE = "not counted: its verdict moved when the run was repeated on other CPU kernels"
 
@@ -46,9 +46,10 @@ def moved(reps: list[Reproduction], checks: list[dict[str, Any]]) -> dict[str, s
 
 def verdict_counts(rep: Reproduction, kind: Kind | str | None = Kind.EMPIRICAL,
                    moved_here: set[str] | None = None) -> dict[str, int]:
-    """``rep.verdict_counts(kind)`` with each positive in ``moved_here`` counted as "positive, not counted"."""
-    counts = {v: 0 for v in TALLY_VALUES}
+    """``rep.verdict_counts(kind)`` with each positive in ``moved_here`` moved to "positive, not counted"."""
+    counts = rep.verdict_counts(kind)
     for c in rep.claims:
-        if kind is None or c.kind == kind:
-            counts[NOT_COUNTED if c.statement in (moved_here or set()) else c.tally_key] += 1
+        if c.statement in (moved_here or set()) and (kind is None or c.kind == kind) and c.tally_key != NOT_COUNTED:
+            counts[c.tally_key] -= 1
+            counts[NOT_COUNTED] += 1
     return counts
