@@ -274,13 +274,17 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
         table = res.get("flip_table")  # one row per replayed flip (continuation.replay_table)
         n_rows = len(table) if isinstance(table, list) else None
         # a share of replayed flips: its interval is the binomial one over the flips replayed
-        share_ci = stats.proportion_ci(round(share * n_rows), n_rows) if n_rows else None
+        share_ci = stats.proportion_ci(sum(not r["significant"] for r in table), n_rows) if n_rows else None
+        if silent:
+            share_rule = verdicts.uninformative(silent)
+        elif share_ci is None:
+            share_rule = verdicts.uninformative("the replayed flips were not counted")
+        else:
+            share_rule = verdicts.value(share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs", ci=share_ci)
         claims.append(Claim(
             statement=f"{model}: share of stance flips that are performative (cut-replay, no significant change)",
             paper_value="71–92 %", measured=share, ci=share_ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
-            ruling=verdicts.uninformative(silent) if silent else verdicts.uninformative(
-                "the replayed flips were not counted") if share_ci is None else verdicts.value(
-                share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs", ci=share_ci),
+            ruling=share_rule,
             note=(f"{res['flips_found']} flips found in the traces; "
                   f"{n_rows if n_rows is not None else 'up to 12'} replayed. {competence}")))
     return claims

@@ -738,9 +738,8 @@ def _claims_calibration(test_r: dict, cal, raw: dict, sts: dict, seed: int,
     # STS fitted on the calibration rounds' outcomes shuffled among them
     shuffled = dict(test_r, labels=_shuffled_rows(test_r["labels"], seed + 31))
     sham_cal = fit_sts(calib_r["conf_logits"], _shuffled_rows(calib_r["labels"], seed + 32))
-    auc_ci, ece_gap_ci = _calibration_cis(test_r, cal, seed)
-    sham_auc_ci, _ = _calibration_cis(shuffled, cal, seed + 1)
-    _, sham_gap_ci = _calibration_cis(test_r, sham_cal, seed + 2)
+    auc_ci, ece_gap_ci = _auc_ci(test_r, seed), _ece_gap_ci(test_r, cal, seed)
+    sham_auc_ci, sham_gap_ci = _auc_ci(shuffled, seed + 1), _ece_gap_ci(test_r, sham_cal, seed + 2)
     sham_auc = float(calibration_report(shuffled["conf_logits"], shuffled["labels"], None)["mean_auc"])
     sham_gap = 100 * (float(calibration_report(test_r["conf_logits"], test_r["labels"], sham_cal)["mean_ece"])
                       - float(raw["mean_ece"]))
@@ -919,30 +918,31 @@ def _shuffled_rows(labels: np.ndarray, seed: int) -> np.ndarray:
     return labels[np.random.default_rng(seed).permutation(len(labels))]
 
 
-def _calibration_cis(rounds: dict, cal, seed: int, n_resamples: int = 300) -> tuple[tuple[float, float],
-                                                                               tuple[float, float]]:
-    """Percentile bootstrap intervals over held-out prompts (each resampled with all its rounds: rounds of one
-    prompt are not independent): the raw confidences' mean AUC, and the paired gap STS ECE − raw ECE in points
-    (raw and STS scored on the same resampled rounds)."""
+def _prompt_bootstrap_ci(rounds: dict, statistic, seed: int, n_resamples: int = 300) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic(conf_logits, labels)`` over held-out prompts, each resampled with
+    all its rounds (rounds of one prompt are not independent)."""
     z, y = rounds["conf_logits"], rounds["labels"]
     owner = np.asarray(rounds["prompt"])
     prompts = np.unique(owner)
     rows = {p: np.flatnonzero(owner == p) for p in prompts}
 
-    def pick(i: np.ndarray) -> np.ndarray:
-        return np.concatenate([rows[prompts[int(k)]] for k in i])
+    def on_prompts(i: np.ndarray) -> float:
+        r = np.concatenate([rows[prompts[int(k)]] for k in i])
+        return statistic(z[r], y[r])
 
-    def auc(i: np.ndarray) -> float:
-        r = pick(i)
-        return calibration_report(z[r], y[r], None)["mean_auc"]
+    return stats.bootstrap_ci(np.arange(len(prompts), dtype=float), on_prompts, seed=seed, n_resamples=n_resamples,
+                              method="percentile")
 
-    def gap(i: np.ndarray) -> float:
-        r = pick(i)
-        return 100 * (calibration_report(z[r], y[r], cal)["mean_ece"] - calibration_report(z[r], y[r], None)["mean_ece"])
 
-    idx = np.arange(len(prompts), dtype=float)
-    kw = {"seed": seed, "n_resamples": n_resamples, "method": "percentile"}
-    return stats.bootstrap_ci(idx, auc, **kw), stats.bootstrap_ci(idx, gap, **kw)
+def _auc_ci(rounds: dict, seed: int) -> tuple[float, float]:
+    """The raw confidences' mean AUC, resampled over prompts."""
+    return _prompt_bootstrap_ci(rounds, lambda z, y: calibration_report(z, y, None)["mean_auc"], seed)
+
+
+def _ece_gap_ci(rounds: dict, cal, seed: int) -> tuple[float, float]:
+    """The paired gap STS ECE − raw ECE in points (both scored on the same resampled rounds), over prompts."""
+    return _prompt_bootstrap_ci(rounds, lambda z, y: 100 * (calibration_report(z, y, cal)["mean_ece"]
+                                                            - calibration_report(z, y, None)["mean_ece"]), seed)
 
 
 def _figures(cond, gammas, g_main, raw, sts, test_r, cal, sweep, syn_label, meas_label) -> list[Figure]:
