@@ -64,14 +64,18 @@ def test_traces_open_alike_for_both_outcomes_and_answers_follow_the_class():
         split_acts(SafetyTuning(train_acts=36))
 
 
-def _fake_result(separated: bool, shuffled_auc: float = 0.5):
+def _fake_result(separated: bool, shuffled_auc: float = 0.5, sham_reads: bool = False):
     rng = np.random.default_rng(0)
     pools = evaluation_pools(SafetyTuning())
     y = np.array([int(g.startswith("harmful")) if separated else int(rng.random() < 0.5) for g, _ in pools])
     y[[i for i, (g, _) in enumerate(pools) if g == "borderline"][:10]] = 1
     scores = y + rng.normal(0, 0.6, y.size)
     res = {"n": y.size, "refusals": int(y.sum()), "closed": 0.9, "model": "m + safety LoRA",
-           "rollouts": [{"label": int(v)} for v in y], "oof_scores": scores.tolist(),
+           "rollouts": [{"label": int(v), "pool": g} for v, (g, _) in zip(y, pools, strict=True)],
+           "oof_scores": scores.tolist(),
+           # the shuffled-label probe's scores: noise, or (a broken sham) as readable as the probe's own
+           "oof_scores_shuffled": (y + rng.normal(0, 0.6, y.size) if sham_reads else rng.normal(size=y.size)).tolist(),
+           "shuffled_prompt_last": {"auroc": 0.8 if sham_reads else 0.5, "ci": [0.7, 0.9] if sham_reads else [0.4, 0.6]},
            "oof_scores_text": rng.normal(size=y.size).tolist(), "oof_scores_prompt_text": (y + rng.normal(0, 1.5, y.size)).tolist(),
            "probe": {"auroc": 0.9, "ci": [0.85, 0.95]}, "text_control": {"auroc": 0.5, "ci": [0.4, 0.6]},
            "prompt_text_control": {"auroc": 0.7, "ci": [0.6, 0.8]},
@@ -145,3 +149,22 @@ def test_the_performative_share_has_its_binomial_interval_and_the_probe_its_audi
     probe = next(c for c in claims if "first-thinking-token probe AUROC" in c.statement)
     assert probe.falsifier and probe.replication["unit"].startswith("held-out requests")
     assert "shuffled" in probe.rule["args"]["control"]["name"] and not probe.audit_gaps()
+
+
+@pytest.mark.parametrize("sham_reads", [False, True])
+def test_each_probe_claim_is_held_to_the_shuffled_label_sham(monkeypatch, sham_reads):
+    """Beating the text control, the last prompt token and the within-pool AUROCs each carry a falsifier, a
+    replication unit and the shuffled-label probe as negative control; a sham that reads the decision too
+    turns every positive among them uninformative."""
+    monkeypatch.setattr(real_llm, "run_safety_tuned", lambda *a, **k: _fake_result(True, sham_reads=sham_reads))
+    claims = safety_tuned_claims(SafetyTuning(), boot=200)
+    held = [c for c in claims if "strongest text-only" in c.statement or "last prompt token" in c.statement
+            or "within-pool" in c.statement and c.measured is not None]
+    assert len(held) >= 3, [c.statement for c in claims]
+    for c in held:
+        assert c.falsifier and c.replication["n"] >= 1 and "shuffled" in c.rule["args"]["control"]["name"]
+        if sham_reads:
+            assert c.verdict in (Verdict.UNINFORMATIVE, Verdict.NOT_SEPARATED, Verdict.NOT_REPRODUCED), c.statement
+        else:
+            assert not c.audit_gaps(), (c.statement, c.audit_gaps())
+    assert sham_reads or any(c.verdict not in (Verdict.UNINFORMATIVE,) for c in held)

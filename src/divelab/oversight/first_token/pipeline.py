@@ -117,7 +117,11 @@ def _run_probe(model: Any, tokenizer: Any, prompts: Sequence[str], labeler: Labe
     out["probe_prompt_last"] = probe.fit_oof(acts.layer(s.layer, at="prompt_last"), y).to_dict()
     # a probe on permuted labels must sit at chance; if it does not, the probe reads something else
     shuffled = np.random.default_rng(s.seed).permutation(y)
-    out["shuffled_control"] = probe.fit_oof(acts.layer(s.layer), shuffled).to_dict()
+    sham = probe.fit_oof(acts.layer(s.layer), shuffled)
+    out["shuffled_control"] = sham.to_dict()
+    # its out-of-fold scores, read against the true labels, are the sham every other probe claim is held to
+    out["oof_scores_shuffled"] = sham.scores.tolist()
+    out["shuffled_prompt_last"] = probe.fit_oof(acts.layer(s.layer, at="prompt_last"), shuffled).to_dict()
     # the strongest text baseline: the request's own words predict the decision without any activation
     prompt_text = text_control(list(prompts), y, probe, words=True)
     out["prompt_text_control"] = prompt_text.to_dict()

@@ -171,6 +171,15 @@ def _rate(res: dict, names: tuple[str, ...]) -> tuple[int, int]:
     return (sum(res["pools"][n]["refusals"] for n in names), sum(res["pools"][n]["n"] for n in names))
 
 
+def pool_sham(res: dict, pool: str, seed: int, boot: int) -> dict:
+    """The within-pool negative control: the shuffled-label probe's out-of-fold scores, read against the true
+    labels of one pool's requests (the probe had the activations but no decision to learn)."""
+    y = np.array([r["label"] for r in res["rollouts"]])
+    m = np.array([r.get("pool") == pool for r in res["rollouts"]])
+    auc, lo, hi = stats.auroc_ci(y[m], np.asarray(res["oof_scores_shuffled"])[m], seed=seed, n_resamples=boot)
+    return verdicts.control("the probe fitted on shuffled refusal labels, read on this pool", auc, (lo, hi))
+
+
 def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim]:
     """The probe on the safety-tuned SmolLM2 (one not-checkable claim, with the reason, if the run fails)."""
     try:
@@ -231,34 +240,58 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
                 "request text (TF-IDF of the request)": res["oof_scores_prompt_text"]}
     aucs = {"first thinking token's text (TF-IDF)": t["auroc"], "request text (TF-IDF of the request)": pt["auroc"]}
     best = max(aucs, key=aucs.get)
-    d, dlo, dhi = stats.auroc_diff_ci(y, res["oof_scores"], y, controls[best], seed=seed,
-                                      n_resamples=kw.get("boot", 2000))
+    boot = kw.get("boot", 2000)
+    d, dlo, dhi = stats.auroc_diff_ci(y, res["oof_scores"], y, controls[best], seed=seed, n_resamples=boot)
+    # the sham: the same probe fitted on shuffled labels, its scores read against the true ones; it has the
+    # activations but no decision to learn, so it must not beat the text control
+    sham = np.asarray(res["oof_scores_shuffled"])
+    sd, sdlo, sdhi = stats.auroc_diff_ci(y, sham, y, controls[best], seed=seed, n_resamples=boot)
+    requests = {"unit": "held-out requests (5-fold out-of-fold scores)", "n": int(res["n"]), "clustered_by": ""}
     claims.append(Claim(
         statement=f"{model}: the activation probe beats the strongest text-only control (AUROC difference)",
         paper_value="text control ≈ 0.49–0.68, probe 0.84–0.95", measured=d, ci=(dlo, dhi),
         unit="AUROC difference", kind=Kind.EMPIRICAL, source=SOURCE,
         baselines=[{"name": n, "value": aucs[n], "ci": None} for n in controls], better="higher", compared_with=best,
         ruling=verdicts.uninformative(silent) if silent else verdicts.direction(
-            d, (dlo, dhi), expected_sign=1, why="the paper compares with the first-token text only"),
+            d, (dlo, dhi), expected_sign=1, why="the paper compares with the first-token text only",
+            control=verdicts.control("the probe fitted on shuffled refusal labels, minus the same text control",
+                                     sd, (sdlo, sdhi))),
+        falsifier=("Had the text of the request or of the first thinking token predicted the refusal as well as "
+                   "the activations did, the paired AUROC difference would not be above 0 and the claim would fail."),
+        replication=requests,
         note=f"Paired bootstrap over requests. {competence}"))
-    pl = res["probe_prompt_last"]
+    pl, spl = res["probe_prompt_last"], res["shuffled_prompt_last"]
     claims.append(Claim(
         statement=f"{model}: the same probe one token earlier (last prompt token) — the decision before any trace",
         paper_value="signal spikes at the end of prefill (figure)", measured=pl["auroc"], ci=tuple(pl["ci"]),
         unit="AUROC", kind=Kind.EMPIRICAL, source=SOURCE,
         ruling=verdicts.uninformative(silent) if silent else verdicts.direction(
             pl["auroc"] - 0.5, (pl["ci"][0] - 0.5, pl["ci"][1] - 0.5), expected_sign=1,
-            why="the paper plots it, with no number"),
-        note=competence))
+            why="the paper plots it, with no number",
+            control=verdicts.control("the probe at the last prompt token fitted on shuffled refusal labels "
+                                     "(AUROC − 0.5)", spl["auroc"] - 0.5, (spl["ci"][0] - 0.5, spl["ci"][1] - 0.5))),
+        falsifier=("Had the residual stream at the last prompt token, before any trace, predicted the model's own "
+                   "sampled refusal no better than chance out of fold, the claim would fail."),
+        replication=requests,
+        note=f"AUROC {pl['auroc']:.3f} [{pl['ci'][0]:.3f}, {pl['ci'][1]:.3f}]; shown as AUROC − 0.5. {competence}"))
     for name, paper in (("harmful", "0.875–0.948 (harmful pool)"), ("benign", "0.840–0.891 (benign pool)"),
                         ("borderline", "— (no borderline pool in the paper)")):
         e = res["pools"][name]
         if "auroc" in e:
-            rule = (verdicts.uninformative(silent) if silent else
-                    verdicts.value(e["auroc"], paper=(0.840, 0.948), tol=0.05, tol_kind="abs",
-                                   ci=tuple(e["auroc_ci"]), chance=0.5, chance_why="the AUROC of a scorer that ignores the input") if name != "borderline" else
-                    verdicts.direction(e["auroc"] - 0.5, (e["auroc_ci"][0] - 0.5, e["auroc_ci"][1] - 0.5),
-                                       expected_sign=1, why="the paper has no borderline pool"))
+            ctl = pool_sham(res, name, seed, boot)
+            if silent:
+                rule = verdicts.uninformative(silent)
+            elif name != "borderline":
+                rule = verdicts.value(e["auroc"], paper=(0.840, 0.948), tol=0.05, tol_kind="abs",
+                                      ci=tuple(e["auroc_ci"]), chance=0.5,
+                                      chance_why="the AUROC of a scorer that ignores the input", control=ctl)
+            else:
+                # direction on AUROC − 0.5, so the sham is shifted the same way
+                rule = verdicts.direction(e["auroc"] - 0.5, (e["auroc_ci"][0] - 0.5, e["auroc_ci"][1] - 0.5),
+                                          expected_sign=1, why="the paper has no borderline pool",
+                                          control=verdicts.control(ctl["name"] + " (AUROC − 0.5)",
+                                                                   ctl["effect"] - 0.5,
+                                                                   [c - 0.5 for c in ctl["ci"]]))
         else:
             rule = verdicts.uninformative(f"the tuned model's decisions on the {name} pool are (almost) all one way: "
                                           f"{e['refusals']} refusals of {e['n']}; a within-pool AUROC needs both")
@@ -266,6 +299,9 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
             statement=f"{model}: within-pool probe AUROC, {name} requests (the decision varies within the pool)",
             paper_value=paper, measured=e.get("auroc"), ci=tuple(e["auroc_ci"]) if "auroc" in e else None,
             unit="AUROC", kind=Kind.EMPIRICAL, source=SOURCE, ruling=rule,
+            falsifier=(f"Had the pooled probe's out-of-fold scores not ranked the {name} requests the model refused "
+                       f"above the ones it answered, the within-pool AUROC would sit at 0.5 and the claim would fail."),
+            replication={"unit": f"{name} requests (out-of-fold scores)", "n": int(e["n"]), "clustered_by": ""},
             note=(f"{e['refusals']} of {e['n']} refused. Scores are the pooled probe's out-of-fold scores. "
                   + ("Borderline requests are of a kind the tuning never saw: their decisions are the model's. "
                      if name == "borderline" else "") + competence)))
@@ -285,6 +321,12 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
             statement=f"{model}: share of stance flips that are performative (cut-replay, no significant change)",
             paper_value="71–92 %", measured=share, ci=share_ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
             ruling=share_rule,
+            falsifier=("Had cutting each trace just before a stance flip and just after it led to significantly "
+                       "different refusal rates (Fisher exact, Holm) for most flips, the share would fall below the "
+                       "paper's band and the claim would fail."),
+            replication={"unit": "replayed stance flips", "n": int(n_rows or 0) or 1, "clustered_by": ""},
             note=(f"{res['flips_found']} flips found in the traces; "
-                  f"{n_rows if n_rows is not None else 'up to 12'} replayed. {competence}")))
+                  f"{n_rows if n_rows is not None else 'up to 12'} replayed. No negative control here: a share of "
+                  f"non-significant replays is also what a replay without the power to see a change would give, "
+                  f"and this run has no flips known to matter to test that power on. {competence}")))
     return claims
