@@ -118,7 +118,9 @@ class ScienceWorldEnv(SimulatorEnv):
 
 
 def scienceworld_env_factory(specs: Sequence[ScienceWorldSpec], max_steps: int = 30, reward: str = "score",
-                             cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
+                             cache: bool = True, simulator: Simulator | None = None,
+                             episodes: Sequence[int] = ()) -> EnvFactory:
     """``make_env(game_id)`` for these tasks, all on one simulator process (``simulator``, or a new
-    one started on the first reset); see :func:`divelab.envs.substrate.simulator_factory`."""
-    return simulator_factory(ScienceWorldEnv, specs, max_steps, reward, cache, simulator)
+    one started on the first reset), and with ``episodes`` each task pinned to each of those seeds; see
+    :func:`divelab.envs.substrate.simulator_factory`."""
+    return simulator_factory(ScienceWorldEnv, specs, max_steps, reward, cache, simulator, episodes)

@@ -33,7 +33,15 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from divelab.envs.base import EnvFactory, ReplayCache, ReplayRestore, StepResult, TextEnv, check_action
+from divelab.envs.base import (
+    EnvFactory,
+    EnvWrapper,
+    ReplayCache,
+    ReplayRestore,
+    StepResult,
+    TextEnv,
+    check_action,
+)
 
 SPLITS = ("train", "dev", "test")
 REWARDS = ("score", "win")
@@ -271,10 +279,49 @@ class SimulatorEnv(ReplayRestore):
         self.simulator.close()
 
 
+class PinnedEpisode(EnvWrapper):
+    """One episode of a simulator's split, whatever seed ``reset`` is given: a fixed game, like a generated
+    TextWorld game. Its id is ``"<game id>@<seed>"`` (the seed ``reset`` would map to the episode). Being
+    seed-invariant, it lets a :class:`~divelab.envs.base.ReplayCache` keep one graph of transitions for the
+    episode across every rollout and training iteration, so a simulator step is paid once per transition."""
+
+    seed_invariant = True
+
+    def __init__(self, env: TextEnv, episode_seed: int) -> None:
+        super().__init__(env)
+        self.episode_seed = int(episode_seed)
+        self.game_id = f"{env.game_id}@{self.episode_seed}"  # type: ignore[attr-defined]
+
+    def reset(self, seed: int | None = None) -> str:
+        return self.env.reset(self.episode_seed)
+
+    def clone(self) -> PinnedEpisode:
+        return PinnedEpisode(self.env.clone(), self.episode_seed)
+
+
+def pinned_ids(specs: Sequence[Any], seeds: Sequence[int]) -> list[str]:
+    """The ids of :class:`PinnedEpisode` games: every spec's game at every seed, spec by spec."""
+    return [f"{s.game_id}@{int(k)}" for s in specs for k in seeds]
+
+
+def view(observation: str) -> str:
+    """A short text of a simulator observation for small policies: the feedback, the room (from the look's
+    "You are in the ...") and the inventory, like TextWorld's ``compact_view``; the rest of the look (what the
+    room holds, where its exits lead) is left to the admissible actions, which name it."""
+    parts = observation.split(_SEP)
+    if len(parts) != 3:
+        return observation
+    feedback, look, inventory = parts
+    room = re.search(r"You are in the ([^.]+)\.", look)
+    return f"{feedback} [{room.group(1) if room else look[:40]}] {inventory}".strip()
+
+
 def simulator_factory(env_type: type[SimulatorEnv], specs: Sequence[Any], max_steps: int = 30,
-                      reward: str = "score", cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
+                      reward: str = "score", cache: bool = True, simulator: Simulator | None = None,
+                      episodes: Sequence[int] = ()) -> EnvFactory:
     """``make_env(game_id)`` for these games, all on one simulator process (``simulator``, or a new one
-    started on the first reset).
+    started on the first reset). With ``episodes`` (seeds) it also makes each spec's game pinned to each of
+    those episodes (:class:`PinnedEpisode`, ids from :func:`pinned_ids`).
 
     With ``cache`` each game is wrapped in a :class:`~divelab.envs.base.ReplayCache`, and repeated calls
     return clones of it, so all rollouts of a game share its transitions; the step cap is a
@@ -283,7 +330,11 @@ def simulator_factory(env_type: type[SimulatorEnv], specs: Sequence[Any], max_st
 
     sim = simulator if simulator is not None else Simulator()
     # no cap inside the cache: a cached transition must not depend on the step count
-    by_id = {s.game_id: env_type(s, 10**9, reward, sim) for s in specs}
+    by_id: dict[str, TextEnv] = {s.game_id: env_type(s, 10**9, reward, sim) for s in specs}
+    for s in specs:
+        for k in episodes or ():
+            pinned = PinnedEpisode(env_type(s, 10**9, reward, sim), k)
+            by_id[pinned.game_id] = pinned
     roots: dict[str, TextEnv] = {}
 
     def make_env(game_id: str) -> TextEnv:

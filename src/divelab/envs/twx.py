@@ -117,7 +117,8 @@ class TWXEnv(SimulatorEnv):
 
 
 def twx_env_factory(specs: Sequence[TWXSpec], max_steps: int = 30, reward: str = "score",
-                    cache: bool = True, simulator: Simulator | None = None) -> EnvFactory:
+                    cache: bool = True, simulator: Simulator | None = None, episodes: Sequence[int] = ()) -> EnvFactory:
     """``make_env(game_id)`` for these games, all on one simulator process (``simulator``, or a new
-    one started on the first reset); see :func:`divelab.envs.substrate.simulator_factory`."""
-    return simulator_factory(TWXEnv, specs, max_steps, reward, cache, simulator)
+    one started on the first reset), and with ``episodes`` each game pinned to each of those seeds; see
+    :func:`divelab.envs.substrate.simulator_factory`."""
+    return simulator_factory(TWXEnv, specs, max_steps, reward, cache, simulator, episodes)

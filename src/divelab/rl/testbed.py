@@ -10,6 +10,7 @@ policy without paying for it again. ``testbed.new_policy()`` returns a fresh cop
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,11 +113,38 @@ class Testbed:
     __test__ = False
 
     def new_policy(self) -> LMPolicy:
-        cfg = self.config
-        model = build_model(cfg.model, self.tokenizer.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
-        load_model(model, str(self.weights))
-        return LMPolicy(model, self.tokenizer, PolicyConfig(history=cfg.history, head_tokens=0,
-                                                            tail_tokens=cfg.tail_tokens), view=compact_view)
+        return policy_from(self.config, self.tokenizer, self.weights, compact_view)
+
+
+def policy_from(cfg: Any, tokenizer: Tokenizer, weights: Path | None, view: Callable[[str], str]) -> LMPolicy:
+    """The test bed's policy: ``cfg``'s architecture (any config with TestbedConfig's model, model_overrides,
+    history, tail_tokens and seed), loaded from ``weights`` (None: freshly initialised)."""
+    model = build_model(cfg.model, tokenizer.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
+    if weights is not None:
+        load_model(model, str(weights))
+    return LMPolicy(model, tokenizer, PolicyConfig(history=cfg.history, head_tokens=0, tail_tokens=cfg.tail_tokens),
+                    view=view)
+
+
+def cached_warm_start(final: Path, cfg: Any, make_env: EnvFactory, ids: list[str],
+                      view: Callable[[str], str]) -> tuple[Tokenizer, list[float]]:
+    """``(tokenizer, losses)`` of the warm start cached in ``final``, built there first if missing: uniform
+    random exploration of ``ids`` (``cfg.sft_episodes`` each, capped at ``cfg.max_steps``), a word-level
+    tokenizer on its text, and behaviour cloning of it into :func:`policy_from`'s model."""
+    if not (final / "model.safetensors").exists():
+        # one thread, whatever the caller set: the warm start is cached and shared by several
+        # reproductions, so it must not depend on which of them built it (see divelab.threads)
+        with torch_threads(1):
+            traces = exploration_traces(make_env, ids, cfg.sft_episodes, cfg.max_steps, seed=cfg.seed)
+            tok = train_word_tokenizer(trace_texts(traces))
+            policy = policy_from(cfg, tok, None, view)
+            losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=cfg.seed)
+        with atomic_dir(final) as tmp:
+            tok.save(str(tmp / "tokenizer.json"))
+            save_model(policy.model, str(tmp / "model.safetensors"))
+            (tmp / "sft_losses.txt").write_text("\n".join(f"{x:.5f}" for x in losses))
+    tok = Tokenizer.from_file(str(final / "tokenizer.json"))
+    return tok, [float(x) for x in (final / "sft_losses.txt").read_text().split()]
 
 
 # Part of the cache key: bump it whenever the code that builds a test bed (exploration traces,
@@ -132,20 +160,5 @@ def build_testbed(cfg: TestbedConfig | None = None) -> Testbed:
                                          precompute=True, max_states=cfg.max_states)
     ids = [s.game_id for s in specs]
     final = entry_path("rl-testbed", stable_hash({**asdict(cfg), "recipe": TESTBED_RECIPE}))
-    if not (final / "model.safetensors").exists():
-        # one thread, whatever the caller set: the warm start is cached and shared by several
-        # reproductions, so it must not depend on which of them built it (see divelab.threads)
-        with torch_threads(1):
-            traces = exploration_traces(make_env, ids, cfg.sft_episodes, cfg.max_steps, seed=cfg.seed)
-            tok = train_word_tokenizer(trace_texts(traces))
-            model = build_model(cfg.model, tok.get_vocab_size(), seed=cfg.seed, **cfg.model_overrides)
-            policy = LMPolicy(model, tok, PolicyConfig(history=cfg.history, head_tokens=0,
-                                                       tail_tokens=cfg.tail_tokens), view=compact_view)
-            losses = sft_warm_start(policy, traces, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=cfg.seed)
-        with atomic_dir(final) as tmp:
-            tok.save(str(tmp / "tokenizer.json"))
-            save_model(model, str(tmp / "model.safetensors"))
-            (tmp / "sft_losses.txt").write_text("\n".join(f"{x:.5f}" for x in losses))
-    tok = Tokenizer.from_file(str(final / "tokenizer.json"))
-    losses = [float(x) for x in (final / "sft_losses.txt").read_text().split()]
+    tok, losses = cached_warm_start(final, cfg, make_env, ids, compact_view)
     return Testbed(cfg, ids, make_env, make_control, tok, final / "model.safetensors", losses)

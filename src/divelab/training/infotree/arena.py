@@ -7,7 +7,9 @@ only ``sampler=``. Every arm keeps training until it has spent the same number o
 steps. A step is a transition the agent actually played. Restoring a prefix to branch from it is
 a replay behind a cache, so it is not counted, like a snapshot restore in the paper's setting.
 Success is then measured the same way for every arm: independent sampled episodes of the trained
-policy, never the tree's own leaves, whose win rate is biased by where the tree chose to branch.
+policy, never the tree's own leaves, whose win rate is biased by where the tree chose to branch. By
+default it is scored on the games it trained on; ``held_out=(make_env, game_ids)`` scores it on other
+games instead (a public simulator's dev split, say), the same ones for every arm.
 """
 
 from __future__ import annotations
@@ -67,13 +69,20 @@ def _iteration_env_steps(sampler: Any, groups: list) -> int:
     return int(sum(len(t) for g in groups for t in g))
 
 
+HeldOut = tuple[EnvFactory, Sequence[str]]
+"""``(make_env, game_ids)`` of the games an arm is scored on, when they are not the games it trains on."""
+
+
 def run_arm(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str], sampler: str,
-            cfg: ArenaConfig, seed: int, start_success: float | None = None) -> ArenaRun:
-    """Train one arm until it has used ``cfg.env_steps`` environment steps; evaluate independently."""
+            cfg: ArenaConfig, seed: int, start_success: float | None = None,
+            held_out: HeldOut | None = None) -> ArenaRun:
+    """Train one arm until it has used ``cfg.env_steps`` environment steps; evaluate independently (on
+    ``held_out`` games when given)."""
     policy = new_policy()
     eval_seed = 10_000 + seed  # same evaluation episodes for every arm of a seed
+    eval_env, eval_ids = held_out or (make_env, game_ids)
     if start_success is None:
-        start_success = evaluate(policy, make_env, game_ids, cfg.eval_episodes, cfg.max_steps, seed=eval_seed)
+        start_success = evaluate(policy, eval_env, eval_ids, cfg.eval_episodes, cfg.max_steps, seed=eval_seed)
     smp = make_sampler(sampler, max_steps=cfg.max_steps, **cfg.sampler_options)
     trainer = GRPOTrainer(policy, make_env, game_ids,
                           GRPOConfig(iterations=cfg.max_iterations, group_size=cfg.group_size, max_steps=cfg.max_steps,
@@ -88,13 +97,16 @@ def run_arm(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: 
         steps.append(used)
         succ.append(log.success)
         mixed.append(log.mixed_group_frac)
-    final = evaluate(policy, make_env, game_ids, cfg.eval_episodes, cfg.max_steps, seed=eval_seed)
+    final = evaluate(policy, eval_env, eval_ids, cfg.eval_episodes, cfg.max_steps, seed=eval_seed)
     return ArenaRun(sampler, seed, steps, succ, mixed, float(start_success), float(final))
 
 
 def run_arena(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids: Sequence[str], cfg: ArenaConfig,
-              seeds: Sequence[int], progress: Callable[[Any, str], Any] | None = None) -> list[ArenaRun]:
-    """Every sampler of ``cfg`` on every seed, one thread (tiny models: faster than two contended)."""
+              seeds: Sequence[int], progress: Callable[[Any, str], Any] | None = None,
+              held_out: HeldOut | None = None) -> list[ArenaRun]:
+    """Every sampler of ``cfg`` on every seed, one thread (tiny models: faster than two contended); scored on
+    ``held_out`` games when given."""
+    eval_env, eval_ids = held_out or (make_env, game_ids)
     with torch_threads(1):
         jobs = [(s, name) for s in seeds for name in cfg.samplers]
         it = progress(jobs, "infotree: tree vs independent") if progress else jobs
@@ -102,8 +114,9 @@ def run_arena(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, game_ids
         for s, name in it:
             if s not in start:
                 pol = new_policy()
-                start[s] = evaluate(pol, make_env, game_ids, cfg.eval_episodes, cfg.max_steps, seed=10_000 + s)
-            runs.append(run_arm(new_policy, make_env, game_ids, name, cfg, s, start_success=start[s]))
+                start[s] = evaluate(pol, eval_env, eval_ids, cfg.eval_episodes, cfg.max_steps, seed=10_000 + s)
+            runs.append(run_arm(new_policy, make_env, game_ids, name, cfg, s, start_success=start[s],
+                                held_out=held_out))
         return runs
 
 

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from divelab import stats, verdicts
-from divelab.claims import Claim, Figure, Kind, Reproduction
+from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
+from divelab.envs.base import EnvFactory
 from divelab.envs.maze import MazeSpec
+from divelab.envs.substrate import SubstrateUnavailable
 from divelab.progress import track
 from divelab.rl.presets import GROUP_SIZE, KL_COEF, LR, PPO_EPOCHS, TESTBEDS
+from divelab.rl.substrate_testbed import SubstrateTestbedConfig
 from divelab.rl.testbed import TestbedConfig
 from divelab.stages import stage
 from divelab.training.infotree.allocator import AllocatorConfig, allocate_and_sample
-from divelab.training.infotree.arena import ArenaConfig, StartMixed, random_success, run_arena, start_mixed
+from divelab.training.infotree.arena import (
+    ArenaConfig,
+    HeldOut,
+    StartMixed,
+    random_success,
+    run_arena,
+    start_mixed,
+)
 from divelab.training.infotree.chain import DecisionChainEnv, TabularPolicy
 from divelab.training.infotree.collapse import (
     DifficultyMix,
@@ -74,6 +85,11 @@ RANDOM_NODE, ROOT_ONLY = "tree (random node)", "tree (root only)"
 ARENA_SAMPLERS = ("independent", "tree", ROOT_ONLY)
 START_SAMPLERS = ("independent", "tree", RANDOM_NODE, ROOT_ONLY)
 TW, TW_GIGPO, MAZES = "TextWorld", "TextWorld, gigpo for both arms", "E163 mazes"
+EXTERNAL = "TextWorldExpress coin collector, held-out games"
+# the public family's games: TextWorldExpress's coin collector on its largest map (the jar allows at most 11
+# locations), divelab's default settings otherwise (no doors, no distractors); a uniform random player wins
+# about one game in seven within the TextWorld family's step cap, as hard as the generated TextWorld games
+COIN_PARAMS = "numLocations=11,numDistractorItems=0,includeDoors=0,limitInventorySize=0"
 # the decision chain's share of revealed errors, re-run at its two extremes on the same prompts: how much of the
 # tree's mixed-outcome gain the simulator's constant decides
 P_REVEAL_SWEEP = (0.0, 1.0)
@@ -136,25 +152,38 @@ class Plan:
     """sampled episodes per game when scoring an arena arm after training."""
     start_batches: int
     """batches, with the starting policy, over which the arena's mixed-group share before training is measured."""
+    external: SubstrateTestbedConfig | None
+    """the arena's public family: TextWorldExpress's coin collector, trained on its train split and scored on
+    held-out games of its dev split (None skips it: it plays a Java simulator for minutes)."""
+    external_env_steps: int
+    """env steps of training each arm of the public family gets before it is scored."""
 
 
 PLANS = {
     "smoke": Plan(mc=400, prompts=16, seeds=2, Gs=(8,), inst=30, deep_inst=6, proxy_prompts=6, train_iters=3,
                   train_seeds=2, train_prompts=6, oh_prompts=1, oh_d=5, arena_seeds=2,
                   textworld=TESTBEDS["smoke"], textworld_group_size=GROUP_SIZE["smoke"],
-                  textworld_env_steps=60, maze_env_steps=100, maze_group_size=4, eval_episodes=4, start_batches=2),
+                  textworld_env_steps=60, maze_env_steps=100, maze_group_size=4, eval_episodes=4, start_batches=2,
+                  external=None, external_env_steps=0),
     "quick": Plan(mc=4000, prompts=120, seeds=3, Gs=(4, 8, 16), inst=300, deep_inst=100, proxy_prompts=40,
                   train_iters=30, train_seeds=4, train_prompts=16, oh_prompts=4, oh_d=10, arena_seeds=5,
                   textworld=TESTBEDS["quick"], textworld_group_size=GROUP_SIZE["quick"],
                   textworld_env_steps=1000, maze_env_steps=1500, maze_group_size=8, eval_episodes=32,
-                  start_batches=8),
+                  start_batches=8, external=None, external_env_steps=0),
     # G=32 and 64 dropped (a third of the earlier full run): they only drew the planted decision chain's curve,
     # and the time goes to the sham tree trained beside every arena arm
     "full": Plan(mc=40000, prompts=400, seeds=8, Gs=(4, 8, 16), inst=2000, deep_inst=1000,
                  proxy_prompts=200, train_iters=80, train_seeds=10, train_prompts=32, oh_prompts=16, oh_d=12,
                  arena_seeds=10, textworld=TESTBEDS["full"], textworld_group_size=GROUP_SIZE["full"],
                  textworld_env_steps=3000, maze_env_steps=4000, maze_group_size=8, eval_episodes=64,
-                 start_batches=16),
+                 start_batches=16,
+                 # the TextWorld family's step cap, warm-start recipe and env-step budget, on public games
+                 external=SubstrateTestbedConfig(
+                     simulator="twx", game="coin", params=COIN_PARAMS, train_episodes=TESTBEDS["full"].n_games,
+                     eval_episodes=2 * TESTBEDS["full"].n_games, max_steps=TESTBEDS["full"].max_steps,
+                     sft_episodes=TESTBEDS["full"].sft_episodes, sft_steps=TESTBEDS["full"].sft_steps,
+                     sft_lr=TESTBEDS["full"].sft_lr),
+                 external_env_steps=3000),
 }
 
 
@@ -164,7 +193,7 @@ PLANS = {
 W_MIXED_G8 = 1.4  # one seed of the samplers' mixed ratio at G=8 (cost grows with G)
 W_DEEP_GREEDY, W_PROXY, W_CHAIN_RUN, W_OVERHEAD, W_SWEEP = 1.0, 2.0, 1.5, 4.0, 0.5
 # three training arms per family (independent, tree, the sham tree), the earlier two-arm weights times 1.5
-W_ARENA = {TW: 90.0, TW_GIGPO: 90.0, MAZES: 45.0}
+W_ARENA = {TW: 90.0, TW_GIGPO: 90.0, MAZES: 45.0, EXTERNAL: 120.0}
 STAGE_WEIGHT = (PLANS["full"].seeds * sum(W_MIXED_G8 * G / 8 for G in PLANS["full"].Gs) + W_DEEP_GREEDY + W_PROXY
                 + len(SAMPLER_ARMS) * PLANS["full"].train_seeds * W_CHAIN_RUN + sum(W_ARENA.values()) + W_OVERHEAD
                 + W_SWEEP * len(P_REVEAL_SWEEP))
@@ -178,8 +207,43 @@ def _paired(a: np.ndarray, b: np.ndarray, seed: int = 0) -> tuple[float, tuple[f
     return m, (lo, hi)
 
 
-def _arena_families(plan: Plan, seed: int) -> list[tuple[str, Any, Any, list[str], ArenaConfig]]:
-    """(name, new_policy, make_env, game_ids, config) of each env family the arena trains on."""
+@dataclasses.dataclass
+class ArenaFamily:
+    """One env family of the arena: its games, starting policy and settings."""
+
+    name: str
+    new_policy: Callable[[], Any]
+    make_env: EnvFactory
+    game_ids: list[str]
+    cfg: ArenaConfig
+    games: str  # what the games are and who made them (said in the claims' falsifiers and notes)
+    held_out: HeldOut | None = None  # the games it is scored on, when not the ones it trains on
+    start_claim: bool = False  # InfoTree's mixed-outcome ratio with the starting policy is claimed on it
+    start_from: str | None = None  # a family with the same start, games and budget whose start it shares
+
+
+TW_GAMES = "generated TextWorld games (who wins one is decided by TextWorld's generator and the warm-started policy)"
+
+
+def _external_family(plan: Plan, seed: int) -> ArenaFamily:
+    """The public family: a TextWorldExpress game trained on its train split, scored on held-out dev games."""
+    from divelab.rl.substrate_testbed import build_substrate_testbed
+
+    ext = dataclasses.replace(plan.external, seed=seed)
+    tb = build_substrate_testbed(ext)
+    # as many scored episodes as the TextWorld family's (its games x eval_episodes), spread over the held-out games
+    per_game = max(1, plan.eval_episodes * plan.textworld.n_games // len(tb.eval_game_ids))
+    cfg = ArenaConfig(env_steps=plan.external_env_steps, group_size=plan.textworld_group_size, max_steps=ext.max_steps,
+                      lr=LR, kl_coef=KL_COEF, ppo_epochs=PPO_EPOCHS, eval_episodes=per_game, samplers=ARENA_SAMPLERS)
+    games = (f"TextWorldExpress's own {ext.game} games ({ext.params}), {len(tb.game_ids)} of its train split to train "
+             f"on and {len(tb.eval_game_ids)} of its dev split to score on; the simulator and its games are public, "
+             "none of them written or selected here")
+    return ArenaFamily(EXTERNAL, tb.new_policy, tb.make_env, tb.game_ids, cfg, games,
+                       held_out=(tb.make_eval_env, tb.eval_game_ids), start_claim=True)
+
+
+def _arena_families(plan: Plan, seed: int) -> list[ArenaFamily]:
+    """Each env family the arena trains on (the public one only when the plan has it)."""
     # TextWorld: the RL engine's test bed and GRPO settings (divelab.rl.presets: games a small policy
     # measurably learns; the warm start is cached and shared with G2PO's reproduction)
     from divelab.rl.testbed import build_testbed
@@ -197,9 +261,10 @@ def _arena_families(plan: Plan, seed: int) -> list[tuple[str, Any, Any, list[str
     # compare a tree's siblings at their branch point, the Tree-GRPO-style credit (grpo compares
     # all leaves of a game, each shared prefix counted once per leaf)
     tw_gigpo = dataclasses.replace(tw_cfg, estimator="gigpo")
-    return [(TW, tb.new_policy, tb.make_env, tb.game_ids, tw_cfg),
-            (TW_GIGPO, tb.new_policy, tb.make_env, tb.game_ids, tw_gigpo),
-            (MAZES, maze_policy_factory(games, seed=seed), games.factory(), games.game_ids, mz_cfg)]
+    return [ArenaFamily(TW, tb.new_policy, tb.make_env, tb.game_ids, tw_cfg, TW_GAMES, start_claim=True),
+            ArenaFamily(TW_GIGPO, tb.new_policy, tb.make_env, tb.game_ids, tw_gigpo, TW_GAMES, start_from=TW),
+            ArenaFamily(MAZES, maze_policy_factory(games, seed=seed), games.factory(), games.game_ids, mz_cfg,
+                        "E163 mazes (each maze's exits are drawn by the maze generator)")]
 
 
 def _t_diff(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
@@ -208,10 +273,11 @@ def _t_diff(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
     return m, (lo, hi)
 
 
-def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg: ArenaConfig, seed: int) -> Claim:
-    """InfoTree's own quantity on TextWorld: the share of games whose group holds both a win and a loss, with the
-    starting policy, tree against every other sampler at the same group budget (units: batch x game, clustered by
-    game)."""
+def _claim_start_mixed(fam: ArenaFamily, sm: dict[str, StartMixed], n_batches: int, seed: int) -> Claim:
+    """InfoTree's own quantity on a family's training games: the share of games whose group holds both a win and a
+    loss, with the starting policy, tree against every other sampler at the same group budget (units: batch x game,
+    clustered by game)."""
+    cfg = fam.cfg
     pts = {k: 100 * v.mixed for k, v in sm.items()}
     games = sm["tree"].games
     cmp = against_strongest(pts["tree"], {k: pts[k] for k in ("independent", RANDOM_NODE)}, clusters=games,
@@ -226,18 +292,17 @@ def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg:
     steps = ", ".join(f"{k} {v.env_steps_per_game:.0f}" for k, v in sm.items())
     levels = ", ".join(f"{k} {v.mixed.mean():.1%}" for k, v in sm.items())
     return Claim(
-        statement=f"Mixed-outcome ratio at an equal group budget with the starting policy ({fam}): tree vs every "
-                  "other sampler",
+        statement=f"Mixed-outcome ratio at an equal group budget with the starting policy ({fam.name}): tree vs "
+                  "every other sampler",
         paper_value="~45% (independent, [S]) -> 58.1% (tree): about +13 points", source=SOURCE,
         measured=cmp.effect, ci=cmp.ci, unit="points", kind=Kind.EMPIRICAL, **cmp.claim_fields(),
         baseline=f"{cmp.strongest} {pts[cmp.strongest].mean():.1f}%",
         ruling=verdicts.direction(cmp.effect, cmp.ci, control=ctl, **size),
         falsifier=("Had the tree's leaves on these games agreed (all won or all lost) as often as independent "
                    "rollouts, or as a tree expanding random nodes, at the same group budget, the claim would fail; "
-                   "who wins a generated TextWorld game is decided by TextWorld's generator and the warm-started "
-                   "policy, not by a constant of ours."),
+                   f"the games are {fam.games}, and no constant of ours decides who wins."),
         replication={"unit": "(batch, game) groups", "n": int(len(games)), "clustered_by": "game"},
-        note=f"{n_games} generated games, step cap {cfg.max_steps}, group budget {cfg.group_size} rollouts' worth "
+        note=f"{n_games} games ({fam.games}), step cap {cfg.max_steps}, group budget {cfg.group_size} rollouts' worth "
              f"per game, {n_batches} batches, every sampler from the same starting policy and generator seed. Share "
              f"of mixed groups: {levels}. Env steps per game: {steps} (a tree's budget is G times the mean length of "
              "the game's root rollouts in earlier batches, its own first ones in the first batch, so it can spend a "
@@ -249,29 +314,50 @@ def _claim_start_mixed(fam: str, sm: dict[str, StartMixed], n_batches: int, cfg:
              "points.")
 
 
+def _arena_stage(fam: ArenaFamily, plan: Plan, seed: int, seeds: list[int]) -> tuple[float, Any, list]:
+    """(uniform random player's success on the scored games, the samplers' start mixed ratios or None, the runs)."""
+    score_env, score_ids = fam.held_out or (fam.make_env, fam.game_ids)
+    return (random_success(score_env, score_ids, 64, fam.cfg.max_steps, seed),
+            None if fam.start_from else start_mixed(fam.new_policy, fam.make_env, fam.game_ids, fam.cfg,
+                                                    plan.start_batches, seed, START_SAMPLERS),
+            run_arena(fam.new_policy, fam.make_env, fam.game_ids, fam.cfg, seeds, progress=track,
+                      held_out=fam.held_out))
+
+
+def _external_not_run(plan: Plan, seed: int) -> tuple[list[ArenaFamily], list[Claim]]:
+    """The public family when the plan has it, or the claim saying why it could not run (no Java, no package)."""
+    if plan.external is None:
+        return [], []
+    try:
+        # not a stage: the family holds a running simulator, which cannot be pickled (its warm start is cached)
+        return [_external_family(plan, seed)], []
+    except SubstrateUnavailable as exc:
+        why = f"the public simulator is not installed here: {exc}"
+        return [], [not_checkable(f"Success after training at equal env steps, tree vs independent GRPO ({EXTERNAL})",
+                                  "tree beats flat GRPO", why, source=SOURCE)]
+
+
 def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
-    """Tree vs independent GRPO at equal env steps on TextWorld and the maze family (one claim each), and the
-    mixed-outcome ratio on TextWorld with the starting policy."""
-    claims: list[Claim] = []
+    """Tree vs independent GRPO at equal env steps on every family (TextWorld, the maze family, and at full a
+    public TextWorldExpress game scored on held-out games), one claim each, and the mixed-outcome ratio with the
+    starting policy on TextWorld and the public game."""
     seeds = [seed * 100 + s for s in range(plan.arena_seeds)]
     out: dict[str, Any] = {}
-    families = _arena_families(plan, seed)
+    public, claims = _external_not_run(plan, seed)
+    families = _arena_families(plan, seed) + public
     starts: dict[str, dict[str, StartMixed]] = {}
     fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6))
-    for ax, (fam, new_policy, make_env, game_ids, cfg) in zip(axes, families, strict=True):
+    for ax, fam in zip(axes, families, strict=True):
+        cfg, game_ids = fam.cfg, fam.game_ids
         # the gigpo family samples from the same start, games and budget as TextWorld: its start is TextWorld's
-        measure_start = fam != TW_GIGPO
-        rnd, mix0, runs = stage(
-            f"arena {fam}: {len(cfg.samplers)} samplers x {len(seeds)} seeds",
-            lambda new_policy=new_policy, make_env=make_env, game_ids=game_ids, cfg=cfg, measure_start=measure_start: (
-                random_success(make_env, game_ids, 64, cfg.max_steps, seed),
-                start_mixed(new_policy, make_env, game_ids, cfg, plan.start_batches, seed, START_SAMPLERS)
-                if measure_start else None,
-                run_arena(new_policy, make_env, game_ids, cfg, seeds, progress=track)),
-            weight=W_ARENA.get(fam, 1.0))
-        mix0 = starts[fam] = mix0 if mix0 is not None else starts[TW]
-        if fam == TW:
-            claims.append(_claim_start_mixed(fam, mix0, plan.start_batches, cfg, seed))
+        rnd, mix0, runs = stage(f"arena {fam.name}: {len(cfg.samplers)} samplers x {len(seeds)} seeds",
+                                lambda fam=fam: _arena_stage(fam, plan, seed, seeds),
+                                weight=W_ARENA.get(fam.name, 1.0))
+        mix0 = starts[fam.name] = mix0 if mix0 is not None else starts[fam.start_from or TW]
+        if fam.start_claim:
+            claims.append(_claim_start_mixed(fam, mix0, plan.start_batches, seed))
+        scored = (f"{len(fam.held_out[1])} held-out games, never trained on" if fam.held_out
+                  else "the training games")
         by = {(r.sampler, r.seed): r for r in runs}
         final = {k: np.array([by[(k, s)].final_success for s in seeds]) for k in cfg.samplers}
         used = {k: float(np.mean([by[(k, s)].env_steps[-1] for s in seeds])) for k in cfg.samplers}
@@ -287,7 +373,7 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
         m_branch, ci_branch = _t_diff(final["tree"], final[ROOT_ONLY])
         mixed = {k: float(np.nanmean([np.mean(by[(k, s)].mixed_group_frac) for s in seeds])) for k in cfg.samplers}
         claims.append(Claim(
-            statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam})",
+            statement=f"Success after training at equal env steps, tree vs independent GRPO ({fam.name})",
             paper_value="tree beats flat GRPO (numbers for these envs not stated)", source=SOURCE,
             measured=cmp.effect, ci=cmp.ci, unit="success gain", kind=Kind.EMPIRICAL, **cmp.claim_fields(),
             baseline=f"{cmp.strongest} (same start, same env steps): success {strongest.mean():.3f}",
@@ -296,12 +382,13 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
             falsifier=("Had the policy trained on tree rollouts succeeded no more often, on independent sampled "
                        "episodes, than the same start trained on independent rollouts for the same env steps, the "
                        "claim would fail; whether the extra mixed groups turn into learning is up to GRPO on these "
-                       "games, not written by our code."),
+                       f"games, not written by our code. The games: {fam.games}."),
             replication={"unit": "training runs", "n": len(seeds), "clustered_by": ""},
-            note=f"{len(game_ids)} games, step cap {cfg.max_steps}, {cfg.env_steps} env steps of training per run "
+            note=f"{len(game_ids)} training games, step cap {cfg.max_steps}, {cfg.env_steps} env steps of training per run "
                  "(used: " + ", ".join(f"{k} {used[k]:.0f}" for k in cfg.samplers) + "), group budget "
                  f"{cfg.group_size} rollouts' worth per game, {cfg.estimator} estimator for every arm; success = "
-                 f"independent sampled episodes ({cfg.eval_episodes}/game) after training. Start {start.mean():.3f} "
+                 f"independent sampled episodes ({cfg.eval_episodes}/game) on {scored}, after training. Start "
+                 f"{start.mean():.3f} "
                  f"(uniform random player {rnd:.3f}) -> " + ", ".join(f"{k} {final[k].mean():.3f}" for k in
                                                                       cfg.samplers) +
                  f"; {len(seeds)} training runs per arm, paired by seed, 95% t-interval. Negative control: "
@@ -312,7 +399,7 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
                  + " of games per batch; with the starting policy, at the same budget: "
                  + ", ".join(f"{k} {v.mixed.mean():.2f}" for k, v in mix0.items()) + ". Training itself helps: "
                  f"independent - start = {m_learn:+.3f} (CI {ci_learn[0]:+.3f}..{ci_learn[1]:+.3f})."))
-        out[fam] = {"seeds": seeds, "random_success": rnd, "start": start.tolist(), "mixed_group_frac": mixed,
+        out[fam.name] = {"seeds": seeds, "games": fam.games, "random_success": rnd, "start": start.tolist(), "mixed_group_frac": mixed,
                     "start_mixed_ratio": {k: {"mixed": float(v.mixed.mean()), "env_steps_per_game":
                                               v.env_steps_per_game, "per_unit": v.mixed.tolist()}
                                           for k, v in mix0.items()},
@@ -320,7 +407,8 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
                     "final": {k: v.tolist() for k, v in final.items()}, "env_steps_used": used,
                     "config": {"env_steps": cfg.env_steps, "group_size": cfg.group_size, "max_steps": cfg.max_steps,
                                "estimator": cfg.estimator,
-                               "lr": cfg.lr, "eval_episodes": cfg.eval_episodes, "games": list(game_ids)},
+                               "lr": cfg.lr, "eval_episodes": cfg.eval_episodes, "games": list(game_ids),
+                               "scored_on": list(fam.held_out[1]) if fam.held_out else list(game_ids)},
                     "curves": {f"{r.sampler}/{r.seed}": {"env_steps": r.env_steps, "train_success": r.train_success,
                                                          "mixed_group_frac": r.mixed_group_frac} for r in runs}}
         for j, k in enumerate(cfg.samplers):
@@ -331,7 +419,7 @@ def _claims_arena(plan: Plan, seed: int, rep: Reproduction) -> list[Claim]:
         ax.axhline(start.mean(), color="gray", ls=":", label="start")
         ax.set_xticks(range(len(cfg.samplers)), cfg.samplers, fontsize=7)
         ax.set_ylabel("success after training")
-        ax.set_title(f"{fam}, {cfg.env_steps} env steps")
+        ax.set_title(f"{fam.name}, {cfg.env_steps} env steps", fontsize=8)
         ax.legend(fontsize=7)
     rep.figures.append(Figure.from_matplotlib(fig, "arena", "Success after GRPO training at equal env steps, "
                                               "tree vs independent rollouts and the sham tree (dots: seeds; bars: "
@@ -741,4 +829,8 @@ SETUP = (
     "TextEnv adapter (observations name the maze instance) with a fresh tiny Llama; every arm trains until it "
     "has played the same number of env steps, then is scored on independent sampled episodes. Before training, "
     "the mixed-outcome ratio of each sampler (also a tree expanding random nodes) is measured on the TextWorld "
-    "games with the starting policy at the same group budget.")
+    "games with the starting policy at the same group budget. At scale full the same arena (and the same "
+    "mixed-outcome ratio) also runs on public games no one here wrote or selected: TextWorldExpress's coin "
+    "collector on its largest map, the policy warm-started on the first games of the simulator's train split "
+    "and scored on held-out games of its dev split (smoke and quick skip it: it plays a Java simulator for "
+    "minutes).")
