@@ -45,11 +45,13 @@ class HFContinuer:
 
     def outcomes(self, prefixes: Sequence[Sequence[int]], n: int, seed: int) -> np.ndarray:
         from divelab.lm.sampling import generate
+        from divelab.progress import track
 
         rows = [(i, list(p)) for i, p in enumerate(prefixes) for _ in range(n)]
         done = [self.close in self.tokenizer.decode(list(p), skip_special_tokens=False) for p in prefixes]
         out = np.zeros(len(rows), dtype=int)
-        for b, s in enumerate(range(0, len(rows), self.batch_size)):
+        # CV and cut-replay sample thousands of continuations: minutes that must not pass in silence
+        for b, s in enumerate(track(range(0, len(rows), self.batch_size), "sampling continuations")):
             chunk = rows[s:s + self.batch_size]
             g = generate(self.model, [p for _, p in chunk], max_new_tokens=self.max_new_tokens,
                          temperature=self.temperature, eos_token_id=self.tokenizer.eos_token_id,
