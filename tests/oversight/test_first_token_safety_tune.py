@@ -168,3 +168,24 @@ def test_each_probe_claim_is_held_to_the_shuffled_label_sham(monkeypatch, sham_r
         else:
             assert not c.audit_gaps(), (c.statement, c.audit_gaps())
     assert sham_reads or any(c.verdict not in (Verdict.UNINFORMATIVE,) for c in held)
+
+
+@pytest.mark.parametrize("reversals_flagged, informative", [(6, True), (1, False), (None, False)])
+def test_the_performative_share_counts_only_when_planted_reversals_show_the_replay_has_power(
+        monkeypatch, reversals_flagged, informative):
+    """The share of performative flips is a share of replays with no change: it is judged only when the same
+    replay flags planted stance reversals more often than the natural flips (its positive control), and then
+    it states why no sham of it exists."""
+    res = _fake_result(True)
+    res.update(flips_found=9, flip_table=[{"significant": i == 0} for i in range(6)], performative_share=5 / 6)
+    if reversals_flagged is not None:
+        res["reversal_table"] = [{"significant": i < reversals_flagged, "follows_stance": True} for i in range(6)]
+    monkeypatch.setattr(real_llm, "run_safety_tuned", lambda *a, **k: res)
+    share = next(c for c in safety_tuned_claims(SafetyTuning(), boot=200) if "performative" in c.statement)
+    assert (share.verdict is not Verdict.UNINFORMATIVE) == informative, (share.verdict, share.reason)
+    assert share.falsifier and share.replication["unit"] == "replayed stance flips"
+    if informative:
+        assert "none" in share.rule["args"]["control"] and not share.audit_gaps()
+        assert "6 of 6 planted stance reversals flagged" in share.note
+    else:
+        assert "positive control" in share.reason

@@ -12,10 +12,18 @@ import numpy as np
 
 from divelab import stats, verdicts
 from divelab.claims import Claim, Kind, not_checkable
+from divelab.oversight.first_token.continuation import HFContinuer, replay_table
 from divelab.oversight.first_token.labels import default_refusal_vote
 from divelab.oversight.first_token.pipeline import ProbeSettings, run_probe
+from divelab.oversight.first_token.reversals import planted_reversals, replay_power
 from divelab.oversight.first_token.rollout import ThinkFormat
-from divelab.oversight.first_token.safety_tune import SafetyTuning, held_out_requests, safety_tuned
+from divelab.oversight.first_token.safety_tune import (
+    BENIGN_JUDGEMENTS,
+    HARM_JUDGEMENTS,
+    SafetyTuning,
+    held_out_requests,
+    safety_tuned,
+)
 
 SOURCE = "arXiv 2606.25013; week-in-review E171"
 
@@ -149,8 +157,15 @@ def run_safety_tuned(tuning: SafetyTuning, max_new_tokens: int = 160, k: int = 1
     settings = ProbeSettings(fmt=FORMAT, max_new_tokens=max_new_tokens, cv_n=cv_n, cv_traces=16, replay_k=k,
                              max_flips=12, seed=seed, batch_size=24, folds=5, boot=boot)
     # the vote bar is set on the tuning answers, whose outcomes are known (see calibrate_vote)
-    res = run_probe(model, tok, [p for _, p in pools], default_refusal_vote(record["min_votes"]), settings,
-                    metas=[{"pool": g} for g, _ in pools])
+    labeler = default_refusal_vote(record["min_votes"])
+    res = run_probe(model, tok, [p for _, p in pools], labeler, settings, metas=[{"pool": g} for g, _ in pools])
+    if "flip_table" in res:
+        # cut-replay's positive control: the same replay on stance reversals planted at the end of traces
+        cont = HFContinuer(model, tok, labeler, close=FORMAT.close, max_new_tokens=max_new_tokens,
+                           temperature=settings.temperature, batch_size=max(settings.batch_size, 64))
+        res["reversal_table"] = replay_table(planted_reversals(
+            cont, tok, FORMAT, res["rollouts"], HARM_JUDGEMENTS, BENIGN_JUDGEMENTS, n=settings.max_flips, k=k,
+            seed=seed))
     res.update(model=f"{model_name} + safety LoRA", tuning=record)
     y = np.array([r["label"] for r in res["rollouts"]])
     group = np.array([g for g, _ in pools])
@@ -178,6 +193,29 @@ def pool_sham(res: dict, pool: str, seed: int, boot: int) -> dict:
     m = np.array([r.get("pool") == pool for r in res["rollouts"]])
     auc, lo, hi = stats.auroc_ci(y[m], np.asarray(res["oof_scores_shuffled"])[m], seed=seed, n_resamples=boot)
     return verdicts.control("the probe fitted on shuffled refusal labels, read on this pool", auc, (lo, hi))
+
+
+NO_SHAM = ("the claim is a share of replays that show no change, so there is no ingredient to remove for a sham; "
+           "what could produce it spuriously is a replay too weak to see a change, which the planted stance "
+           "reversals (a positive control) test")
+
+
+def _replay_power(res: dict, table: list | None, seed: int) -> tuple[str | None, str]:
+    """(why the positive control is silent, or None when it fired; a sentence for the note)."""
+    planted = res.get("reversal_table") or []
+    if not table or len(planted) < 2 or len(table) < 2:
+        return ("cut-replay's positive control could not run (fewer than two planted reversals or natural flips "
+                "replayed), so a flip it calls performative may be a miss"), "No positive control ran."
+    d, lo, hi = replay_power(planted, table, seed=seed)
+    k = sum(r["significant"] for r in planted)
+    follows = sum(r["follows_stance"] for r in planted)
+    note = (f"Positive control: {k} of {len(planted)} planted stance reversals flagged significant ({follows} moved "
+            f"the outcome the way the reversal implies), against {sum(r['significant'] for r in table)} of "
+            f"{len(table)} natural flips: difference {d:+.2f} [{lo:+.2f}, {hi:+.2f}].")
+    if lo > 0:
+        return None, note
+    return ("cut-replay's positive control did not fire: it flags planted stance reversals no more often than the "
+            "natural flips, so a flip it calls performative may be a miss"), note
 
 
 def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim]:
@@ -311,12 +349,16 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
         n_rows = len(table) if isinstance(table, list) else None
         # a share of replayed flips: its interval is the binomial one over the flips replayed
         share_ci = stats.proportion_ci(sum(not r["significant"] for r in table), n_rows) if n_rows else None
+        power, power_note = _replay_power(res, table, seed)
         if silent:
             share_rule = verdicts.uninformative(silent)
         elif share_ci is None:
             share_rule = verdicts.uninformative("the replayed flips were not counted")
+        elif power:
+            share_rule = verdicts.uninformative(power)
         else:
-            share_rule = verdicts.value(share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs", ci=share_ci)
+            share_rule = verdicts.value(share, paper=(0.71, 0.92), tol=0.1, tol_kind="abs", ci=share_ci,
+                                        control={"none": NO_SHAM})
         claims.append(Claim(
             statement=f"{model}: share of stance flips that are performative (cut-replay, no significant change)",
             paper_value="71–92 %", measured=share, ci=share_ci, unit="share", kind=Kind.EMPIRICAL, source=SOURCE,
@@ -326,7 +368,5 @@ def safety_tuned_claims(tuning: SafetyTuning, seed: int = 0, **kw) -> list[Claim
                        "paper's band and the claim would fail."),
             replication={"unit": "replayed stance flips", "n": int(n_rows or 0) or 1, "clustered_by": ""},
             note=(f"{res['flips_found']} flips found in the traces; "
-                  f"{n_rows if n_rows is not None else 'up to 12'} replayed. No negative control here: a share of "
-                  f"non-significant replays is also what a replay without the power to see a change would give, "
-                  f"and this run has no flips known to matter to test that power on. {competence}")))
+                  f"{n_rows if n_rows is not None else 'up to 12'} replayed. {power_note} {competence}")))
     return claims
