@@ -95,6 +95,15 @@ def test_reproduce_smoke_computes_claims() -> None:
     assert share.verdict is Verdict.NOT_CHECKABLE
     ctl = next(c for c in rep.claims if c.statement.startswith("G2PO's gain over GRPO when states almost never"))
     assert ctl.rule["args"]["exact"] is True
+    # the comparisons carry their audit trail: falsifier, set-ups as units, the control games as negative control
+    for c in (head, next(c for c in rep.claims if c.statement.startswith("GiGPO vs GRPO"))):
+        assert c.falsifier and c.replication == {"unit": "set-ups (a game set x a warm start)", "n": 2,
+                                                 "clustered_by": "training seeds, averaged within a set-up"}
+        if c.verdict is not Verdict.UNINFORMATIVE:  # smoke's failed set-up records no comparison at all
+            control = c.rule["args"]["control"]
+            assert "control games" in control["name"] and control["effect"] == 0.0  # identical runs there
+    # smoke and quick skip the public games
+    assert not any("public games" in c.statement for c in rep.claims)
 
 
 def test_warm_starts_differ_by_seed_and_are_deterministic(tmp_path, monkeypatch) -> None:
@@ -140,3 +149,49 @@ def test_a_comparison_at_the_ceiling_or_on_a_failed_setup_is_uninformative() -> 
     flat = {"grpo": [0.3, 0.3, 0.3, 0.3], "g2po": [0.3, 0.3, 0.35, 0.35]}
     failed, _ = ruling({"u0": flat, "u1": {"grpo": [0.4] * 4, "g2po": [0.4, 0.4, 0.3, 0.3]}})
     assert failed.verdict is Verdict.UNINFORMATIVE and "failed set-up" in failed.reason
+
+
+def test_the_control_of_a_comparison_reads_gigpo_as_grpo_where_gigpo_did_not_run_on_the_control_games() -> None:
+    from divelab.training.g2po.reproduce import _control_of, _Results
+
+    curve = [0.2, 0.5, 0.6, 0.6]
+    runs = [{"setup": "u0", "seed": 0, "condition": c, "method": m, "success": curve}
+            for c, ms in (("repeat", ("grpo", "gigpo", "g2po")), ("control", ("grpo", "g2po"))) for m in ms]
+    res = _Results({"runs": runs, "seeds": [0], "setups": {"u0": {"preregistered": False}}})
+    ctl = _control_of(res, "g2po", "gigpo")
+    assert ctl is not None and "gigpo (as grpo: no anchors)" in ctl["name"] and ctl["effect"] == 0.0
+    assert _control_of(res, "gigpo", "grpo") is None  # gigpo itself never ran there
+
+
+def _public_data(g2po_gain: float, control_gain: float, learn: bool = True) -> dict:
+    start = 0.2
+    runs = []
+    for s in range(4):
+        for cond, extra in (("repeat", g2po_gain), ("control", control_gain)):
+            for m, bonus in (("grpo", 0.0), ("gigpo", 0.01), ("g2po", extra)):
+                end = (0.5 + 0.02 * s + bonus) if learn else start
+                runs.append({"setup": "TextWorldExpress coin collector", "seed": s, "condition": cond, "method": m,
+                             "success": [start, end, end, end]})
+    return {"public_runs": runs, "iterations": 4, "group_size": 8,
+            "public": {"testbed": {"params": "numLocations=11", "max_steps": 12, "sft_episodes": 32,
+                                   "sft_steps": 300}, "games": ["g0", "g1"], "seeds": [0, 1, 2, 3],
+                       "random_success": 0.15}}
+
+
+@pytest.mark.parametrize("g2po_gain, control_gain, learn, verdict", [
+    (0.1, 0.0, True, Verdict.DIRECTION_HOLDS),  # gains over the strongest, none on the control games
+    (0.1, 0.1, True, Verdict.UNINFORMATIVE),  # the control games show it too: the set-up, not the graph
+    (0.1, 0.0, False, Verdict.UNINFORMATIVE),  # no learning: a failed set-up
+])
+def test_the_public_games_claim_is_judged_by_the_same_rules(g2po_gain, control_gain, learn, verdict) -> None:
+    from divelab.training.g2po.reproduce import PUBLIC, _claims_public
+
+    (claim,) = _claims_public(_public_data(g2po_gain, control_gain, learn))
+    assert PUBLIC in claim.statement and (claim.compared_with == "gigpo" or not learn)
+    assert claim.verdict is verdict, (claim.verdict, claim.reason)
+    assert claim.replication == {"unit": "training runs (paired by seed)", "n": 4, "clustered_by": ""}
+    assert "TextWorldExpress" in claim.falsifier
+    if learn:  # a failed set-up records no comparison, so no control either
+        assert "session id" in claim.rule["args"]["control"]["name"]
+    assert _claims_public({"runs": []}) == []
+    assert PLANS["full"].public is not None and PLANS["quick"].public is None

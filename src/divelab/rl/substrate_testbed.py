@@ -14,6 +14,7 @@ under ``$DIVELAB_CACHE/rl-substrate-testbed/<hash of the config>``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from divelab.cache import entry_path, stable_hash
-from divelab.envs.base import EnvFactory
+from divelab.envs.base import EnvFactory, TextEnv
 from divelab.envs.substrate import Simulator, pinned_ids, view
 from divelab.rl.policy import LMPolicy
 from divelab.rl.testbed import SMALL_LM, cached_warm_start, policy_from
@@ -109,11 +110,33 @@ class SubstrateTestbed:
     tokenizer: Tokenizer
     weights: Path  # safetensors of the warm-started model
     sft_losses: list[float]
+    simulator: Simulator  # the one process every env of the test bed plays on (started on first use)
 
     __test__ = False
 
     def new_policy(self) -> LMPolicy:
         return policy_from(self.config, self.tokenizer, self.weights, view)
+
+    def close(self) -> None:
+        """Stop the simulator process; the next reset starts a new one. Call it before forking workers: a
+        py4j connection cannot be shared across processes."""
+        self.simulator.close()
+
+    def make_control_env(self, game_id: str) -> TextEnv:
+        """The training game with every observation tagged by a session id and step counter, so states almost
+        never repeat (the TextWorld test bed's control, divelab.envs.textworld.NonceControl)."""
+        if self._control is None:
+            self._control = _control_factory(self.make_env, self.config.seed)
+        return self._control(game_id)
+
+    _control: EnvFactory | None = None
+
+
+def _control_factory(make_env: EnvFactory, salt: int) -> EnvFactory:
+    from divelab.envs.textworld import NonceControl
+
+    episodes = itertools.count()  # one counter for the factory, so no two episodes share a session id
+    return lambda game_id: NonceControl(make_env(game_id), salt, episodes)
 
 
 def build_substrate_testbed(cfg: SubstrateTestbedConfig | None = None) -> SubstrateTestbed:
@@ -126,4 +149,6 @@ def build_substrate_testbed(cfg: SubstrateTestbedConfig | None = None) -> Substr
     ids, eval_ids = pinned_ids(cfg.specs("train"), train_eps), pinned_ids(cfg.specs("dev"), eval_eps)
     final = entry_path("rl-substrate-testbed", stable_hash({**asdict(cfg), "recipe": RECIPE}))
     tok, losses = cached_warm_start(final, cfg, make_env, ids, view)
-    return SubstrateTestbed(cfg, ids, make_env, eval_ids, make_eval, tok, final / "model.safetensors", losses)
+    tb = SubstrateTestbed(cfg, ids, make_env, eval_ids, make_eval, tok, final / "model.safetensors", losses, sim)
+    tb.close()  # no simulator left running (see close): a forked worker starts its own on its first reset
+    return tb

@@ -23,7 +23,10 @@ from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.presets import TESTBEDS
+from divelab.rl.rollout import IndependentSampler
+from divelab.rl.substrate_testbed import SubstrateTestbedConfig, build_substrate_testbed
 from divelab.rl.testbed import TestbedConfig, build_testbed
+from divelab.rl.warmstart import UniformPolicy
 from divelab.stages import parallel_stages
 from divelab.training.g2po.setup import CONDITIONS, ESTIMATORS, METHODS, TRAINING, Training
 
@@ -32,6 +35,13 @@ MIN_TIMED_RUNS = 5
 # final success within this of 0 or 1 on every run of every arm of a unit: a floor or a ceiling there
 SATURATED = 0.03
 SOURCE = "arXiv 2606.22995; week-in-review E165"
+# public games no one here wrote or chose: TextWorldExpress's coin collector on its largest map (the jar allows at
+# most 11 locations; divelab's default settings otherwise), whose rooms repeat within and across episodes
+PUBLIC = "TextWorldExpress coin collector"
+COIN_PARAMS = "numLocations=11,numDistractorItems=0,includeDoors=0,limitInventorySize=0"
+# the methods of the public set-up: every baseline where states repeat, and on the control the ones the
+# headline's negative control compares
+PUBLIC_METHODS = {"repeat": METHODS, "control": METHODS}
 
 
 # estimators scored on every batch for the variance claim: same data, different credit
@@ -99,12 +109,26 @@ class Plan:
     """game sets used (their generator seeds start at 0, 100, 200)."""
     warm_starts: int
     """warm starts (behaviour-cloned policies, seeds seed, seed+1, ...) per game set."""
+    public: SubstrateTestbedConfig | None
+    """public games (TextWorldExpress's coin collector, the first games of its train split) on which the same
+    runs are repeated and reported apart; None skips them (smoke and quick: they play a Java simulator)."""
+    public_seeds: int
+    """training seeds on the public games (their replication units: one game set, one warm start)."""
 
 
 PLANS = {
-    "smoke": Plan(testbed=TESTBEDS["smoke"], training=TRAINING["smoke"], game_sets=1, warm_starts=2),
-    "quick": Plan(testbed=TESTBEDS["quick"], training=TRAINING["quick"], game_sets=2, warm_starts=2),
-    "full": Plan(testbed=TESTBEDS["full"], training=TRAINING["full"], game_sets=3, warm_starts=3),
+    "smoke": Plan(testbed=TESTBEDS["smoke"], training=TRAINING["smoke"], game_sets=1, warm_starts=2, public=None,
+                  public_seeds=0),
+    "quick": Plan(testbed=TESTBEDS["quick"], training=TRAINING["quick"], game_sets=2, warm_starts=2, public=None,
+                  public_seeds=0),
+    # the public games get the TextWorld set-ups' step cap and warm-start recipe
+    "full": Plan(testbed=TESTBEDS["full"], training=TRAINING["full"], game_sets=3, warm_starts=3,
+                 public=SubstrateTestbedConfig(
+                     simulator="twx", game="coin", params=COIN_PARAMS, train_episodes=TESTBEDS["full"].n_games,
+                     eval_episodes=1, max_steps=TESTBEDS["full"].max_steps,
+                     sft_episodes=TESTBEDS["full"].sft_episodes, sft_steps=TESTBEDS["full"].sft_steps,
+                     sft_lr=TESTBEDS["full"].sft_lr),
+                 public_seeds=5),
 }
 
 
@@ -138,8 +162,9 @@ def _plan(training: Training, seed: int, primary: bool) -> list[tuple[int, str, 
 
 # Stage weights (divelab.stages): every training run of the full plan is one stage of weight 1 (the runs are
 # alike in length); building each set-up's warm start before them is left out of the estimate.
-STAGE_WEIGHT = sum(len(_plan(PLANS["full"].training, 0, primary=k == 0))
-                   for k in range(PLANS["full"].game_sets * PLANS["full"].warm_starts))
+STAGE_WEIGHT = (sum(len(_plan(PLANS["full"].training, 0, primary=k == 0))
+                    for k in range(PLANS["full"].game_sets * PLANS["full"].warm_starts))
+                + PLANS["full"].public_seeds * sum(len(ms) for ms in PUBLIC_METHODS.values()))
 
 
 def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
@@ -160,13 +185,32 @@ def run_experiment(plan: Plan, seed: int) -> dict[str, Any]:
             "random_success": {g: uniform_success(game_graph(sp, cfg.max_states), cfg.max_steps)
                                for g, sp in zip(tb.game_ids, cfg.specs(), strict=True)}}
         todo += [(sup, tb, s, c, m) for s, c, m in _plan(training, seed, primary=k == 0)]
+    if plan.public is not None:
+        todo += _public_runs(plan, seed, out)
     # one stage per training run (divelab.stages): the runs are independent and each seeds itself, so they run
     # side by side on the cores (DIVELAB_STAGE_WORKERS caps them) and a killed full run resumes at the unfinished ones
     out["runs"] = parallel_stages([(f"train {sup.name} {method} ({cond}) seed {s}",
                                     lambda sup=sup, tb=tb, s=s, cond=cond, method=method:
                                     _train_run(sup, tb, s, cond, method, training), 1.0)
                                    for sup, tb, s, cond, method in todo])
+    # the public games' runs are reported apart: they are not one of the TextWorld units
+    out["public_runs"] = [r for r in out["runs"] if r["setup"] == PUBLIC]
+    out["runs"] = [r for r in out["runs"] if r["setup"] != PUBLIC]
     return out
+
+
+def _public_runs(plan: Plan, seed: int, out: dict[str, Any]) -> list[tuple]:
+    """The public set-up's test bed (its warm start cached) and its runs; records its games in ``out``."""
+    assert plan.public is not None
+    sup = Setup(name=PUBLIC, testbed=dataclasses.replace(plan.public, seed=seed), preregistered=True)
+    tb = build_substrate_testbed(sup.testbed)
+    groups = IndependentSampler(max_steps=sup.testbed.max_steps).collect(
+        UniformPolicy(), tb.make_env, tb.game_ids, 64, np.random.default_rng(seed))
+    seeds = [seed + i for i in range(plan.public_seeds)]
+    out["public"] = {"testbed": dataclasses.asdict(sup.testbed), "games": tb.game_ids, "seeds": seeds,
+                     "random_success": float(np.mean([t.won for g in groups for t in g]))}
+    tb.close()  # the simulator started for that estimate: forked workers start their own
+    return [(sup, tb, s, cond, m) for s in seeds for cond, ms in PUBLIC_METHODS.items() for m in ms]
 
 
 def _train_run(sup: Setup, tb: Any, s: int, cond: str, method: str, training: Training) -> dict[str, Any]:
@@ -286,7 +330,8 @@ class _Results:
 
 
 def _comparison_ruling(res: _Results, arms: tuple[str, str], gains: dict[str, list[float]], effect: float,
-                       ci: tuple[float, float], training_runs: int, **size: Any) -> tuple[verdicts.Ruling, str]:
+                       ci: tuple[float, float], training_runs: int, control: dict | None = None,
+                       **size: Any) -> tuple[verdicts.Ruling, str]:
     """The direction of a method comparison over units, unless the set-up failed or every unit sits at a
     floor or a ceiling for both arms (then uninformative); with the text the note adds: the saturated units
     and the smallest gain this many units detect, given the spread of their gains."""
@@ -304,7 +349,22 @@ def _comparison_ruling(res: _Results, arms: tuple[str, str], gains: dict[str, li
     if len(sat) == len(res.names):
         return verdicts.uninformative("every unit is at a floor or a ceiling for both arms: the games cannot tell "
                                       "the estimators apart"), text
-    return verdicts.direction(effect, ci, training_runs=training_runs, **size), text
+    return verdicts.direction(effect, ci, training_runs=training_runs, control=control, **size), text
+
+
+def _control_of(res: _Results, a: str, b: str) -> dict | None:
+    """The negative control of "a beats b where states repeat": the same comparison on the control games, where
+    no state repeats (G2PO's graph has no edges, GiGPO's anchor groups have one step each), over the set-ups that
+    ran it. GiGPO without control runs is read as GRPO there: with one-step anchor groups it adds 0 to GRPO's
+    advantage (divelab.rl.advantages), so it trains identically. None when ``a`` itself has no control runs."""
+    names = _control_setups(res)
+    have = {m for n in names for m in METHODS if res.get(n, "control", m)}
+    b_ctl = b if b in have else ("grpo" if b == "gigpo" else None)
+    if a not in have or b_ctl is None or b_ctl not in have:
+        return None
+    m, ci, _ = _across(res.gains("control", a, b_ctl, only=names))
+    return verdicts.control(f"{a} minus {b_ctl if b_ctl == b else b + ' (as grpo: no anchors)'} on the control "
+                            "games, where every observation is tagged so no state repeats", m, ci)
 
 
 def _per_setup_text(g: dict[str, list[float]]) -> str:
@@ -325,14 +385,86 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _claims_control(res)
     rep.claims += _claims_credit_variance(res)
     rep.claims += _claims_bookkeeping(res)
+    rep.claims += _claims_public(res.data)
     rep.add(not_checkable("ALFWorld / WebShop / AppWorld success rates with Qwen2.5-1.5B", "+22 / +14 / <3 points",
                           "no pretrained weights or benchmark environments on this machine; generated "
                           "TextWorld games (ALFWorld's engine) and a ~20k-parameter policy stand in",
                           source=SOURCE))
     rep.details = _details(res)
     rep.figures.append(_curves(res.runs, res.names))
-    rep.setup = _setup(res.data, res.names, res.pre, seed)
+    rep.setup = _setup(res.data, res.names, res.pre, seed) + _public_setup(res.data)
     return rep
+
+
+def _public_setup(data: dict[str, Any]) -> str:
+    if "public" not in data:
+        return (" Public games (TextWorldExpress's coin collector) are played at scale full only: they run a Java "
+                "simulator for minutes.")
+    tb = data["public"]["testbed"]
+    return (f" Public games: the same methods on {len(data['public']['games'])} games of TextWorldExpress's coin "
+            f"collector ({tb['params']}; the first games of the simulator's train split, none written or selected "
+            f"here), step cap {tb['max_steps']}, the same warm-start recipe and runs, on training seeds "
+            f"{data['public']['seeds']}, in both conditions; reported apart from the TextWorld set-ups.")
+
+
+def _claims_public(data: dict[str, Any]) -> list[Claim]:
+    """G2PO against the strongest baseline on the public games, training seeds as the units, with the same
+    comparison on the same games tagged so no state repeats (the graph G2PO reads has no edges) as its negative
+    control. Nothing when the plan has no public games."""
+    runs = data.get("public_runs") or []
+    if not runs:
+        return []
+    info = data["public"]
+
+    def by(cond: str, m: str) -> dict[int, dict[str, Any]]:
+        return {r["seed"]: r for r in runs if r["condition"] == cond and r["method"] == m}
+
+    seeds = sorted(by("repeat", "g2po"))
+    finals = {m: np.array([100 * _final(by("repeat", m)[s]) for s in seeds]) for m in METHODS}
+    baselines = [{"name": m, "value": float(finals[m].mean()), "ci": list(stats.mean_ci(finals[m]))}
+                 for m in ("grpo", "gigpo")]
+    strongest = max(baselines, key=lambda b: b["value"])["name"]
+    gain = finals["g2po"] - finals[strongest]
+    lo, hi = stats.mean_ci(gain)
+    ctl_gain = np.array([100 * (_final(by("control", "g2po")[s]) - _final(by("control", strongest)[s])) for s in seeds])
+    c_lo, c_hi = stats.mean_ci(ctl_gain)
+    ctl = verdicts.control(f"g2po minus {strongest} on the same games with every observation tagged by a session id "
+                           "and step counter, so no state repeats and G2PO's graph has no edges",
+                           float(ctl_gain.mean()), (c_lo, c_hi))
+    improve = np.array([np.mean([100 * (_final(by("repeat", m)[s]) - by("repeat", m)[s]["success"][0])
+                                 for m in METHODS]) for s in seeds])
+    i_lo, _ = stats.mean_ci(improve)
+    all_finals = np.concatenate([finals["g2po"], finals[strongest]])
+    size = (dict(paper=(14.0, 22.0), tol=0.5, tol_kind="rel") if strongest == "grpo" else
+            dict(why="the paper's +14..+22 is over GRPO; it states no G2PO-vs-GiGPO gap"))
+    if i_lo <= 0:
+        ruling = verdicts.uninformative("failed set-up: training did not measurably improve success on the public "
+                                        "games, so a difference between advantage estimators cannot speak to credit "
+                                        "assignment")
+    elif all_finals.min() >= 100 * (1 - SATURATED) or all_finals.max() <= 100 * SATURATED:
+        ruling = verdicts.uninformative("every run of both arms is at a floor or a ceiling on the public games")
+    else:
+        ruling = verdicts.direction(float(gain.mean()), (lo, hi), training_runs=len(seeds), control=ctl, **size)
+    tb = info["testbed"]
+    return [Claim(
+        statement=f"G2PO beats the strongest baseline where states repeat, on public games ({PUBLIC})",
+        paper_value="+22 points ALFWorld, ~+14 WebShop (over GRPO)", measured=float(gain.mean()), unit="points",
+        ci=(lo, hi), kind=Kind.EMPIRICAL, source=SOURCE, baselines=baselines, better="higher",
+        compared_with=strongest,
+        baseline="final success (%): " + ", ".join(f"{m} {finals[m].mean():.1f}" for m in METHODS),
+        ruling=ruling,
+        falsifier=("Had G2PO's final training success on TextWorldExpress's own games been no higher than the "
+                   "strongest of GRPO and GiGPO's, paired by training seed, the claim would fail; the games, their "
+                   "rooms and who wins them are the public simulator's, none written or selected here."),
+        replication={"unit": "training runs (paired by seed)", "n": len(seeds), "clustered_by": ""},
+        note=(f"{len(info['games'])} games of the simulator's train split ({tb['params']}), step cap "
+              f"{tb['max_steps']}, reward 1 on a win; a uniform random player wins {100 * info['random_success']:.0f}% "
+              f"within the cap. Warm start: behaviour cloning of a uniform random explorer ({tb['sft_episodes']} "
+              f"episodes per game, {tb['sft_steps']} steps), then {data['iterations']} GRPO iterations x "
+              f"{data['group_size']} rollouts per game per run, as on the TextWorld games. g2po minus {strongest} "
+              f"per seed: " + ", ".join(f"{g:+.1f}" for g in gain) + "; 95% t-interval over the seeds. Training "
+              f"improves success over its start by {improve.mean():+.1f} points (all methods). Negative control "
+              f"(states never repeat): {ctl_gain.mean():+.1f} [{c_lo:+.1f}, {c_hi:+.1f}] points."))]
 
 
 def _claims_training_improves(res: _Results) -> list[Claim]:
@@ -368,7 +500,8 @@ def _claims_headline(res: _Results) -> list[Claim]:
     # the paper's +14..+22 is over GRPO: a size to compare only when GRPO is the strongest baseline here
     size = (dict(paper=(14.0, 22.0), tol=0.5, tol_kind="rel") if strongest == "grpo" else
             dict(why="the paper's +14..+22 is over GRPO; it states no G2PO-vs-GiGPO gap for these tasks"))
-    ruling, power_text = _comparison_ruling(res, ("g2po", strongest), g_main, m_main, ci_main, n_runs, **size)
+    ruling, power_text = _comparison_ruling(res, ("g2po", strongest), g_main, m_main, ci_main, n_runs,
+                                            control=_control_of(res, "g2po", strongest), **size)
     pre_text = ""
     if pre:
         m_pre, ci_pre, _ = _across(res.gains("repeat", "g2po", strongest, only=pre))
@@ -382,6 +515,12 @@ def _claims_headline(res: _Results) -> list[Claim]:
                   baseline=("final success (%): " + ", ".join(f"{b['name']} {b['value']:.1f}" for b in baselines)
                             + f"; g2po {100 * fin['g2po']:.1f}"),
                   ruling=ruling,
+                  falsifier=("Had G2PO's final training success been no higher than the strongest of GRPO and "
+                             "GiGPO's, paired by seed and averaged over the set-ups, the claim would fail; the games "
+                             "are TextWorld's generator's and who wins a run is decided by the training, not by a "
+                             "constant of ours."),
+                  replication={"unit": "set-ups (a game set x a warm start)", "n": len(names),
+                               "clustered_by": "training seeds, averaged within a set-up"},
                   note=(f"g2po minus {strongest} (the strongest baseline by final success), paired by seed on the "
                         f"seeds where both ran ({train_seeds_text(data, 'repeat', strongest)}); {n_runs} training "
                         "runs of the smaller arm. " + res.how + " Per set-up: " + _per_setup_text(g_main)
@@ -401,11 +540,16 @@ def _claims_gigpo_context(res: _Results) -> list[Claim]:
     m_gr, ci_gr, _ = _across(g_gr)
     n_runs = min(sum(len(get(n, "repeat", m)) for n in names) for m in ("gigpo", "grpo"))
     ruling, power_text = _comparison_ruling(res, ("gigpo", "grpo"), g_gr, m_gr, ci_gr, n_runs,
-                                            paper=12.0, tol=0.5, tol_kind="rel")
+                                            control=_control_of(res, "gigpo", "grpo"), paper=12.0, tol=0.5,
+                                            tol_kind="rel")
     return [Claim(statement="GiGPO vs GRPO where states repeat (context for G2PO)",
                   paper_value="GiGPO paper: >12 points ALFWorld", measured=m_gr, unit="points", ci=ci_gr,
                   kind=Kind.EMPIRICAL, source=SOURCE, baseline=f"grpo final success {res.final_of('repeat', 'grpo'):.2f}",
                   ruling=ruling,
+                  falsifier=("Had GiGPO's final training success been no higher than GRPO's, paired by seed and "
+                             "averaged over the set-ups, the claim would fail."),
+                  replication={"unit": "set-ups (a game set x a warm start)", "n": len(names),
+                               "clustered_by": "training seeds, averaged within a set-up"},
                   note=(f"gigpo minus grpo, paired by seed; {n_runs} training runs of the smaller arm. " + res.how
                         + " Per set-up: " + _per_setup_text(g_gr) + ". Size: the GiGPO paper's >12 points, ±50%."
                         + power_text))]
