@@ -258,6 +258,27 @@ def real_llm(full: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# how a claim measured on a public substrate names it in its statement (a claim that only names a benchmark it
+# could not run, as "not checkable here" ones do, is not one)
+PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games")
+
+
+def public_claims(full: dict) -> str:
+    """Every saved full-scale claim measured on a public substrate (games or data no one here wrote), with the
+    command; the same system's claims on its home-grown substrate are on its page."""
+    rows = [(key, c) for key, rep in sorted(full.items()) for c in rep.claims
+            if any(name in c.statement for name in PUBLIC_SUBSTRATES)]
+    if not rows:
+        return ("No saved full-scale run holds a claim measured on public games yet. At scale full, InfoTree and "
+                "G2PO also train on TextWorldExpress's coin collector; once their full runs are saved, those claims "
+                "appear here.\n")
+    lines = ["| System | Claim on public games | Paper | Ours | Verdict | Command |", "|---|---|---|---|---|---|"]
+    for key, c in rows:
+        lines.append(f"| {key} | {_cell(c.statement)} | {_cell(c.paper_value)} | {_cell(c.measured_text())} | "
+                     f"**{c.verdict.value}** | `divelab reproduce {key} --scale full` |")
+    return "\n".join(lines) + "\n"
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -360,6 +381,8 @@ def render_block(key: str, reps: dict, full: dict) -> str:
         return full_tally(full)
     if key == "real-llm":
         return real_llm(full)
+    if key == "public":
+        return public_claims(full)
     if key.startswith("full-"):
         return full_block(key.removeprefix("full-"), full)
     if key == "runtime":

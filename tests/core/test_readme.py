@@ -163,3 +163,25 @@ def test_screenshots_are_current():
     for name in ("report-top.png", "docs-home.png", "docs-system.png"):
         head = (DOCS / "img" / name).read_bytes()[:24]
         assert head[:4] == b"\x89PNG" and struct.unpack(">I", head[16:20])[0] == tool.WIDTH, name
+
+
+def test_claims_on_public_games_are_listed_and_a_benchmark_merely_named_is_not():
+    """The README's "Measured on public games" table lists every saved full-scale claim measured on a public
+    substrate, and none that only names a benchmark it could not run."""
+    import importlib.util
+
+    from divelab.claims import Claim, Kind, Reproduction, not_checkable
+    from divelab.verdicts import direction
+
+    spec = importlib.util.spec_from_file_location("readme_results", README.parent / "tools" / "readme_results.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    rep = Reproduction(system="infotree", title="t", scale="full", seed=0)
+    rep.claims = [
+        Claim(statement="Success after training (TextWorldExpress coin collector, held-out games)", paper_value="x",
+              measured=0.1, ci=(0.05, 0.15), kind=Kind.EMPIRICAL, ruling=direction(0.1, (0.05, 0.15), why="t")),
+        not_checkable("best-of-8 on BFCLv4 / WebShop", "38.8%", "no weights here")]
+    text = tool.public_claims({"infotree": rep})
+    assert "TextWorldExpress coin collector" in text and "BFCLv4" not in text
+    assert "`divelab reproduce infotree --scale full`" in text
+    assert "No saved full-scale run" in tool.public_claims({})
