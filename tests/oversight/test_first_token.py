@@ -73,6 +73,22 @@ def test_valley_test_detects_a_u_shape_and_not_a_flat_curve():
         fisher_curve(H, np.zeros(n))
 
 
+def test_the_valley_bootstrap_computes_each_resamples_curve_from_sums_exactly():
+    """The bootstrap reads J(t) of a resample from per-trace sums weighted by the resample's draw counts: the
+    same curve as copying the resample (states offset far from 0, where a one-pass variance would lose digits)."""
+    from divelab.oversight.first_token.probe import _ResampledFisher
+
+    rng = np.random.default_rng(1)
+    n, P, d = 120, 7, 16
+    y = rng.integers(0, 2, n)
+    H = rng.normal(size=(n, P, d)) * 2 + 10 + y[:, None, None] * np.linspace(1, 0, P)[None, :, None]
+    fast = _ResampledFisher(H, y)
+    for _ in range(10):
+        ii = rng.integers(0, n, n)
+        np.testing.assert_allclose(fast(ii), fisher_curve(H[ii], y[ii]), rtol=1e-9)
+    assert len(fast.memo) == 10 and fast(ii) is fast(ii)  # a resample drawn again is not recomputed
+
+
 class LockedAfter:
     """A hand-built model: the outcome is a coin until the prefix reaches ``lock_at`` tokens, after which
     it is fixed by the parity of the token at ``lock_at - 1`` (refuse if odd)."""
