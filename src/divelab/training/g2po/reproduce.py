@@ -23,10 +23,9 @@ from divelab.progress import track
 from divelab.rl.advantages import StepBatch, get_advantage
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer
 from divelab.rl.presets import TESTBEDS
-from divelab.rl.rollout import IndependentSampler
 from divelab.rl.substrate_testbed import SubstrateTestbedConfig, build_substrate_testbed
 from divelab.rl.testbed import TestbedConfig, build_testbed
-from divelab.rl.warmstart import UniformPolicy
+from divelab.rl.warmstart import exploration_traces
 from divelab.stages import parallel_stages
 from divelab.training.g2po.setup import CONDITIONS, ESTIMATORS, METHODS, TRAINING, Training
 
@@ -204,11 +203,11 @@ def _public_runs(plan: Plan, seed: int, out: dict[str, Any]) -> list[tuple]:
     assert plan.public is not None
     sup = Setup(name=PUBLIC, testbed=dataclasses.replace(plan.public, seed=seed), preregistered=True)
     tb = build_substrate_testbed(sup.testbed)
-    groups = IndependentSampler(max_steps=sup.testbed.max_steps).collect(
-        UniformPolicy(), tb.make_env, tb.game_ids, 64, np.random.default_rng(seed))
+    # a uniform random player's episodes (the warm start's explorer) tell how hard the games are
+    played = exploration_traces(tb.make_env, tb.game_ids, 64, sup.testbed.max_steps, seed=seed)
     seeds = [seed + i for i in range(plan.public_seeds)]
     out["public"] = {"testbed": dataclasses.asdict(sup.testbed), "games": tb.game_ids, "seeds": seeds,
-                     "random_success": float(np.mean([t.won for g in groups for t in g]))}
+                     "random_success": float(np.mean([t.won for t in played]))}
     tb.close()  # the simulator started for that estimate: forked workers start their own
     return [(sup, tb, s, cond, m) for s in seeds for cond, ms in PUBLIC_METHODS.items() for m in ms]
 
