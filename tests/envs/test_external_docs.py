@@ -35,3 +35,9 @@ def test_page_code_runs_as_pasted(tmp_path) -> None:
     # the BFCL block's answers: the reference passes, the call missing a parameter fails
     assert ns["bfcl"].score(ns["r"], ns["bfcl"].reference_calls(ns["r"])).correct
     assert not ns["bfcl"].score(ns["r"], "[calculate_triangle_area(base=10)]").correct
+
+
+def test_bfcl_chat_block_reads_what_the_models_did(tmp_path) -> None:
+    ns = ds.run_snippets(page_snippets(), tmp_path).namespace
+    assert ns["prose"].by_category() == {"simple": 0.0, "irrelevance": 1.0} and ns["prose"].called() == 0.0
+    assert ns["first"].called() == 1.0 and ns["first"].by_category()["irrelevance"] == 0.0

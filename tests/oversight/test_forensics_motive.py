@@ -117,6 +117,23 @@ def test_batched_generation_equals_unbatched_greedy(tiny_chat):
         many.complete_many([])
 
 
+def test_batched_generation_with_tools_per_conversation_equals_unbatched(tiny_chat):
+    from divelab.chat.types import ToolSpec
+
+    model, tok = tiny_chat
+    convs = [[user("hi")], [user("What is the score?")]]
+    tools = [[ToolSpec("run_eval", "Run the evaluation.")], [ToolSpec("report", "Report a score.")]]
+    chat = HFChatModel(model, tok, max_new_tokens=8)
+    batched = chat.complete_many(convs, tools_each=tools)
+    single = [HFChatModel(model, tok, max_new_tokens=8).complete(c, t) for c, t in zip(convs, tools, strict=True)]
+    assert [r.message for r in batched] == [r.message for r in single]
+    assert [r.prompt_tokens for r in batched] == [len(chat.prompt_ids(c, t)) for c, t in zip(convs, tools, strict=True)]
+    with pytest.raises(ValueError, match="not both"):
+        chat.complete_many(convs, tools[0], tools_each=tools)
+    with pytest.raises(ValueError, match="tools_each has 1 entries"):
+        chat.complete_many(convs, tools_each=tools[:1])
+
+
 class _Batched:
     """A deterministic agent with ``complete_many``: conceals when a previous instance did it."""
 

@@ -189,19 +189,28 @@ class HFChatModel:
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        tools_each: list[list[ToolSpec] | None] | None = None,
     ) -> list[ChatResponse]:
         """One reply per conversation from one left-padded ``generate`` call (the same chat protocol as
         :meth:`complete`; greedy replies equal the unbatched ones). Sampling seeds the batch once, so a
-        sampled batch is reproducible but not the same draws as one-at-a-time calls."""
+        sampled batch is reproducible but not the same draws as one-at-a-time calls. ``tools_each`` gives
+        each conversation its own tools (then ``tools`` must be None)."""
         import torch
 
         if not conversations or any(not m for m in conversations):
             raise ValueError("complete_many() needs at least one conversation, each with at least one message")
+        if tools_each is not None:
+            if tools is not None:
+                raise ValueError("complete_many(): pass tools (shared) or tools_each (one per conversation), not both")
+            if len(tools_each) != len(conversations):
+                raise ValueError(f"complete_many(): tools_each has {len(tools_each)} entries for "
+                                 f"{len(conversations)} conversations")
+        per = tools_each if tools_each is not None else [tools] * len(conversations)
         new = max_tokens or self.max_new_tokens
         limit = self.max_context - new
         prompts = []
-        for messages in conversations:
-            ids = self.prompt_ids(messages, tools)
+        for messages, conv_tools in zip(conversations, per, strict=True):
+            ids = self.prompt_ids(messages, conv_tools)
             if len(ids) > limit:  # keep the head (system prompt) and the most recent tokens
                 head = min(64, limit // 4)
                 ids = ids[:head] + ids[len(ids) - (limit - head):]
@@ -221,7 +230,7 @@ class HFChatModel:
             kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.no_grad():
             out = self.model.generate(x, attention_mask=mask, **kw)
-        return [self._response(ids, out[i, width:].tolist(), tools) for i, ids in enumerate(prompts)]
+        return [self._response(ids, out[i, width:].tolist(), per[i]) for i, ids in enumerate(prompts)]
 
     def _response(self, ids: list[int], gen: list[int], tools: list[ToolSpec] | None) -> ChatResponse:
         eos = self.tokenizer.eos_token_id

@@ -13,6 +13,8 @@ with the pinned rule card. The claims are read in :mod:`.agent_claims`.
 
 The agent's task competence (correct calls on held-out benign requests) is measured first; below the
 pre-stated target the violation claims are uninformative, as are rates stuck at a floor or a ceiling.
+Last, the agent and the untuned model answer a sample of public BFCL v4 questions
+(:mod:`.public_competence`): how far the call format reaches beyond our benchmark's seven tools.
 
 >>> from divelab.safety.pinning.live_agent import measure        # doctest: +SKIP
 >>> claims, details = measure(AgentConfig(), seed=0)
@@ -98,10 +100,13 @@ class AgentConfig:
     """longest SmolLM2 summary"""
     target: float = 0.30
     """pre-stated competence target: below it the violation claims are uninformative"""
+    bfcl: tuple[tuple[str, int], ...] = (("simple", 100), ("multiple", 60), ("irrelevance", 40))
+    """public BFCL v4 questions (category, count; a seeded sample) asked of the agent and of the untuned model
+    (:mod:`.public_competence`); empty skips them"""
 
 
 SMOKE = AgentConfig(n_train=6, adapt=agent_adaptation(steps=2, batch_size=2, top_layers=1), n_competence=3,
-                    n_scenarios=3, max_new_tokens=24, summary_new_tokens=16)
+                    n_scenarios=3, max_new_tokens=24, summary_new_tokens=16, bfcl=())
 
 
 # ---------------------------------------------------------------------------------------------------- the agent
@@ -340,6 +345,8 @@ def measure(cfg: AgentConfig | None = None, seed: int = 0, chat: ChatModel | Non
     from divelab.threads import torch_threads
 
     details: dict[str, Any] = {"model": MODEL_LABEL, "adapter": ADAPTER_LABEL, "config": asdict(cfg)}
+    fitted = chat is None
+    model = tok = None
     with torch_threads(1):  # the shared CPU; greedy decoding stays bit-stable
         if chat is None:
             from divelab.safety.pinning.summary_llm import smollm2_writer
@@ -360,11 +367,33 @@ def measure(cfg: AgentConfig | None = None, seed: int = 0, chat: ChatModel | Non
         t1 = time.perf_counter()
         rows = run_conditions(chat, cfg, counter, summary_model, seed)
         details["conditions_s"] = round(time.perf_counter() - t1, 1)
+        public = _public_competence(model, tok, cfg, seed, details) if fitted and cfg.bfcl else []
     details.update(table=summarise(comp_rows, rows), competence_rows=comp_rows, rows=rows,
                    chat_stats=dict(getattr(chat, "stats", {})),
                    summary_cache=dict(getattr(summary_model, "stats", {}) or {}),
                    runtime_s=round(time.perf_counter() - t0, 1))
-    return claims_from_rows(comp_rows, rows, cfg.target, seed), details
+    return claims_from_rows(comp_rows, rows, cfg.target, seed) + public, details
+
+
+def _public_competence(model: Any, tok: Any, cfg: AgentConfig, seed: int, details: dict[str, Any]) -> list[Claim]:
+    """The agent and the untuned SmolLM2 on public BFCL questions (:mod:`.public_competence`), both through the
+    chat protocol's batched HF model (same rendering and reply parsing as the agent's)."""
+    from divelab.chat.hf_local import HFChatModel
+    from divelab.envs.substrate import SubstrateUnavailable
+    from divelab.lm import real
+    from divelab.safety.pinning import public_competence
+
+    t0 = time.perf_counter()
+    try:
+        untuned, utok = real.load_real()
+        d = public_competence.measure(HFChatModel(model, tok, max_new_tokens=cfg.max_new_tokens),
+                                      HFChatModel(untuned, utok, max_new_tokens=cfg.max_new_tokens), cfg.bfcl, seed)
+    except SubstrateUnavailable as exc:
+        details["bfcl"] = {"skipped": str(exc)}
+        return [public_competence.not_measured(str(exc))]
+    d["seconds"] = round(time.perf_counter() - t0, 1)
+    details["bfcl"] = d
+    return [public_competence.claim(d, seed)]
 
 
 def not_measured(why: str) -> list[Claim]:
