@@ -292,6 +292,11 @@ def test_smoke_reproduction() -> None:
 
     rep = run_reproduction("divelab.training.world_model", "smoke", 0)
     assert rep.system == "world-model" and len(rep.claims) >= 8
+    from divelab.training.world_model import transfer
+
+    # the transfer to BFCL runs at full only, and says so
+    moved = [c for c in rep.claims if c.statement in (transfer.STATEMENT, transfer.CHECK_STATEMENT)]
+    assert [c.verdict.value for c in moved] == ["not checkable here"] * 2 and "full scale" in moved[0].note
     assert sum(c.kind == Kind.EMPIRICAL for c in rep.claims) >= 6
     assert set(rep.details["fidelity_held_out"]) == {"copy", "lookup", "cpt", "sft", "rl"}
     by = {c.statement: c for c in rep.claims}

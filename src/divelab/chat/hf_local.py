@@ -45,7 +45,8 @@ def render_tools(tools: list[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
-def _render_call(c: ToolCall) -> str:
+def render_call(c: ToolCall) -> str:
+    """A tool call as this protocol writes it in an assistant turn (the form :func:`parse_tool_calls` reads)."""
     return "<tool_call>" + json.dumps({"name": c.name, "arguments": c.arguments}) + "</tool_call>"
 
 
@@ -56,7 +57,7 @@ def to_template_messages(messages: list[Message], tools: list[ToolSpec] | None) 
         if m.role == "tool":
             out.append({"role": "user", "content": f"[tool result]\n{m.content}"})
         elif m.role == "assistant" and m.tool_calls:
-            text = "\n".join([m.content] * bool(m.content) + [_render_call(c) for c in m.tool_calls])
+            text = "\n".join([m.content] * bool(m.content) + [render_call(c) for c in m.tool_calls])
             out.append({"role": "assistant", "content": text})
         else:
             out.append({"role": m.role, "content": m.content})

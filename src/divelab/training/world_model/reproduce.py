@@ -40,6 +40,7 @@ from divelab.rl.presets import TESTBEDS
 from divelab.rl.rollout import IndependentSampler
 from divelab.rl.testbed import TestbedConfig, build_testbed
 from divelab.rl.warmstart import UniformPolicy
+from divelab.stages import parallel_stages
 from divelab.stages import stage as run_stage  # `stage` names the world model's training stages here
 from divelab.training.world_model.baselines import CopyWorldModel, LookupWorldModel
 from divelab.training.world_model.fidelity import confusion, outcome_confusion, outcome_decisions
@@ -49,6 +50,7 @@ from divelab.training.world_model.model import WorldModel, lm_train, rl_train, t
 from divelab.training.world_model.outcome import OutcomeModel, game_goals, shuffled_outcomes
 from divelab.training.world_model.rollout import compounding
 from divelab.training.world_model.simulator import prefetch, simulated_env_factory
+from divelab.training.world_model.transfer import TransferPlan
 from divelab.training.world_model.transitions import collect_transitions, split_by_game, unique_transitions
 from divelab.training.world_model.warmup import warmup_runs
 
@@ -103,6 +105,9 @@ class Plan:
     stingy-vs-faithful claim is not checkable at that scale."""
     llm: LLMPlan | None = None
     """the SmolLM2 world model (CPT → SFT LoRA) and the agents trained inside it; None: not at this scale."""
+    transfer: TransferPlan | None = None
+    """unified use on public data (:mod:`.transfer`): a SmolLM2 agent before and after tool-result prediction, and
+    a shuffled-result sham, on BFCL v4; None: not at this scale."""
 
 
 # The SmolLM2 world model at full, sized for about 40 minutes of one CPU thread: a LoRA step of 8 rows (about
@@ -129,7 +134,7 @@ PLANS = {
     "full": Plan(testbed=TESTBEDS["quick"], held_out_seed0=100, held_out_games=4, extra_seen_games=6, episodes=32,
                  cpt_steps=600, sft_steps=1200, rl_steps=40, batch=32, agent_pretrain_steps=300, grpo_iterations=30,
                  group_size=8, n_seeds=5, eval_episodes=32, warmup=True, warmup_iterations=30, stingy=True,
-                 llm=FULL_LLM),
+                 llm=FULL_LLM, transfer=TransferPlan()),
 }
 
 
@@ -160,6 +165,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     clock["warm-up"] = time.time()
     rep.claims += _claims_llm(w, plan, seed, stages, outcome, sham, grpo_succ, rep.details)
     clock["SmolLM2 world model"] = time.time()
+    rep.claims += _claims_transfer(plan, seed, rep.details)
+    clock["transfer to BFCL"] = time.time()
     marks = list(clock.items())
     rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
     rep.setup = (f"Seen games: {', '.join(s.game_id for s in w['seen_specs'])}; held-out: "
@@ -185,7 +192,9 @@ def run(plan: Plan, seed: int) -> Reproduction:
 # timings by the plan's sizes); GRPO's is for three environments (real, faithful and stingy simulator).
 W_WORLD_MODEL, W_GRPO, W_WARMUP = 20.0, 30.0, 12.0
 W_LLM_FIT, W_LLM_GRPO = 100.0, 100.0  # SmolLM2: LoRA CPT + SFT and fidelity; GRPO inside its simulator
-STAGE_WEIGHT = W_WORLD_MODEL + W_GRPO + W_WARMUP * PLANS["full"].warmup + W_LLM_FIT + W_LLM_GRPO
+W_T_AGENT, W_T_RUN = 55.0, 70.0  # the transfer experiment: the agent's fit and evaluations; one run's two fits
+STAGE_WEIGHT = (W_WORLD_MODEL + W_GRPO + W_WARMUP * PLANS["full"].warmup + W_LLM_FIT + W_LLM_GRPO + W_T_AGENT
+                + W_T_RUN * PLANS["full"].transfer.runs)
 
 
 def _seeds(plan: Plan, seed: int) -> list[int]:
@@ -884,4 +893,26 @@ def _claims_llm(w: dict[str, Any], plan: Plan, seed: int, stages: dict[str, dict
                         replication={"unit": "training runs", "n": n_runs, "clustered_by": ""},
                         note=f"the same seeds, iterations and outcome heads; {_mde(a - np.array(succ['sim']))} "
                              f"paired over {n_runs} training seeds (t-interval)."))
+    return claims
+
+
+def _claims_transfer(plan: Plan, seed: int, details: dict) -> list[Claim]:
+    """Unified use on public data (:mod:`.transfer`), when the plan has it and the model and BFCL are installed."""
+    from divelab.envs.substrate import SubstrateUnavailable
+    from divelab.lm import real
+    from divelab.training.world_model import transfer
+
+    if plan.transfer is None:
+        return transfer.not_measured("measured at the full scale only: its LoRA fits and BFCL answers take tens of "
+                                     "minutes of CPU")
+    if not real.is_available():
+        return transfer.not_measured(f"needs the real model; install with: {real.INSTALL_HINT}")
+    try:
+        from divelab.envs import bfcl
+
+        bfcl.data_dir()
+    except SubstrateUnavailable as exc:
+        return transfer.not_measured(str(exc))
+    claims, details["transfer_bfcl"] = transfer.run_all(plan.transfer, seed, run_stage, parallel_stages,
+                                                        (W_T_AGENT, W_T_RUN))
     return claims
