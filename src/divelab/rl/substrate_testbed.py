@@ -15,17 +15,17 @@ under ``$DIVELAB_CACHE/rl-substrate-testbed/<hash of the config>``.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
 from divelab.cache import entry_path, stable_hash
-from divelab.envs.base import EnvFactory, TextEnv
+from divelab.envs.base import EnvFactory
 from divelab.envs.substrate import Simulator, pinned_ids, view
 from divelab.rl.policy import LMPolicy
-from divelab.rl.testbed import SMALL_LM, cached_warm_start, policy_from
+from divelab.rl.testbed import WarmStartConfig, cached_warm_start, policy_from
 
 SIMULATORS = ("twx", "scienceworld")
 # Part of the cache key: bump it whenever the code that builds the warm start changes what it produces.
@@ -33,8 +33,9 @@ RECIPE = 1
 
 
 @dataclass(frozen=True)
-class SubstrateTestbedConfig:
-    """Which public games a test bed plays and how its warm-started policy is built (part of the cache key)."""
+class SubstrateTestbedConfig(WarmStartConfig):
+    """Which public games a test bed plays and how its warm-started policy is built (part of the cache key; the
+    warm start's settings are :class:`~divelab.rl.testbed.WarmStartConfig`'s)."""
 
     simulator: str = "twx"
     """"twx" (TextWorldExpress) or "scienceworld\""""
@@ -51,22 +52,6 @@ class SubstrateTestbedConfig:
     """step cap of an episode"""
     reward: str = "win"
     """"win" (1 on a win, as the TextWorld games give) or "score" (the simulator's score change per step)"""
-    model: str = "tiny-100k"
-    """the policy's divelab zoo architecture (see divelab.lm.models)"""
-    model_overrides: dict[str, Any] = field(default_factory=lambda: dict(SMALL_LM))
-    """config values that replace the architecture's (default: the ~20k-parameter Llama of the home-grown test bed)"""
-    history: int = 0
-    """earlier (command, observation) pairs the policy reads before the current observation"""
-    tail_tokens: int = 48
-    """tokens kept from the end of a long context"""
-    sft_episodes: int = 8
-    """uniform-random exploration episodes per training game that the warm start clones"""
-    sft_steps: int = 80
-    """optimiser steps of the warm start (behaviour cloning)"""
-    sft_lr: float = 5e-3
-    """learning rate of the warm start"""
-    seed: int = 0
-    """seed of the warm start (its exploration, initialisation and steps)"""
 
     __test__ = False  # not a pytest class
 
@@ -111,6 +96,7 @@ class SubstrateTestbed:
     weights: Path  # safetensors of the warm-started model
     sft_losses: list[float]
     simulator: Simulator  # the one process every env of the test bed plays on (started on first use)
+    make_control_env: EnvFactory  # the training games, every observation tagged so states almost never repeat
 
     __test__ = False
 
@@ -122,17 +108,9 @@ class SubstrateTestbed:
         py4j connection cannot be shared across processes."""
         self.simulator.close()
 
-    def make_control_env(self, game_id: str) -> TextEnv:
-        """The training game with every observation tagged by a session id and step counter, so states almost
-        never repeat (the TextWorld test bed's control, divelab.envs.textworld.NonceControl)."""
-        if self._control is None:
-            self._control = _control_factory(self.make_env, self.config.seed)
-        return self._control(game_id)
-
-    _control: EnvFactory | None = None
-
-
 def _control_factory(make_env: EnvFactory, salt: int) -> EnvFactory:
+    """The training game with every observation tagged by a session id and step counter, so states almost never
+    repeat (the TextWorld test bed's control, divelab.envs.textworld.NonceControl)."""
     from divelab.envs.textworld import NonceControl
 
     episodes = itertools.count()  # one counter for the factory, so no two episodes share a session id
@@ -149,6 +127,7 @@ def build_substrate_testbed(cfg: SubstrateTestbedConfig | None = None) -> Substr
     ids, eval_ids = pinned_ids(cfg.specs("train"), train_eps), pinned_ids(cfg.specs("dev"), eval_eps)
     final = entry_path("rl-substrate-testbed", stable_hash({**asdict(cfg), "recipe": RECIPE}))
     tok, losses = cached_warm_start(final, cfg, make_env, ids, view)
-    tb = SubstrateTestbed(cfg, ids, make_env, eval_ids, make_eval, tok, final / "model.safetensors", losses, sim)
+    tb = SubstrateTestbed(cfg, ids, make_env, eval_ids, make_eval, tok, final / "model.safetensors", losses, sim,
+                          _control_factory(make_env, cfg.seed))
     tb.close()  # no simulator left running (see close): a forked worker starts its own on its first reset
     return tb

@@ -38,7 +38,30 @@ SMALL_LM = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
 
 
 @dataclass(frozen=True)
-class TestbedConfig:
+class WarmStartConfig:
+    """How a test bed's warm-started policy is built, on whatever games (part of the cache key): the policy's
+    architecture and context, and the behaviour cloning of uniform-random exploration of its training games."""
+
+    model: str = "tiny-100k"
+    """the policy's divelab zoo architecture (see divelab.lm.models)"""
+    model_overrides: dict[str, Any] = field(default_factory=lambda: dict(SMALL_LM))
+    """config values that replace the architecture's (default: SMALL_LM, a ~20k-parameter Llama)"""
+    history: int = 0
+    """earlier (command, observation) pairs the policy reads before the current observation"""
+    tail_tokens: int = 48
+    """tokens kept from the end of a long context (the policy keeps no head tokens)"""
+    sft_episodes: int = 8
+    """uniform-random exploration episodes per training game that the warm start clones"""
+    sft_steps: int = 80
+    """optimiser steps of the warm start (behaviour cloning)"""
+    sft_lr: float = 5e-3
+    """learning rate of the warm start"""
+    seed: int = 0
+    """seed of the warm start (its exploration, initialisation and steps) and of the control games' session ids"""
+
+
+@dataclass(frozen=True)
+class TestbedConfig(WarmStartConfig):
     """Which games a test bed generates and how its warm-started policy is built (part of the cache key)."""
 
     n_games: int = 4
@@ -54,22 +77,6 @@ class TestbedConfig:
     """commands of each game's quest (its shortest winning walkthrough)"""
     max_steps: int = 10
     """step cap of an episode"""
-    model: str = "tiny-100k"
-    """the policy's divelab zoo architecture (see divelab.lm.models)"""
-    model_overrides: dict[str, Any] = field(default_factory=lambda: dict(SMALL_LM))
-    """config values that replace the architecture's (default: SMALL_LM, a ~20k-parameter Llama)"""
-    history: int = 0
-    """earlier (command, observation) pairs the policy reads before the current observation"""
-    tail_tokens: int = 48
-    """tokens kept from the end of a long context (the policy keeps no head tokens)"""
-    sft_episodes: int = 8
-    """uniform-random exploration episodes per game that the warm start clones"""
-    sft_steps: int = 80
-    """optimiser steps of the warm start (behaviour cloning)"""
-    sft_lr: float = 5e-3
-    """learning rate of the warm start"""
-    seed: int = 0
-    """seed of the warm start (its exploration, initialisation and steps) and of the control's session ids"""
     min_random_success: float = 0.0
     """game selection: above 0, scan generator seeds from game_seed0 and keep the first n_games whose whole graph
     has at most max_states states and that a uniform random player wins within max_steps with at least this

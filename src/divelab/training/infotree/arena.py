@@ -23,7 +23,6 @@ import numpy as np
 from divelab.envs.base import EnvFactory
 from divelab.rl.grpo import GRPOConfig, GRPOTrainer, evaluate
 from divelab.rl.policy import LMPolicy
-from divelab.rl.rollout import IndependentSampler
 from divelab.threads import torch_threads
 from divelab.training.infotree.engine import SAMPLER_NAMES, TreeSampler, make_sampler
 
@@ -160,9 +159,8 @@ def start_mixed_ratio(new_policy: Callable[[], LMPolicy], make_env: EnvFactory, 
 
 
 def random_success(make_env: EnvFactory, game_ids: Sequence[str], episodes: int, max_steps: int, seed: int) -> float:
-    """Win rate of a uniform random player (how hard the family is before any learning)."""
-    from divelab.rl.warmstart import UniformPolicy
+    """Win rate of a uniform random player (how hard the family is before any learning): the warm start's own
+    uniform exploration, so the two draw the same episodes."""
+    from divelab.rl.warmstart import exploration_traces
 
-    groups = IndependentSampler(max_steps=max_steps).collect(UniformPolicy(), make_env, game_ids, episodes,
-                                                             np.random.default_rng(seed))
-    return float(np.mean([t.won for g in groups for t in g]))
+    return float(np.mean([t.won for t in exploration_traces(make_env, game_ids, episodes, max_steps, seed)]))
