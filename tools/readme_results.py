@@ -259,23 +259,41 @@ def real_llm(full: dict) -> str:
 
 
 # how a claim measured on a public substrate names it in its statement (a claim that only names a benchmark it
-# could not run, as "not checkable here" ones do, is not one)
-PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games")
+# could not run, as "not checkable here" ones do, is not one: it has no measured value)
+PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
+_LABEL = re.compile(r"\(([^()]*)\)")
+
+
+def _public(c) -> bool:
+    return c.measured is not None and any(name in c.statement for name in PUBLIC_SUBSTRATES)
+
+
+def home_grown(c, claims) -> object | None:
+    """The same comparison on the system's own substrate: the claim whose statement is ``c``'s with the
+    parenthesised substrate label swapped for a home-grown one ("TextWorld" preferred), or None."""
+    m = next((m for m in _LABEL.finditer(c.statement) if any(n in m.group(1) for n in PUBLIC_SUBSTRATES)), None)
+    if m is None:
+        return None
+    head, tail = c.statement[:m.start()], c.statement[m.end():]
+    found = [o for o in claims if o is not c and not _public(o) and o.statement.startswith(head + "(")
+             and o.statement.endswith(")" + tail) and "(" not in o.statement[len(head) + 1:len(o.statement) - len(tail) - 1]]
+    return next((o for o in found if o.statement == f"{head}(TextWorld){tail}"), found[0] if found else None)
 
 
 def public_claims(full: dict) -> str:
-    """Every saved full-scale claim measured on a public substrate (games or data no one here wrote), with the
-    command; the same system's claims on its home-grown substrate are on its page."""
-    rows = [(key, c) for key, rep in sorted(full.items()) for c in rep.claims
-            if any(name in c.statement for name in PUBLIC_SUBSTRATES)]
+    """Every saved full-scale claim measured on a public substrate (games or data no one here wrote), beside the
+    same comparison on the system's home-grown substrate where it has one, with the command."""
+    rows = [(key, c, home_grown(c, rep.claims)) for key, rep in sorted(full.items()) for c in rep.claims if _public(c)]
     if not rows:
-        return ("No saved full-scale run holds a claim measured on public games yet. At scale full, InfoTree and "
-                "G2PO also train on TextWorldExpress's coin collector; once their full runs are saved, those claims "
-                "appear here.\n")
-    lines = ["| System | Claim on public games | Paper | Ours | Verdict | Command |", "|---|---|---|---|---|---|"]
-    for key, c in rows:
+        return ("No saved full-scale run holds a claim measured on public games or data yet. At scale full, InfoTree "
+                "and G2PO also train on TextWorldExpress's coin collector; once their full runs are saved, those "
+                "claims appear here.\n")
+    lines = ["| System | Claim on public games or data | Paper | Ours | Verdict | Same comparison on our own games | "
+             "Command |", "|---|---|---|---|---|---|---|"]
+    for key, c, h in rows:
+        own = "—" if h is None else f"{_cell(h.measured_text())}: **{h.verdict.value}**"
         lines.append(f"| {key} | {_cell(c.statement)} | {_cell(c.paper_value)} | {_cell(c.measured_text())} | "
-                     f"**{c.verdict.value}** | `divelab reproduce {key} --scale full` |")
+                     f"**{c.verdict.value}** | {own} | `divelab reproduce {key} --scale full` |")
     return "\n".join(lines) + "\n"
 
 

@@ -177,11 +177,25 @@ def test_claims_on_public_games_are_listed_and_a_benchmark_merely_named_is_not()
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     rep = Reproduction(system="infotree", title="t", scale="full", seed=0)
+
+    def measured(statement: str, x: float) -> Claim:
+        return Claim(statement=statement, paper_value="x", measured=x, ci=(x - 0.05, x + 0.05), kind=Kind.EMPIRICAL,
+                     ruling=direction(x, (x - 0.05, x + 0.05), why="t"))
+
     rep.claims = [
-        Claim(statement="Success after training (TextWorldExpress coin collector, held-out games)", paper_value="x",
-              measured=0.1, ci=(0.05, 0.15), kind=Kind.EMPIRICAL, ruling=direction(0.1, (0.05, 0.15), why="t")),
-        not_checkable("best-of-8 on BFCLv4 / WebShop", "38.8%", "no weights here")]
+        measured("Success after training (TextWorldExpress coin collector, held-out games): tree vs flat", 0.1),
+        measured("Success after training (E163 mazes): tree vs flat", -0.3),
+        measured("Success after training (TextWorld): tree vs flat", -0.2),
+        not_checkable("best-of-8 on BFCLv4 / WebShop", "38.8%", "no weights here"),
+        not_checkable("accuracy on BFCL v4 questions", "9 points", "bfcl-eval is not installed"),
+        measured("agent accuracy on BFCL v4 questions", 0.05)]
     text = tool.public_claims({"infotree": rep})
     assert "TextWorldExpress coin collector" in text and "BFCLv4" not in text
     assert "`divelab reproduce infotree --scale full`" in text
     assert "No saved full-scale run" in tool.public_claims({})
+    # beside each, the same comparison on our own games (TextWorld preferred), or a dash where there is none
+    row = next(line for line in text.splitlines() if "TextWorldExpress" in line)
+    assert "-0.2" in row and "-0.3" not in row
+    assert "not checkable" not in text  # a claim that could not run is not a measurement on public data
+    bfcl_row = next(line for line in text.splitlines() if "agent accuracy on BFCL v4" in line)
+    assert "| — |" in bfcl_row
