@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from divelab.claims import NOT_COUNTED
-from divelab.report import checks, load_results
+from divelab.report import checks, load_results, public
 from divelab.report.competence import competence_text
 from divelab.report.render import RESULTS_VERSION, claims_table_md, tallies_by_kind
 from divelab.verdicts import RULES_VERSION
@@ -258,32 +258,10 @@ def real_llm(full: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# how a claim measured on a public substrate names it in its statement (a claim that only names a benchmark it
-# could not run, as "not checkable here" ones do, is not one: it has no measured value)
-PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
-_LABEL = re.compile(r"\(([^()]*)\)")
-
-
-def _public(c) -> bool:
-    return c.measured is not None and any(name in c.statement for name in PUBLIC_SUBSTRATES)
-
-
-def home_grown(c, claims) -> object | None:
-    """The same comparison on the system's own substrate: the claim whose statement is ``c``'s with the
-    parenthesised substrate label swapped for a home-grown one ("TextWorld" preferred), or None."""
-    m = next((m for m in _LABEL.finditer(c.statement) if any(n in m.group(1) for n in PUBLIC_SUBSTRATES)), None)
-    if m is None:
-        return None
-    head, tail = c.statement[:m.start()], c.statement[m.end():]
-    found = [o for o in claims if o is not c and not _public(o) and o.statement.startswith(head + "(")
-             and o.statement.endswith(")" + tail) and "(" not in o.statement[len(head) + 1:len(o.statement) - len(tail) - 1]]
-    return next((o for o in found if o.statement == f"{head}(TextWorld){tail}"), found[0] if found else None)
-
-
 def public_claims(full: dict) -> str:
     """Every saved full-scale claim measured on a public substrate (games or data no one here wrote), beside the
     same comparison on the system's home-grown substrate where it has one, with the command."""
-    rows = [(key, c, home_grown(c, rep.claims)) for key, rep in sorted(full.items()) for c in rep.claims if _public(c)]
+    rows = [(key, c, h) for key, rep in sorted(full.items()) for c, h in public.pairs(rep.claims)]
     if not rows:
         return ("No saved full-scale run holds a claim measured on public games or data yet. At scale full, InfoTree "
                 "and G2PO also train on TextWorldExpress's coin collector; once their full runs are saved, those "
@@ -416,7 +394,10 @@ def render_block(key: str, reps: dict, full: dict) -> str:
     head = (f"Measured with `divelab reproduce {key} --scale {rep.scale} --seed {rep.seed}` "
             f"({rep.runtime_s:.0f} s on {rep.environment.get('cpus', '?')} CPUs, {rep.environment.get('device', 'cpu')}"
             f"{resumed_text}).\n\n")
-    return head + "\n".join(claims_table_md(rep.claims, key, isa_notes(rep))) + "\n"
+    side = public.side_by_side_md(rep.claims)
+    side_text = ("\n\nThe claims measured on public games or data, each beside the same comparison on our own games:\n\n"
+                 + "\n".join(side) if side else "")
+    return head + "\n".join(claims_table_md(rep.claims, key, isa_notes(rep))) + side_text + "\n"
 
 
 def isa_notes(rep) -> dict[str, str]:

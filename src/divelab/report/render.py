@@ -13,7 +13,7 @@ from typing import Any
 
 from divelab.cache import atomic_write_bytes, atomic_write_text
 from divelab.claims import KIND_VALUES, NOT_COUNTED, TALLY_VALUES, Claim, Figure, Kind, Reproduction
-from divelab.report import checks
+from divelab.report import checks, public
 from divelab.report.text import cite, md_cell, plain
 
 VERDICT_CLASS = {
@@ -180,7 +180,7 @@ def render_html(reps: list[Reproduction], title: str = "divelab reproduction rep
         heading = _heading(r)
         sections.append({"rep": r, "anchor": _anchor(r), "heading": heading,
                          "subtitle": r.title if r.title not in heading else "",
-                         "claims_figure": figures.get(r.system),
+                         "claims_figure": figures.get(r.system), "public": public.pairs(r.claims),
                          "env": ", ".join(f"{k} {v}" for k, v in r.environment.items()), "runs": runs_note(r)})
     return env.get_template("report.html").render(
         title=title, css=CSS, generated=time.strftime("%Y-%m-%d %H:%M:%S"), headline=_summary_counts(reps, moved=moved),
@@ -222,6 +222,9 @@ def render_markdown(reps: list[Reproduction], title: str = "divelab reproduction
         lines += claims_table_md(rep.claims, rep.system,
                                  {st: checks.MOVED_NOTE for st in (moved or {}).get(rep.system, ())})
         lines.append("")
+        if public.pairs(rep.claims):
+            lines += ["Measured on public games or data, each beside the same comparison on our own games:", "",
+                      *public.side_by_side_md(rep.claims), ""]
         if figure_dir is not None:
             for f in [*([figures[rep.system]] if rep.system in figures else []), *rep.figures]:
                 lines += [f"![{f.caption}]({figure_dir}/{rep.system}-{f.name}.png)", "", f"*{f.caption}*", ""]

@@ -1,0 +1,55 @@
+"""Which claims were measured on public games or data (no one here wrote them), and the same comparison on the
+system's own substrate beside each: what the report, the README and the system pages show side by side.
+
+A claim is on a public substrate when it has a measured value and its statement names one of
+:data:`PUBLIC_SUBSTRATES` (a claim that only names a benchmark it could not run has no measured value). Its
+home-grown counterpart is the claim whose statement is the same with the parenthesised substrate label swapped
+for one of ours, ``(TextWorld)`` preferred: "Success ... (TextWorldExpress coin collector, held-out games)"
+beside "Success ... (TextWorld)".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from divelab.claims import Claim
+
+PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
+_LABEL = re.compile(r"\(([^()]*)\)")
+
+
+def is_public(c: Claim) -> bool:
+    return c.measured is not None and any(name in c.statement for name in PUBLIC_SUBSTRATES)
+
+
+def home_grown(c: Claim, claims: Sequence[Claim]) -> Claim | None:
+    """``c``'s counterpart among ``claims`` on a home-grown substrate, or None (see the module docstring)."""
+    m = next((m for m in _LABEL.finditer(c.statement) if any(n in m.group(1) for n in PUBLIC_SUBSTRATES)), None)
+    if m is None:
+        return None
+    head, tail = c.statement[:m.start()], c.statement[m.end():]
+    found = [o for o in claims if o is not c and not is_public(o) and o.statement.startswith(head + "(")
+             and o.statement.endswith(")" + tail)
+             and "(" not in o.statement[len(head) + 1:len(o.statement) - len(tail) - 1]]
+    return next((o for o in found if o.statement == f"{head}(TextWorld){tail}"), found[0] if found else None)
+
+
+def pairs(claims: Sequence[Claim]) -> list[tuple[Claim, Claim | None]]:
+    """Every public claim with its home-grown counterpart (None where the system has none)."""
+    return [(c, home_grown(c, claims)) for c in claims if is_public(c)]
+
+
+def side_by_side_md(claims: Sequence[Claim]) -> list[str]:
+    """A Markdown table of :func:`pairs` (empty when there is no public claim), for a system's section."""
+    rows = pairs(claims)
+    if not rows:
+        return []
+    cell = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| On public games or data | Ours | Verdict | Same comparison on our own games | Verdict there |",
+             "|---|---|---|---|---|"]
+    for c, h in rows:
+        lines.append(f"| {cell(c.statement)} | {cell(c.measured_text())} | **{c.verdict.value}** | "
+                     + (f"{cell(h.statement)}: {cell(h.measured_text())} | **{h.verdict.value}** |" if h else
+                        "— (no home-grown counterpart) | — |"))
+    return lines

@@ -1,0 +1,45 @@
+"""Claims measured on public games or data, each beside the same comparison on our own games: which claims count
+as public, how the home-grown counterpart is found, and that the report shows the pair (Markdown and HTML)."""
+
+from __future__ import annotations
+
+from divelab.claims import Claim, Kind, Reproduction, not_checkable
+from divelab.report import public
+from divelab.report.render import render_html, render_markdown
+from divelab.verdicts import direction
+
+
+def measured(statement: str, x: float) -> Claim:
+    return Claim(statement=statement, paper_value="p", measured=x, ci=(x - 0.05, x + 0.05), kind=Kind.EMPIRICAL,
+                 ruling=direction(x, (x - 0.05, x + 0.05), why="t"))
+
+
+CLAIMS = [measured("Success (TextWorldExpress coin collector, held-out games): tree vs flat", 0.1),
+          measured("Success (E163 mazes): tree vs flat", -0.3),
+          measured("Success (TextWorld): tree vs flat", -0.2),
+          measured("Success (TextWorld, gigpo for both arms): tree vs flat", -0.4),
+          measured("an agent's accuracy on BFCL v4 questions", 0.05),
+          not_checkable("accuracy on BFCL v4 questions", "9 points", "bfcl-eval is not installed")]
+
+
+def test_public_claims_pair_with_their_home_grown_comparison() -> None:
+    got = public.pairs(CLAIMS)
+    assert [c.statement for c, _ in got] == [CLAIMS[0].statement, CLAIMS[4].statement]
+    assert got[0][1] is CLAIMS[2]  # TextWorld preferred over the mazes; a longer label is another comparison
+    assert got[1][1] is None
+    assert not public.is_public(CLAIMS[5])  # a benchmark it could not run is not a measurement on it
+    assert public.pairs(CLAIMS[1:4]) == [] and public.side_by_side_md(CLAIMS[1:4]) == []
+
+
+def test_the_report_shows_each_pair() -> None:
+    rep = Reproduction(system="infotree", title="t", scale="full", seed=0)
+    rep.claims = CLAIMS
+    md = render_markdown([rep], figure_dir=None)
+    side = md[md.index("Measured on public games or data"):]
+    row = next(line for line in side.splitlines() if line.startswith("| Success (TextWorldExpress"))
+    assert "Success (TextWorld): tree vs flat: -0.2" in row
+    assert "no home-grown counterpart" in md
+    html = render_html([rep])
+    assert 'id="public-infotree"' in html and html.count("no home-grown counterpart") == 1
+    rep.claims = CLAIMS[1:4]
+    assert "public games" not in render_markdown([rep], figure_dir=None)
