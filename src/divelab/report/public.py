@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from divelab.claims import Claim
+from divelab.report.text import md_cell
 
 PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
 _LABEL = re.compile(r"\(([^()]*)\)")
@@ -45,11 +46,10 @@ def side_by_side_md(claims: Sequence[Claim]) -> list[str]:
     rows = pairs(claims)
     if not rows:
         return []
-    cell = lambda t: str(t).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = ["| On public games or data | Ours | Verdict | Same comparison on our own games | Verdict there |",
              "|---|---|---|---|---|"]
     for c, h in rows:
-        lines.append(f"| {cell(c.statement)} | {cell(c.measured_text())} | **{c.verdict.value}** | "
-                     + (f"{cell(h.statement)}: {cell(h.measured_text())} | **{h.verdict.value}** |" if h else
+        lines.append(f"| {md_cell(c.statement)} | {md_cell(c.measured_text())} | **{c.verdict.value}** | "
+                     + (f"{md_cell(h.statement)}: {md_cell(h.measured_text())} | **{h.verdict.value}** |" if h else
                         "— (no home-grown counterpart) | — |"))
     return lines
