@@ -114,6 +114,19 @@ def _inconsistent(r: bfcl.BFCLRecord) -> bool:
     return False
 
 
+def test_sample_is_seeded_salted_and_capped(tmp_path: Path) -> None:
+    line = (FIXTURES / "BFCL_v4_irrelevance.json").read_text().strip()
+    (tmp_path / "BFCL_v4_irrelevance.json").write_text(
+        "\n".join(line.replace('"irrelevance_0"', f'"irrelevance_{i}"') for i in range(40)))
+    ids = lambda recs: [r.id for r in recs]  # noqa: E731
+    a = bfcl.sample([("irrelevance", 6)], 3, 164, tmp_path)
+    assert len(a) == 6 and ids(a) == ids(bfcl.sample([("irrelevance", 6)], 3, 164, tmp_path))
+    assert ids(a) == sorted(ids(a), key=lambda i: int(i.split("_")[1]))  # file order
+    assert ids(a) != ids(bfcl.sample([("irrelevance", 6)], 3, 167, tmp_path))  # another experiment's draw
+    assert ids(a) != ids(bfcl.sample([("irrelevance", 6)], 4, 164, tmp_path))
+    assert len(bfcl.sample([("irrelevance", 99)], 3, 164, tmp_path)) == 40  # all of it when asked for more
+
+
 @pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
                     reason=f"the real BFCL data ships in the bfcl-eval wheel; install it with: {bfcl.INSTALL}")
 def test_real_bfcl_data_parses_and_its_own_answers_pass() -> None:

@@ -29,15 +29,8 @@ def oracle(records: list[bfcl.BFCLRecord], only: str = "") -> ScriptedChatModel:
     return ScriptedChatModel(fn=reply)
 
 
-def test_sample_is_seeded_and_capped_by_the_category() -> None:
-    a, b = pc.sample(SIZES, 0, FIXTURES), pc.sample(SIZES, 0, FIXTURES)
-    assert [r.id for r in a] == [r.id for r in b]
-    assert {r.category for r in a} == {"simple", "multiple", "irrelevance"}
-    assert len(a) == sum(len(bfcl.load_category(c, FIXTURES)) for c, _ in SIZES)  # fixtures are smaller than 5
-
-
 def test_adapted_over_untuned_is_read_per_question() -> None:
-    records = pc.sample(SIZES, 0, FIXTURES)
+    records = bfcl.sample(SIZES, 0, pc.SALT, FIXTURES)
     d = pc.measure(oracle(records), oracle(records, only="simple"), SIZES, 0, root=FIXTURES)
     assert d["n"] == len(records) and set(d["correct"]) == {"agent", "untuned"}
     c = pc.claim(d, 0)

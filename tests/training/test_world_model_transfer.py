@@ -125,8 +125,9 @@ def test_smoke_stages_run_on_the_real_model() -> None:
     if not real.is_available():
         pytest.skip(f"needs the real model; install with: {real.INSTALL_HINT}")
     tp = transfer.SMOKE
-    agent = transfer.measure_agent(tp, 0)
-    runs = [transfer.measure_run(tp, 0, r) for r in range(tp.runs)]
+    su = transfer.setup(tp, 0)
+    agent = transfer.measure_agent(tp, su)
+    runs = [transfer.measure_run(tp, su, 0, r) for r in range(tp.runs)]
     assert len(agent["ids"]) == sum(n for _, n in tp.bfcl)
     assert all(len(r["world"]["results"]) == sum(t.call is not None for t in tasks(tp.held_out, 900)) for r in runs)
     claims = transfer.claims(agent, runs, 0)

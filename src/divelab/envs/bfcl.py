@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from divelab.envs.substrate import SubstrateUnavailable
 
 INSTALL = "pip install --no-deps bfcl-eval==2026.3.23"
@@ -147,6 +149,17 @@ def load_category(category: str, root: str | Path | None = None) -> list[BFCLRec
                      for f in q["function"]]
         records.append(BFCLRecord(q["id"], category, q["question"], functions, answers.get(q["id"], [])))
     return records
+
+
+def sample(sizes: Sequence[tuple[str, int]], seed: int, salt: int, root: str | Path | None = None) -> list[BFCLRecord]:
+    """A seeded sample of each category, in file order: ``sizes`` is ``(category, count)`` pairs (all of a category
+    when count exceeds its size). ``salt`` keeps the samples of different experiments with the same seed apart."""
+    out: list[BFCLRecord] = []
+    for k, (cat, n) in enumerate(sizes):
+        recs = load_category(cat, root)
+        idx = np.random.default_rng([seed, salt, k]).choice(len(recs), size=min(n, len(recs)), replace=False)
+        out += [recs[int(i)] for i in sorted(idx)]
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- parsing

@@ -26,6 +26,7 @@ from typing import Any
 
 from divelab.chat.types import ChatResponse, Message, ToolSpec
 from divelab.envs.bfcl import BFCLRecord, Call, parse_calls, score
+from divelab.progress import make_progress
 
 
 def _schema(node: Any) -> Any:
@@ -113,11 +114,12 @@ def _reply_text(response: ChatResponse) -> str:
 
 
 def ask(chat: Any, records: Sequence[BFCLRecord], *, batch_size: int = 8, max_tokens: int | None = None,
-        progress: Callable[[int, int], None] | None = None) -> BFCLRun:
+        progress: Callable[[int, int], None] | None = None, label: str = "BFCL questions") -> BFCLRun:
     """Every record asked once (greedy when the chat model is), scored by BFCL's rules. A chat model whose
     ``complete_many`` takes ``tools_each`` (as :class:`divelab.chat.hf_local.HFChatModel`'s does) is sent
     ``batch_size`` records at a time, similar lengths together; any other chat model one record per
-    ``complete``. ``progress(done, total)`` is called after each request."""
+    ``complete``. A progress bar named ``label`` (a heartbeat line with an ETA off a terminal) follows the answers;
+    ``progress(done, total)`` is also called after each request."""
     if not records:
         raise ValueError("ask() needs at least one BFCL record")
     if batch_size < 1:
@@ -129,16 +131,20 @@ def ask(chat: Any, records: Sequence[BFCLRecord], *, batch_size: int = 8, max_to
     # similar prompt lengths share a batch, so left padding wastes little
     order = sorted(range(len(records)), key=lambda i: (len(repr(records[i].functions)) + len(records[i].question)))
     step = batch_size if batched else 1
-    for s in range(0, len(order), step):
-        part = order[s:s + step]
-        if batched:
-            outs = many([messages_of(records[i]) for i in part], tools_each=[tools_of(records[i]) for i in part],
-                        max_tokens=max_tokens)
-        else:
-            outs = [chat.complete(messages_of(records[i]), tools_of(records[i]), max_tokens=max_tokens) for i in part]
-        replies.update(zip(part, outs, strict=True))
-        if progress:
-            progress(len(replies), len(records))
+    with make_progress() as bar:
+        task = bar.add_task(label, total=len(records), info="")
+        for s in range(0, len(order), step):
+            part = order[s:s + step]
+            if batched:
+                outs = many([messages_of(records[i]) for i in part], tools_each=[tools_of(records[i]) for i in part],
+                            max_tokens=max_tokens)
+            else:
+                outs = [chat.complete(messages_of(records[i]), tools_of(records[i]), max_tokens=max_tokens)
+                        for i in part]
+            replies.update(zip(part, outs, strict=True))
+            bar.update(task, completed=len(replies))
+            if progress:
+                progress(len(replies), len(records))
     run = BFCLRun()
     for i, r in enumerate(records):
         calls, source = calls_of(replies[i])

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from divelab.chat.types import ToolCall, ToolSpec
+from divelab.envs.bfcl_run import tool_name
 from divelab.envs.tool_families import FAMILIES, Family
 
 
@@ -39,8 +40,8 @@ class ToolTask:
 
 
 def _spec(f: Family, rng: np.random.Generator) -> ToolSpec:
-    name = f.names[int(rng.integers(len(f.names)))].replace(".", "_")
-    return ToolSpec(name, f.description, f.schema())
+    # offered as BFCL's functions are: dotted names (``math.gcd``) as the tool APIs allow them (``math_gcd``)
+    return ToolSpec(tool_name(f.names[int(rng.integers(len(f.names)))]), f.description, f.schema())
 
 
 def _say(v: Any) -> str:

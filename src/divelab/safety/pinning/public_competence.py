@@ -27,18 +27,7 @@ STATEMENT = (f"{AGENT_LABEL}: correct calls on public function-calling questions
 PAPER = "(a competence check of ours on public data, not a paper number)"
 SRC = "BFCL v4 (bfcl-eval 2026.3.23), Berkeley Function Calling Leaderboard"
 ANSWERABLE = ("simple", "multiple")
-
-
-def sample(sizes: Sequence[tuple[str, int]], seed: int, root: str | None = None) -> list[bfcl.BFCLRecord]:
-    """A seeded sample of each category (``(category, count)`` pairs; all of it when count exceeds its size), from
-    the installed wheel's data or a folder laid out like it (``root``)."""
-    out: list[bfcl.BFCLRecord] = []
-    for k, (cat, n) in enumerate(sizes):
-        recs = bfcl.load_category(cat, root)
-        rng = np.random.default_rng([seed, 164, k])
-        idx = sorted(rng.choice(len(recs), size=min(n, len(recs)), replace=False).tolist())
-        out += [recs[i] for i in idx]
-    return out
+SALT = 164  # this sample's own draw: apart from other experiments' BFCL samples with the same seed
 
 
 def _summary(run: BFCLRun) -> dict[str, Any]:
@@ -50,8 +39,9 @@ def _summary(run: BFCLRun) -> dict[str, Any]:
 def measure(agent: Any, untuned: Any, sizes: Sequence[tuple[str, int]], seed: int, batch_size: int = 8,
             root: str | None = None) -> dict[str, Any]:
     """Both models' answers to the same sample: per-question correctness, per-category accuracy, examples."""
-    records = sample(sizes, seed, root)
-    runs = {"agent": ask(agent, records, batch_size=batch_size), "untuned": ask(untuned, records, batch_size=batch_size)}
+    records = bfcl.sample(sizes, seed, SALT, root)
+    runs = {k: ask(m, records, batch_size=batch_size, label=f"BFCL questions: {k} model")
+            for k, m in (("agent", agent), ("untuned", untuned))}
     answerable = [i for i, r in enumerate(records) if r.category in ANSWERABLE]
     right = {k: sum(r.correct[i] for i in answerable) for k, r in runs.items()}
     return {"n": len(records), "ids": [r.id for r in records], "categories": [r.category for r in records],

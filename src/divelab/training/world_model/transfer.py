@@ -89,6 +89,7 @@ SMOKE = TransferPlan(format_tasks=4, format_steps=1, world_tasks=4, world_steps=
 
 # data seeds: the agent's format tasks, each run's world tasks and the held-out tasks never overlap
 _FORMAT_SEED, _WORLD_SEED, _HELD_OUT_SEED = 0, 100, 900
+SALT = 167  # this experiment's own draw of BFCL questions, apart from other experiments' with the same seed
 
 
 def _tokenizer() -> Any:
@@ -99,18 +100,18 @@ def _tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(real.ensure_converted(), local_files_only=True)
 
 
-def fit_agent(tp: TransferPlan, seed: int) -> Any:
+def fit_agent(tp: TransferPlan, seed: int, tok: Any) -> Any:
     """The agent's format adapter on SmolLM2 (fitted once, then read from the content cache)."""
     from divelab.envs.tool_tasks import tasks
     from divelab.lm.adapt import adapt
     from divelab.lm.real import SMOLLM2
     from divelab.lm.tool_rows import call_rows
 
-    rows = call_rows(tasks(tp.format_tasks, seed * 1000 + _FORMAT_SEED), _tokenizer())
+    rows = call_rows(tasks(tp.format_tasks, seed * 1000 + _FORMAT_SEED), tok)
     return adapt(SMOLLM2, rows, tp.adapt_config(tp.format_steps, seed), name="world model transfer: agent format")
 
 
-def fit_world(agent: Any, tp: TransferPlan, seed: int, run: int, sham: bool) -> Any:
+def fit_world(agent: Any, tok: Any, tp: TransferPlan, seed: int, run: int, sham: bool) -> Any:
     """A world-model (or, with ``sham``, a shuffled-result) adapter fitted on top of the merged agent."""
     from divelab.envs.tool_tasks import tasks
     from divelab.lm.adapt import adapt
@@ -118,7 +119,7 @@ def fit_world(agent: Any, tp: TransferPlan, seed: int, run: int, sham: bool) -> 
     from divelab.lm.tool_rows import result_rows
 
     data = tasks(tp.world_tasks, seed * 1000 + _WORLD_SEED + run, max_tools=tp.world_tools)
-    rows = result_rows(data, _tokenizer(), shuffle_seed=run if sham else None)
+    rows = result_rows(data, tok, shuffle_seed=run if sham else None)
     return adapt(f"{SMOLLM2}+agent:{agent.key}", rows, tp.adapt_config(tp.world_steps, seed * 100 + run),
                  name=f"world model transfer: {'sham' if sham else 'world model'} run {run + 1}",
                  base_loader=lambda: agent.load(merge=True, base_loader=load_real))
@@ -161,80 +162,78 @@ def _fields_right(text: str, want: dict[str, Any]) -> float:
 def _result_match(model: Any, tok: Any, items: Sequence[Any], tp: TransferPlan) -> list[float]:
     """Per held-out task with a call: the share of its result's fields the model writes exactly (the structure of
     the next observation and its values; a shuffled-result sham learns neither for a given call)."""
-    import torch
-
     from divelab.lm.tool_rows import result_rows
+    from divelab.training.world_model.llm_model import hf_generator
 
     rows = result_rows(items, tok)
-    truth = [json.loads(r["completion"]) for r in rows]
+    generate = hf_generator(model, tok, tp.max_new_tokens)
     out: list[float] = []
-    tok.padding_side = "left"
     for i in range(0, len(rows), tp.gen_batch):
-        enc = tok([r["prompt"] for r in rows[i:i + tp.gen_batch]], return_tensors="pt", padding=True,
-                  add_special_tokens=False)
-        with torch.no_grad():
-            gen = model.generate(**enc, max_new_tokens=tp.max_new_tokens, do_sample=False, temperature=None,
-                                 top_p=None, top_k=None, pad_token_id=tok.pad_token_id)
-        for text, want in zip(tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True),
-                              truth[i:i + tp.gen_batch], strict=True):
-            out.append(_fields_right(text, want))
+        part = rows[i:i + tp.gen_batch]
+        out += [_fields_right(text, json.loads(r["completion"]))
+                for text, r in zip(generate([r["prompt"] for r in part]), part, strict=True)]
     return out
 
 
-def _bfcl(model: Any, tok: Any, records: Sequence[Any], tp: TransferPlan) -> dict[str, Any]:
+def _bfcl(model: Any, tok: Any, records: Sequence[Any], tp: TransferPlan, name: str) -> dict[str, Any]:
     from divelab.envs.bfcl_run import ask
 
-    run = ask(_chat(model, tok, tp), records, batch_size=tp.gen_batch)
+    run = ask(_chat(model, tok, tp), records, batch_size=tp.gen_batch, label=f"BFCL questions: {name}")
     return {"correct": [int(c) for c in run.correct], "called": round(run.called(), 4),
             "by_category": {k: round(v, 4) for k, v in run.by_category().items()}, "seconds": round(run.seconds, 1)}
 
 
-def bfcl_records(tp: TransferPlan, seed: int) -> list[Any]:
-    """The seeded BFCL sample every model answers."""
+@dataclass(frozen=True)
+class Setup:
+    """What every arm shares, built once: the BFCL sample, the held-out synthetic tasks, the tokenizer and the
+    fitted agent."""
+
+    records: list[Any]
+    held_out: list[Any]
+    tok: Any
+    agent: Any
+    fit_s: float
+
+
+def setup(tp: TransferPlan, seed: int) -> Setup:
+    """The shared pieces (the agent fitted, or read back from the content cache)."""
     from divelab.envs import bfcl
+    from divelab.envs.tool_tasks import tasks
 
-    out = []
-    for k, (cat, n) in enumerate(tp.bfcl):
-        recs = bfcl.load_category(cat)
-        idx = np.random.default_rng([seed, 167, k]).choice(len(recs), size=min(n, len(recs)), replace=False)
-        out += [recs[int(i)] for i in sorted(idx)]
-    return out
+    t0 = time.time()
+    tok = _tokenizer()
+    records = bfcl.sample(tp.bfcl, seed, SALT)
+    held = tasks(tp.held_out, seed * 1000 + _HELD_OUT_SEED)
+    agent = fit_agent(tp, seed, tok)
+    return Setup(records, held, tok, agent, round(time.time() - t0, 1))
 
 
-def measure_agent(tp: TransferPlan, seed: int) -> dict[str, Any]:
+def measure_agent(tp: TransferPlan, su: Setup) -> dict[str, Any]:
     """The untuned model and the format-adapted agent on the BFCL sample and the held-out synthetic tasks."""
-    from divelab.envs.tool_tasks import tasks
     from divelab.lm.real import load_real
 
     t0 = time.time()
-    records = bfcl_records(tp, seed)
-    held = tasks(tp.held_out, seed * 1000 + _HELD_OUT_SEED)
-    agent = fit_agent(tp, seed)
-    fit_s = time.time() - t0
-    out: dict[str, Any] = {"ids": [r.id for r in records], "categories": [r.category for r in records],
-                           "agent_key": agent.key, "agent_train_s": agent.record.get("train_s")}
-    for name, load in (("untuned", load_real), ("agent", lambda: agent.load(merge=True, base_loader=load_real))):
+    out: dict[str, Any] = {"ids": [r.id for r in su.records], "categories": [r.category for r in su.records],
+                           "agent_key": su.agent.key, "agent_train_s": su.agent.record.get("train_s")}
+    for name, load in (("untuned", load_real), ("agent", lambda: su.agent.load(merge=True, base_loader=load_real))):
         model, tok = load()
-        out[name] = {"bfcl": _bfcl(model, tok, records, tp), "own": _own_competence(_chat(model, tok, tp), held, tp)}
-    out["seconds"] = {"fit": round(fit_s, 1), "total": round(time.time() - t0, 1)}
+        out[name] = {"bfcl": _bfcl(model, tok, su.records, tp, name),
+                     "own": _own_competence(_chat(model, tok, tp), su.held_out, tp)}
+    out["seconds"] = {"fit": su.fit_s, "total": round(su.fit_s + time.time() - t0, 1)}
     return out
 
 
-def measure_run(tp: TransferPlan, seed: int, run: int) -> dict[str, Any]:
+def measure_run(tp: TransferPlan, su: Setup, seed: int, run: int) -> dict[str, Any]:
     """One run: the world-model and the sham adapter, each on the BFCL sample and on held-out tool results."""
-    from divelab.envs.tool_tasks import tasks
-
-    t0 = time.time()
-    records = bfcl_records(tp, seed)
-    held = tasks(tp.held_out, seed * 1000 + _HELD_OUT_SEED)
     from divelab.lm.real import load_real
 
-    agent = fit_agent(tp, seed)  # read back from the cache
+    t0 = time.time()
     out: dict[str, Any] = {}
     for arm, sham in (("world", False), ("sham", True)):
-        ad = fit_world(agent, tp, seed, run, sham)
-        model, tok = ad.load(merge=True, base_loader=lambda: agent.load(merge=True, base_loader=load_real))
-        out[arm] = {"bfcl": _bfcl(model, tok, records, tp), "results": _result_match(model, tok, held, tp),
+        ad = fit_world(su.agent, su.tok, tp, seed, run, sham)
+        model, tok = ad.load(merge=True, base_loader=lambda: su.agent.load(merge=True, base_loader=load_real))
+        out[arm] = {"bfcl": _bfcl(model, tok, su.records, tp, f"{arm} run {run + 1}"),
+                    "results": _result_match(model, tok, su.held_out, tp),
                     "key": ad.key, "train_s": ad.record.get("train_s")}
     out["seconds"] = round(time.time() - t0, 1)
     return out
@@ -326,7 +325,8 @@ def not_measured(why: str) -> list[Claim]:
 def measure(tp: TransferPlan, seed: int) -> dict[str, Any]:
     """The whole experiment in one process: the agent, then each run (adapters and answers are cached by content,
     so a killed run refits nothing it finished)."""
-    return {"agent": measure_agent(tp, seed), "runs": [measure_run(tp, seed, r) for r in range(tp.runs)]}
+    su = setup(tp, seed)
+    return {"agent": measure_agent(tp, su), "runs": [measure_run(tp, su, seed, r) for r in range(tp.runs)]}
 
 
 def summary(agent: dict[str, Any], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
