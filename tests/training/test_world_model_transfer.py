@@ -132,3 +132,6 @@ def test_smoke_stages_run_on_the_real_model() -> None:
     assert all(len(r["world"]["results"]) == sum(t.call is not None for t in tasks(tp.held_out, 900)) for r in runs)
     claims = transfer.claims(agent, runs, 0)
     assert len(claims) == 2 and all(c.verdict is not None for c in claims)
+    comp = transfer.summary(agent, runs)["agent_competence"]
+    answerable = [i for i, c in enumerate(agent["categories"]) if c != "irrelevance"]
+    assert comp["n"] == len(answerable) and comp["ci"][0] <= comp["accuracy"] <= comp["ci"][1]

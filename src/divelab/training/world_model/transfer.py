@@ -331,8 +331,13 @@ def measure(tp: TransferPlan, seed: int) -> dict[str, Any]:
 
 def summary(agent: dict[str, Any], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What the saved run records beside the claims: accuracy per category and model, how often each model's
-    replies were read as calls, competence on our own tasks, the positive control per run, times."""
+    replies were read as calls, competence on our own tasks, the positive control per run, times; and the agent's
+    competence on the answerable BFCL questions with its Wilson interval (the report's competence column)."""
+    keep = _answerable(agent)
+    right = sum(agent["agent"]["bfcl"]["correct"][i] for i in keep)
     return {"agent": {k: agent[k] for k in ("agent_key", "agent_train_s", "seconds")},
+            "agent_competence": {"accuracy": round(right / len(keep), 4) if keep else None, "n": len(keep),
+                                 "ci": [round(x, 4) for x in stats.proportion_ci(right, len(keep))] if keep else None},
             "accuracy": {"untuned": agent["untuned"]["bfcl"]["by_category"],
                          "agent": agent["agent"]["bfcl"]["by_category"],
                          "world": [r["world"]["bfcl"]["by_category"] for r in runs],
