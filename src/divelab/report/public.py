@@ -10,14 +10,26 @@ beside "Success ... (TextWorld)".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from divelab.claims import Claim
 from divelab.report.text import md_cell
 
 PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
-_LABEL = re.compile(r"\(([^()]*)\)")
+
+
+def _groups(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each outermost balanced parenthesised group of ``text`` (end is past its ")"); a label
+    may hold brackets of its own, as in "(Spearman rho with P(win|h,a), TextWorld deterministic)"."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            start, depth = (i if depth == 0 else start), depth + 1
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1))
+    return out
 
 
 def is_public(c: Claim) -> bool:
@@ -26,13 +38,18 @@ def is_public(c: Claim) -> bool:
 
 def home_grown(c: Claim, claims: Sequence[Claim]) -> Claim | None:
     """``c``'s counterpart among ``claims`` on a home-grown substrate, or None (see the module docstring)."""
-    m = next((m for m in _LABEL.finditer(c.statement) if any(n in m.group(1) for n in PUBLIC_SUBSTRATES)), None)
+    m = next(((a, b) for a, b in _groups(c.statement) if any(n in c.statement[a:b] for n in PUBLIC_SUBSTRATES)),
+             None)
     if m is None:
         return None
-    head, tail = c.statement[:m.start()], c.statement[m.end():]
-    found = [o for o in claims if o is not c and not is_public(o) and o.statement.startswith(head + "(")
-             and o.statement.endswith(")" + tail)
-             and "(" not in o.statement[len(head) + 1:len(o.statement) - len(tail) - 1]]
+    head, tail = c.statement[:m[0]], c.statement[m[1]:]
+
+    def swapped(o: Claim) -> bool:  # o is c with that one label replaced by another whole label
+        s = o.statement
+        return (o is not c and not is_public(o) and s.startswith(head + "(") and s.endswith(")" + tail)
+                and (len(head), len(s) - len(tail)) in _groups(s))
+
+    found = [o for o in claims if swapped(o)]
     return next((o for o in found if o.statement == f"{head}(TextWorld){tail}"), found[0] if found else None)
 
 
