@@ -176,6 +176,18 @@ def _num(v: float) -> str:
     return f"{v:.3f}"
 
 
+# what the paper reports for each claim of variant_claims (keys as in statements)
+PAPER = {
+    "best-of-n": "38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, Qwen3.5-9B: +7 to "
+                 "+11 points",
+    "auroc": "0.87 (vs 0.62 for Claude as judge), tau2-bench airline",
+    "localisation": "used for failure attribution (Who&When); no accuracy in the notes",
+    "step correlation": "beta*log pi/pi_ref = A* at the optimum",
+    "aggregation": "aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an admitted "
+                   "soft spot",
+}
+
+
 def statements(env_name: str, n: int) -> dict[str, str]:
     """The statements of :func:`variant_claims` for a test bed named ``env_name`` with groups of ``n`` rollouts (the
     test bed's name is the parenthesised label that :mod:`divelab.report.public` swaps to pair a public test bed's
@@ -208,8 +220,7 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
                    "outcome")
     out.append(comparative(
         bon, statement=said["best-of-n"],
-        paper_value="38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, "
-                    "Qwen3.5-9B: +7 to +11 points",
+        paper_value=PAPER["best-of-n"],
         unit="points over the strongest baseline", scale=100.0, fmt=_pct, seed=seed, paper=(7.1, 11.4), tol=0.5,
         tol_kind="rel",
         falsifier=f"Had the progress pick succeeded no more often than the best of the confidence, starting-model, "
@@ -223,8 +234,7 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     if au:
         out.append(comparative(
             au, statement=said["auroc"],
-            paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", unit="AUROC over the strongest "
-            "baseline", scale=1.0, fmt=_num, seed=seed,
+            paper_value=PAPER["auroc"], unit="AUROC over the strongest baseline", scale=1.0, fmt=_num, seed=seed,
             why="the paper's 0.87 is an absolute AUROC beside Claude as judge (0.62), a baseline not run here; it "
                 "gives no difference to confidence baselines",
             falsifier=f"Had the progress score ranked successes above failures no better than the best confidence "
@@ -237,7 +247,7 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     if loc:
         out.append(comparative(
             loc, statement=said["localisation"],
-            paper_value="used for failure attribution (Who&When); no accuracy in the notes",
+            paper_value=PAPER["localisation"],
             unit="points of hit rate over the strongest baseline", scale=100.0, fmt=_pct, seed=seed,
             why="the notes give no localisation accuracy",
             falsifier="Had the blamed step matched the oracle's first wrong step no more often than the least-"
@@ -250,7 +260,7 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     if corr:
         out.append(comparative(
             corr, statement=said["step correlation"],
-            paper_value="beta*log pi/pi_ref = A* at the optimum", unit="rho over the strongest baseline", scale=1.0,
+            paper_value=PAPER["step correlation"], unit="rho over the strongest baseline", scale=1.0,
             fmt=_num, seed=seed,
             why="the paper states an identity at the optimum, not a correlation for a trained policy",
             falsifier="Had the step log-ratios correlated with the policy's Monte Carlo advantages no better than "
@@ -267,8 +277,7 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     spread = [100 * v["best_of_n"] for v in pols[0]["progress"].values()]
     out.append(Claim(
         statement=said["aggregation"],
-        paper_value="aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an "
-                    "admitted soft spot", measured=g, unit="points", ci=g_ci, kind=Kind.EMPIRICAL, source=SOURCE,
+        paper_value=PAPER["aggregation"], measured=g, unit="points", ci=g_ci, kind=Kind.EMPIRICAL, source=SOURCE,
         baseline=f"sum/sum: best-of-{n} {np.mean([100 * r['sum/sum'] for r in bon]):.1f}%",
         ruling=verdicts.direction(g, g_ci, why="the paper reports the tuned choices, not the gain of tuning",
                                   training_runs=len(bon), control=verdicts.control(SHAM, ctl, ctl_ci)),
