@@ -13,6 +13,9 @@ Pipeline (the trained policy is cached in the divelab cache, keyed by its config
    gives an exact oracle (optimal win probability, the first wrong step of a failed episode), and
    Monte Carlo rollouts of the policy from replayed prefixes give its true advantage.
 
+Steps 2 and 3 take any trained pair and games (:func:`grpo_policy`, :func:`evaluate`): the public section runs
+them on TextWorldExpress games (:mod:`~divelab.training.progress_advantage.public_check`).
+
 The stochastic variant is :class:`SlipEnv`: with probability ``slip`` the chosen command is replaced
 by a uniformly random admissible one (the executed command is in ``info["executed"]``), so the same
 intended action can lead to different states, the case where reading the log-ratio as a reward
@@ -208,7 +211,8 @@ def score_command_level(policy: Any, reference: Any, trajectories: Sequence[Any]
 
 # -- the exact oracle from the game's state graph ----------------------------------------------------
 class Oracle:
-    """The optimal value on a game's whole state graph (:func:`divelab.envs.textworld.game_graph`)
+    """The optimal value on a game's whole state graph (:func:`divelab.envs.textworld.game_graph`, or
+    :func:`~divelab.training.progress_advantage.state_graph.explore` for a simulator's game)
     within the step budget, with the slip of :class:`SlipEnv`: a win ``t`` steps from now is worth
     ``gamma**t``, so a detour (a step off every shortest path) lowers the value even when the
     budget would still allow a win. ``gamma = 1`` gives the optimal win probability."""
