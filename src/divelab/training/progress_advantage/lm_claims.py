@@ -176,21 +176,51 @@ def _num(v: float) -> str:
     return f"{v:.3f}"
 
 
+# what the paper reports for each claim of variant_claims (keys as in statements)
+PAPER = {
+    "best-of-n": "38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, Qwen3.5-9B: +7 to "
+                 "+11 points",
+    "auroc": "0.87 (vs 0.62 for Claude as judge), tau2-bench airline",
+    "localisation": "used for failure attribution (Who&When); no accuracy in the notes",
+    "step correlation": "beta*log pi/pi_ref = A* at the optimum",
+    "aggregation": "aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an admitted "
+                   "soft spot",
+}
+
+
+def statements(env_name: str, n: int) -> dict[str, str]:
+    """The statements of :func:`variant_claims` for a test bed named ``env_name`` with groups of ``n`` rollouts (the
+    test bed's name is the parenthesised label that :mod:`divelab.report.public` swaps to pair a public test bed's
+    claim with the same claim on ours)."""
+    return {
+        "best-of-n": f"best-of-{n} success with the progress score beats the strongest baseline, random pick "
+                     f"included ({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
+        "auroc": f"AUROC of the progress score for trajectory success is above the strongest baseline "
+                 f"({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
+        "localisation": f"failure localisation: argmin of the running sum of step advantages finds the known "
+                        f"first wrong step more often than the strongest baseline ({env_name}, failed policy "
+                        "rollouts)",
+        "step correlation": f"step scores track the policy's true advantage better than the strongest baseline "
+                            f"(Spearman rho with Monte Carlo P(win|h,a) - P(win|h), {env_name})",
+        "aggregation": f"dependence on the aggregation: the token/step aggregation chosen on the other half of the "
+                       f"groups beats the theory's default sum/sum (best-of-{n}, {env_name})",
+    }
+
+
 def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, seed: int) -> list[Claim]:
     """Best-of-n, AUROC, failure localisation, step correlation and the aggregation's dependence for one test bed,
     each over its training runs (``results``: one run_variant / evaluate_rollouts result per run).
     ``trained`` says in a few words how its policies were trained (for the falsifiers)."""
     pols = [r["policy"] for r in results]
     n = pols[0]["n"]
+    said = statements(env_name, n)
     out: list[Claim] = []
     bon = [best_of_n_run(p) for p in pols]
     independent = (f"the policies are {trained}, and nothing in our code ties a rollout's log-ratio to its "
                    "outcome")
     out.append(comparative(
-        bon, statement=f"best-of-{n} success with the progress score beats the strongest baseline, random pick "
-                       f"included ({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
-        paper_value="38.8% vs 29.0% (Self-Certainty) / 27.4% (DeepConf), Gemma4-4B; 62.1% vs 51-55%, "
-                    "Qwen3.5-9B: +7 to +11 points",
+        bon, statement=said["best-of-n"],
+        paper_value=PAPER["best-of-n"],
         unit="points over the strongest baseline", scale=100.0, fmt=_pct, seed=seed, paper=(7.1, 11.4), tol=0.5,
         tol_kind="rel",
         falsifier=f"Had the progress pick succeeded no more often than the best of the confidence, starting-model, "
@@ -203,10 +233,8 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     au = [a for a in (auroc_run(p) for p in pols) if a is not None]
     if au:
         out.append(comparative(
-            au, statement=f"AUROC of the progress score for trajectory success is above the strongest baseline "
-                          f"({env_name}, policy rollouts; aggregation chosen on the other half of the groups)",
-            paper_value="0.87 (vs 0.62 for Claude as judge), tau2-bench airline", unit="AUROC over the strongest "
-            "baseline", scale=1.0, fmt=_num, seed=seed,
+            au, statement=said["auroc"],
+            paper_value=PAPER["auroc"], unit="AUROC over the strongest baseline", scale=1.0, fmt=_num, seed=seed,
             why="the paper's 0.87 is an absolute AUROC beside Claude as judge (0.62), a baseline not run here; it "
                 "gives no difference to confidence baselines",
             falsifier=f"Had the progress score ranked successes above failures no better than the best confidence "
@@ -218,10 +246,8 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     loc = [r for r in (localisation_run(p) for p in pols) if r is not None]
     if loc:
         out.append(comparative(
-            loc, statement=f"failure localisation: argmin of the running sum of step advantages finds the known "
-                           f"first wrong step more often than the strongest baseline ({env_name}, failed policy "
-                           "rollouts)",
-            paper_value="used for failure attribution (Who&When); no accuracy in the notes",
+            loc, statement=said["localisation"],
+            paper_value=PAPER["localisation"],
             unit="points of hit rate over the strongest baseline", scale=100.0, fmt=_pct, seed=seed,
             why="the notes give no localisation accuracy",
             falsifier="Had the blamed step matched the oracle's first wrong step no more often than the least-"
@@ -233,9 +259,8 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     corr = [r for r in (step_corr_run(p) for p in pols) if r is not None]
     if corr:
         out.append(comparative(
-            corr, statement=f"step scores track the policy's true advantage better than the strongest baseline "
-                            f"(Spearman rho with Monte Carlo P(win|h,a) - P(win|h), {env_name})",
-            paper_value="beta*log pi/pi_ref = A* at the optimum", unit="rho over the strongest baseline", scale=1.0,
+            corr, statement=said["step correlation"],
+            paper_value=PAPER["step correlation"], unit="rho over the strongest baseline", scale=1.0,
             fmt=_num, seed=seed,
             why="the paper states an identity at the optimum, not a correlation for a trained policy",
             falsifier="Had the step log-ratios correlated with the policy's Monte Carlo advantages no better than "
@@ -251,10 +276,8 @@ def variant_claims(env_name: str, results: list[dict[str, Any]], trained: str, s
     ctl, ctl_ci = _t([100 * (r["sham"] - r["sham sum/sum"]) for r in bon])
     spread = [100 * v["best_of_n"] for v in pols[0]["progress"].values()]
     out.append(Claim(
-        statement=f"dependence on the aggregation: the token/step aggregation chosen on the other half of the groups "
-                  f"beats the theory's default sum/sum (best-of-{n}, {env_name})",
-        paper_value="aggregation tuned per backbone/task (max/min for Gemma4-4B, min/last for Qwen3.5-9B); an "
-                    "admitted soft spot", measured=g, unit="points", ci=g_ci, kind=Kind.EMPIRICAL, source=SOURCE,
+        statement=said["aggregation"],
+        paper_value=PAPER["aggregation"], measured=g, unit="points", ci=g_ci, kind=Kind.EMPIRICAL, source=SOURCE,
         baseline=f"sum/sum: best-of-{n} {np.mean([100 * r['sum/sum'] for r in bon]):.1f}%",
         ruling=verdicts.direction(g, g_ci, why="the paper reports the tuned choices, not the gain of tuning",
                                   training_runs=len(bon), control=verdicts.control(SHAM, ctl, ctl_ci)),

@@ -1,5 +1,6 @@
 """Reproduction of E173, progress advantage (arXiv 2606.26080): the exact tabular check and the
-language-model check on the RL engine's TextWorld games (and, at full scale, a key-and-door text game)."""
+language-model check on the RL engine's TextWorld games (and, at full scale, a key-and-door text game and
+public games: TextWorldExpress's coin collector, scored on held-out dev games)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import numpy as np
 from divelab import verdicts
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.rl.presets import TESTBEDS
+from divelab.rl.substrate_testbed import SubstrateTestbedConfig
 from divelab.rl.testbed import TestbedConfig
 from divelab.training.progress_advantage import mdp as M
+from divelab.training.progress_advantage.public_check import COIN_PARAMS, PublicPlan
 from divelab.training.progress_advantage.real_llm import RealLLMConfig
 from divelab.training.progress_advantage.twcheck import EvalConfig
 
@@ -61,7 +64,28 @@ class Plan:
     real_llm: RealLLMConfig | None
     """SmolLM2-135M-Instruct against a KL-RL LoRA policy over it: its states, fine-tune and evaluation (minutes
     of CPU and the model download); None: not measured at this scale. Its seed is the run's."""
+    public: PublicPlan | None
+    """the same language-model check on public games, TextWorldExpress's coin collector scored on held-out dev
+    games, with an exact oracle from each game's checked state graph (public_check.py); None: not measured at this
+    scale (it plays a Java simulator and trains its own pairs)."""
 
+
+PUBLIC_FULL = PublicPlan(
+    testbed=SubstrateTestbedConfig(simulator="twx", game="coin", params=COIN_PARAMS,
+                                   train_episodes=TESTBEDS["full"].n_games, eval_episodes=16,
+                                   max_steps=TESTBEDS["full"].max_steps, sft_episodes=TESTBEDS["full"].sft_episodes,
+                                   sft_steps=TESTBEDS["full"].sft_steps, sft_lr=TESTBEDS["full"].sft_lr),
+    iterations=4, group_size=8, evaluation=EvalConfig(reps=20, n=8, mc_steps=300, mc_rollouts=64), training_runs=5,
+    max_states=400, check_depth=2)
+"""The public section at full: TextWorldExpress's coin collector on its largest map with the full TextWorld test bed's
+step cap, warm-start recipe, GRPO iterations and group size, evaluated at the TextWorld deterministic variant's size
+(2560 rollouts: 16 held-out games x 20 groups x 8, where TextWorld has 8 games x 40 groups; 300 Monte Carlo steps x
+64 rollouts) over as many training runs, so both sides of each public/home-grown pair follow one recipe.
+
+Sizing, from a probe pinned to one core while two other jobs ran on the machine: exploring the 24 games' graphs took
+8 s, and the merge check 29 s at depth 1 or 123 s at depth 2 (3,000-4,500 simulator steps per game); one training
+run took 36 s of warm start, 1.3 s of GRPO (played from the graphs) and 45 s of evaluation. Five runs and the
+depth-2 check: 5 x 82 s + 135 s, about 9-10 minutes of one core (extrapolated; the budget is 15)."""
 
 # the RL engine's test beds at smoke and full (shared with G2PO: their games and warm starts are cached once);
 # quick has its own
@@ -70,7 +94,7 @@ PLANS = {
                                   small_gammas=(0.9, 0.99), mdps_per_cell=1, pg_steps=300, pg_sampled_steps=100),
                   testbed=TESTBEDS["smoke"],
                   iterations=2, group_size=4, evaluation=EvalConfig(reps=2, n=4, mc_steps=4, mc_rollouts=4),
-                  training_runs=2, keydoor_runs=0, real_llm=None),
+                  training_runs=2, keydoor_runs=0, real_llm=None, public=None),
     "quick": Plan(exact=ExactPlan(slips=(0.0, 0.05, 0.1, 0.2, 0.3, 0.4), random_mdps=200,
                                   small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                   mdps_per_cell=1, pg_steps=2000, pg_sampled_steps=1000),
@@ -78,13 +102,13 @@ PLANS = {
                                         min_random_success=0.1, max_states=120, sft_episodes=32, sft_steps=200,
                                         sft_lr=1e-2),
                   iterations=3, group_size=8, evaluation=EvalConfig(reps=20, n=8, mc_steps=100, mc_rollouts=32),
-                  training_runs=5, keydoor_runs=0, real_llm=None),
+                  training_runs=5, keydoor_runs=0, real_llm=None, public=None),
     "full": Plan(exact=ExactPlan(slips=tuple(np.linspace(0, 0.6, 13).tolist()), random_mdps=2000,
                                  small_betas=(1.0, 0.1, 0.01, 0.001), small_gammas=(0.5, 0.9, 0.99, 0.999),
                                  mdps_per_cell=5, pg_steps=5000, pg_sampled_steps=3000),
                  testbed=TESTBEDS["full"],
                  iterations=4, group_size=8, evaluation=EvalConfig(reps=40, n=8, mc_steps=300, mc_rollouts=64),
-                 training_runs=5, keydoor_runs=3, real_llm=RealLLMConfig()),
+                 training_runs=5, keydoor_runs=3, real_llm=RealLLMConfig(), public=PUBLIC_FULL),
 }
 
 
@@ -196,17 +220,24 @@ def lm_check(plan: Plan, seed: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def run(plan: Plan, seed: int) -> Reproduction:
-    """The exact tabular check, then the language-model checks, then (when planned) the real LLM."""
+    """The exact tabular check, then the language-model checks (at full also on public games), then (when planned)
+    the real LLM."""
+    from divelab.training.progress_advantage.public_check import LABEL, public_check
+    from divelab.training.progress_advantage.public_claims import public_claims, public_setup
+
     rep = Reproduction(system="progress-advantage",
                        title="Neglected Free Lunch from Post-training: Progress Advantage for LLM Agents",
                        scale="", seed=seed)
     ex = exact_check(plan.exact, seed)
     lm = lm_check(plan, seed)
-    rep.details = {"exact": ex, "lm": {name: [_strip(r) for r in runs] for name, runs in lm.items()}}
+    pub = public_check(plan.public, seed)
+    rep.details = {"exact": ex, "lm": {name: [_strip(r) for r in runs] for name, runs in lm.items()},
+                   "public": {**pub, "runs": [_strip(r) for r in pub["runs"]]} if "runs" in pub else pub}
     rep.claims += _exact_claims(ex)
     rep.claims += _lm_claims(lm, seed)
-    rep.figures += _figures(ex, lm)
-    rep.setup = _setup(ex, lm, plan)
+    rep.claims += public_claims(pub, seed)
+    rep.figures += _figures(ex, {**lm, LABEL: pub["runs"]} if "runs" in pub else lm)
+    rep.setup = _setup(ex, lm, plan) + public_setup(pub)
     if plan.real_llm is not None:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
         from divelab.training.progress_advantage import real_llm
 

@@ -13,6 +13,9 @@ Pipeline (the trained policy is cached in the divelab cache, keyed by its config
    gives an exact oracle (optimal win probability, the first wrong step of a failed episode), and
    Monte Carlo rollouts of the policy from replayed prefixes give its true advantage.
 
+Steps 2 and 3 take any trained pair and games (:func:`grpo_policy`, :func:`evaluate`): the public section runs
+them on TextWorldExpress games (:mod:`~divelab.training.progress_advantage.public_check`).
+
 The stochastic variant is :class:`SlipEnv`: with probability ``slip`` the chosen command is replaced
 by a uniformly random admissible one (the executed command is in ``info["executed"]``), so the same
 intended action can lead to different states, the case where reading the log-ratio as a reward
@@ -22,8 +25,9 @@ fails and reading it as an advantage does not.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,9 +108,7 @@ def env_factory(cfg: TWCheckConfig, testbed: Any, seed: int) -> EnvFactory:
 
 def trained_pair(cfg: TWCheckConfig) -> TrainedPair:
     """The warm-started reference and the GRPO+KL policy trained from it (cached)."""
-    from safetensors.torch import load_model, save_model
-
-    from divelab.rl.grpo import GRPOConfig, GRPOTrainer
+    from divelab.rl.grpo import GRPOConfig
     from divelab.rl.testbed import build_testbed
 
     tb = build_testbed(cfg.testbed)
@@ -114,21 +116,33 @@ def trained_pair(cfg: TWCheckConfig) -> TrainedPair:
     reference.model.eval()
     make_env = env_factory(cfg, tb, cfg.seed + 1000)
     path = entry_path("progress-advantage-tw", stable_hash({**asdict(cfg), "version": _VERSION}))
+    gcfg = GRPOConfig(iterations=cfg.iterations, group_size=cfg.group_size, max_steps=cfg.testbed.max_steps,
+                      lr=cfg.lr, kl_coef=cfg.beta, ppo_epochs=cfg.ppo_epochs, seed=cfg.seed,
+                      description=f"progress-advantage: GRPO+KL policy (slip {cfg.slip})")
+    policy, success, kl = grpo_policy(tb.new_policy, make_env, tb.game_ids, gcfg, path)
+    return TrainedPair(policy, reference, tb, make_env, success, kl)
+
+
+def grpo_policy(new_policy: Callable[[], Any], make_env: EnvFactory, game_ids: Sequence[str], gcfg: Any,
+                path: Path) -> tuple[Any, list[float], list[float]]:
+    """``(policy, success curve, KL curve)``: ``new_policy()`` trained by the engine's GRPO trainer (``gcfg``, whose
+    ``kl_coef`` is the check's beta) on ``game_ids``, cached in ``path`` (trained there first when missing)."""
+    from safetensors.torch import load_model, save_model
+
+    from divelab.rl.grpo import GRPOTrainer
+
     if not (path / "policy.safetensors").exists():
-        policy = tb.new_policy()
-        gcfg = GRPOConfig(iterations=cfg.iterations, group_size=cfg.group_size, max_steps=cfg.testbed.max_steps,
-                          lr=cfg.lr, kl_coef=cfg.beta, ppo_epochs=cfg.ppo_epochs, seed=cfg.seed,
-                          description=f"progress-advantage: GRPO+KL policy (slip {cfg.slip})")
-        logs = GRPOTrainer(policy, make_env, tb.game_ids, gcfg).train()
+        policy = new_policy()
+        logs = GRPOTrainer(policy, make_env, list(game_ids), gcfg).train()
         with atomic_dir(path) as tmp:
             save_model(policy.model, str(tmp / "policy.safetensors"))
             atomic_write_text(tmp / "logs.json", json.dumps({"success": [lg.success for lg in logs],
                                                              "kl": [lg.kl for lg in logs]}))
-    policy = tb.new_policy()
+    policy = new_policy()
     load_model(policy.model, str(path / "policy.safetensors"))
     policy.model.eval()
     logs = json.loads((path / "logs.json").read_text())
-    return TrainedPair(policy, reference, tb, make_env, logs["success"], logs["kl"])
+    return policy, logs["success"], logs["kl"]
 
 
 def sample_groups(policy: Any, make_env: EnvFactory, game_ids: Sequence[str], reps: int, n: int, max_steps: int,
@@ -197,7 +211,8 @@ def score_command_level(policy: Any, reference: Any, trajectories: Sequence[Any]
 
 # -- the exact oracle from the game's state graph ----------------------------------------------------
 class Oracle:
-    """The optimal value on a game's whole state graph (:func:`divelab.envs.textworld.game_graph`)
+    """The optimal value on a game's whole state graph (:func:`divelab.envs.textworld.game_graph`, or
+    :func:`~divelab.training.progress_advantage.state_graph.explore` for a simulator's game)
     within the step budget, with the slip of :class:`SlipEnv`: a win ``t`` steps from now is worth
     ``gamma**t``, so a detour (a step off every shortest path) lowers the value even when the
     budget would still allow a win. ``gamma = 1`` gives the optimal win probability."""
@@ -289,6 +304,30 @@ class EvalConfig:
 def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]:
     """Every number of the TextWorld LM check for one variant (deterministic or slippery)."""
     from divelab.envs.textworld import game_graph
+
+    pair = trained_pair(cfg)
+    tb = pair.testbed
+    make_env = env_factory(cfg, tb, seed + 2000)  # fresh slip stream for evaluation
+
+    def graphs() -> dict[str, dict[str, Any]]:
+        return {g: game_graph(sp, cfg.testbed.max_states) for g, sp in zip(tb.game_ids, cfg.testbed.specs(),
+                                                                          strict=True)}
+
+    return evaluate(pair.policy, pair.reference, tb.tokenizer, make_env, tb.game_ids, graphs, beta=cfg.beta,
+                    slip=cfg.slip, max_steps=cfg.testbed.max_steps, ev=ev, seed=seed,
+                    config={**asdict(cfg), "eval": asdict(ev)},
+                    curves={"rl_success": pair.success_curve, "kl": pair.kl_curve})
+
+
+def evaluate(policy: Any, reference: Any, tokenizer: Any, make_env: EnvFactory, game_ids: Sequence[str],
+             graphs: Callable[[], dict[str, dict[str, Any]]], *, beta: float, slip: float, max_steps: int,
+             ev: EvalConfig, seed: int, config: dict[str, Any], curves: dict[str, list[float]]) -> dict[str, Any]:
+    """Every number of the LM check for one trained pair on any games: ``ev.reps`` groups of ``ev.n`` rollouts per
+    game of ``game_ids`` (played through ``make_env``), scored at the token and command levels against the
+    confidence baselines, labelled by the exact oracle on each game's whole state graph (``graphs()``: game id ->
+    graph in :meth:`~divelab.envs.base.ReplayCache.export_graph`'s form, asked for once the rollouts are scored),
+    with the permuted-steps sham and, for ``ev.mc_steps`` random steps, the policy's Monte Carlo true advantage.
+    ``config`` and ``curves`` are recorded as they are."""
     from divelab.training.progress_advantage.lmcheck import (
         REFERENCE_STEP_BASELINE,
         SHAM_SEED,
@@ -299,20 +338,16 @@ def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]
     )
     from divelab.training.progress_advantage.scorer import ProgressAdvantage
 
-    pair = trained_pair(cfg)
-    tb, max_steps = pair.testbed, cfg.testbed.max_steps
-    make_env = env_factory(cfg, tb, seed + 2000)  # fresh slip stream for evaluation
-    trajs = sample_groups(pair.policy, make_env, tb.game_ids, ev.reps, ev.n, max_steps, seed + 7)
-    pa = ProgressAdvantage(pair.policy.model, pair.reference.model, tb.tokenizer, beta=cfg.beta, batch_size=256)
-    token = score_token_level(pa, pair.policy, trajs)
-    command = score_command_level(pair.policy, pair.reference, trajs, cfg.beta)
-    graphs = {g: game_graph(sp, cfg.testbed.max_states) for g, sp in zip(tb.game_ids, cfg.testbed.specs(), strict=True)}
-    oracles = {g: Oracle(gr, max_steps, cfg.slip) for g, gr in graphs.items()}
-    win_prob = {g: Oracle(gr, max_steps, cfg.slip, gamma=1.0) for g, gr in graphs.items()}
+    trajs = sample_groups(policy, make_env, game_ids, ev.reps, ev.n, max_steps, seed + 7)
+    pa = ProgressAdvantage(policy.model, reference.model, tokenizer, beta=beta, batch_size=256)
+    token = score_token_level(pa, policy, trajs)
+    command = score_command_level(policy, reference, trajs, beta)
+    by_game = graphs()
+    oracles = {g: Oracle(gr, max_steps, slip) for g, gr in by_game.items()}
+    win_prob = {g: Oracle(gr, max_steps, slip, gamma=1.0) for g, gr in by_game.items()}
     labels = [oracles[t.game_id].label(t) for t in trajs]
     success = np.array([t.won for t in trajs], dtype=bool)
-    res: dict[str, Any] = {"config": {**asdict(cfg), "eval": asdict(ev)}, "games": tb.game_ids,
-                           "curves": {"rl_success": pair.success_curve, "kl": pair.kl_curve},
+    res: dict[str, Any] = {"config": config, "games": list(game_ids), "curves": curves,
                            "optimal_success": {g: o.value(o.root, max_steps) for g, o in win_prob.items()}}
     pol = evaluate_scored(token, success, ev.n, labels)
     sham = permuted_steps(token, np.random.default_rng(seed + SHAM_SEED))
@@ -332,7 +367,7 @@ def run_variant(cfg: TWCheckConfig, ev: EvalConfig, seed: int) -> dict[str, Any]
         all_steps = [(i, t) for i, tr in enumerate(trajs) for t in range(len(tr.steps))]
         picks = [all_steps[j] for j in rng.choice(len(all_steps), size=min(ev.mc_steps, len(all_steps)),
                                                  replace=False)]
-        mc = [mc_advantage(pair.policy, make_env, trajs[i], t, ev.mc_rollouts, max_steps, rng) for i, t in picks]
+        mc = [mc_advantage(policy, make_env, trajs[i], t, ev.mc_rollouts, max_steps, rng) for i, t in picks]
         prog_mc = [token[i].step_advantages("sum")[t] for i, t in picks]
         # raw pairs, for the claim's paired comparison; the policy's confidence is its command log-prob
         at_command = mc_pairs(command, sham, picks, mc)
