@@ -47,3 +47,15 @@ def test_the_report_shows_each_pair() -> None:
     assert 'id="public-infotree"' in html and html.count("no home-grown counterpart") == 1
     rep.claims = CLAIMS[1:4]
     assert "public games" not in render_markdown([rep], figure_dir=None)
+
+
+def test_humaneval_prompts_pair_with_the_corpus_prompts_at_the_same_block() -> None:
+    """DSpark's τ gain on HumanEval prompts is public data; its counterpart is the held-out corpus prompts' claim at
+    the same γ, not another γ's."""
+    stmt = "semi-AR (Markov head) τ gain over the stronger baseline drafter at γ={g} ({label})"
+    claims = [measured(stmt.format(g=4, label="held-out corpus prompts"), 0.1),
+              measured(stmt.format(g=8, label="held-out corpus prompts"), -0.2),
+              measured(stmt.format(g=8, label="HumanEval prompts"), 0.3),
+              not_checkable(stmt.format(g=16, label="HumanEval prompts"), "p", "measured at the full scale only")]
+    assert public.pairs(claims) == [(claims[2], claims[1])]
+    assert not public.is_public(claims[1]) and not public.is_public(claims[3])

@@ -5,7 +5,8 @@ A claim is on a public substrate when it has a measured value and its statement 
 :data:`PUBLIC_SUBSTRATES` (a claim that only names a benchmark it could not run has no measured value). Its
 home-grown counterpart is the claim whose statement is the same with the parenthesised substrate label swapped
 for one of ours, ``(TextWorld)`` preferred: "Success ... (TextWorldExpress coin collector, held-out games)"
-beside "Success ... (TextWorld)".
+beside "Success ... (TextWorld)", or "τ gain ... at γ=8 (HumanEval prompts)" beside "τ gain ... at γ=8 (held-out
+corpus prompts)".
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from divelab.claims import Claim
 from divelab.report.text import md_cell
 
-PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4")
+PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4", "HumanEval")
 
 
 def _groups(text: str) -> list[tuple[int, int]]:
