@@ -63,7 +63,8 @@ def test_drafter_comparisons_replicate_the_training(smoke) -> None:
     by_training = rep.details["tau_by_training"]
     assert all(len(v) == n for v in by_training.values())
     comps = [c for c in rep.claims if _is_comparison(c.statement)]
-    assert len(comps) == len(PLANS["smoke"].gammas) + 3  # one gain per γ, RNN vs Markov, decay, the γ trend
+    # one gain per γ, RNN vs Markov, decay, the γ trend, and the main γ's gain on HumanEval prompts
+    assert len(comps) == len(PLANS["smoke"].gammas) + 4
     for c in comps:
         assert c.verdict is not Verdict.NOT_CHECKABLE
         if c.rule["name"] == "direction":
@@ -78,8 +79,9 @@ def test_drafter_comparisons_replicate_the_training(smoke) -> None:
 def test_one_training_leaves_the_drafter_comparisons_not_checkable() -> None:
     rep = run_reproduction("divelab.serving.dspark", "smoke", 0, sets={"drafter_trainings": "1"})
     comps = [c for c in rep.claims if _is_comparison(c.statement)]
-    assert len(comps) == len(PLANS["smoke"].gammas) + 3
+    assert len(comps) == len(PLANS["smoke"].gammas) + 4
     assert all(c.verdict is Verdict.NOT_CHECKABLE and "full measures the comparison" in c.note for c in comps)
+    assert "tau_by_domain" not in rep.details  # the HumanEval prompts are not decoded for a comparison that cannot run
     # only the drafter the other sections use is trained: the Markov head at the main γ
     assert set(rep.details["tau"]) == {f"markov@{PLANS['smoke'].g_main}"}
     assert not any(c.verdict is Verdict.NOT_CHECKABLE for c in rep.claims if "ECE after STS" in c.statement)
@@ -130,3 +132,27 @@ def test_the_drafter_comparisons_carry_falsifier_replication_and_the_sham_head_a
                 assert "anchor token" in c.rule["args"]["control"]["name"], c.statement
         if c.statement.startswith(("raw confidence ROC-AUC", "ECE after STS")) and c.rule:
             assert c.replication["clustered_by"] == "prompt" and "shuffled" in c.rule["args"]["control"]["name"]
+
+
+def test_smoke_decodes_humaneval_prompts_inside_each_training_and_reports_tau_by_domain(smoke) -> None:
+    """Smoke runs the public section end to end: every training's drafters decode the HumanEval prompts at the main
+    γ, the details hold τ by domain, and the claim pairs with the corpus prompts' one. The smoke target has no text
+    tokenizer, so its HumanEval claim is uninformative whatever it measured."""
+    from divelab.report.public import home_grown, is_public
+    from divelab.serving.dspark.humaneval_prompts import FOLDED_WHY, HOME_LABEL, LABEL
+
+    plan = PLANS["smoke"]
+    tab = smoke.details["tau_by_domain"]
+    assert tab["gamma"] == plan.g_main and set(tab["tau"]) == {HOME_LABEL, LABEL}
+    assert set(tab["tau"][LABEL]) == {"parallel", "markov", "ar", "markov-sham"}  # the τ gain's drafters, no RNN
+    assert all(len(v) == plan.drafter_trainings for v in tab["tau_by_training"][LABEL].values())
+    # the corpus column is the same measurement as details["tau"]
+    assert tab["tau"][HOME_LABEL]["markov"] == smoke.details["tau"][f"markov@{plan.g_main}"]
+    assert len(tab["humaneval_problems"]) == plan.public_prompts == tab["prompts"][LABEL]
+    assert "dspark_tau_by_domain" in [f.name for f in smoke.figures]
+    (pub,) = [c for c in smoke.claims if c.statement.endswith(f"({LABEL})")]
+    assert pub.verdict is Verdict.UNINFORMATIVE and pub.reason == FOLDED_WHY and pub.measured is not None
+    assert pub.replication["n"] > 0 and pub.replication["clustered_by"] == "drafter training"
+    assert is_public(pub)
+    assert home_grown(pub, smoke.claims).statement == pub.statement.replace(LABEL, HOME_LABEL)
+    assert "HumanEval prompts at γ=" in smoke.setup

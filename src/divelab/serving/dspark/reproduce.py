@@ -9,6 +9,11 @@ measurement on test-split prompts.
 A drafter comparison replicates the drafters' training: every drafter is trained ``drafter_trainings``
 times (training seeds), each training's drafters decode the same held-out prompts, and the interval is
 over prompts clustered by training; below ``MIN_TRAININGS`` trainings those comparisons are not checkable.
+
+τ by domain: where the plan asks for ``public_prompts``, every training's drafters also decode HumanEval prompts
+(:mod:`~divelab.serving.dspark.humaneval_prompts`) at the main γ, and the τ gain on them is judged by the same
+function as on the held-out corpus prompts (:mod:`~divelab.serving.dspark.tau_by_domain` holds the paper's HumanEval
+numbers and the table).
 """
 
 from __future__ import annotations
@@ -24,11 +29,18 @@ from divelab import stats, verdicts
 from divelab.cache import entry_path, stable_hash
 from divelab.claims import Claim, Figure, Kind, Reproduction, not_checkable
 from divelab.comparisons import against_strongest
-from divelab.serving.dspark import exact
+from divelab.serving.dspark import exact, tau_by_domain
 from divelab.serving.dspark.api import collect_rounds, load_drafter, save_drafter
 from divelab.serving.dspark.calibration import calibration_report, fit_sts, reliability, roc_auc
 from divelab.serving.dspark.drafter import Drafter, DrafterConfig, anchor_head_sham
 from divelab.serving.dspark.engine import Request, SpecEngine
+from divelab.serving.dspark.humaneval_prompts import (
+    FOLDED_WHY,
+    HOME_LABEL,
+    LABEL,
+    fold_chars,
+    humaneval_prompts,
+)
 from divelab.serving.dspark.scheduler import (
     ConfidenceScheduler,
     FixedK,
@@ -94,13 +106,25 @@ class Plan:
     """independent trainings (training seeds) of every drafter kind at every γ; the drafter comparisons
     (τ gains, RNN vs Markov head, per-position decay) need at least ``MIN_TRAININGS``, else they are not
     checkable at that scale."""
+    public_prompts: int
+    """HumanEval prompts (a seeded sample of its 164 problems, cut as :mod:`~divelab.serving.dspark.humaneval_prompts`
+    says) that every training's Markov drafter, its sham and both baseline drafters also decode at ``g_main``,
+    inside each training's stage ("τ by domain", beside the held-out corpus prompts); 0 = not run, and the claim
+    on them is not checkable at that scale. Cost, from a probe of τ rounds at full's shapes (the tiny-4m target,
+    γ = 8, 128 tokens, one thread; the weights do not change a round's cost): about 18 ms a round for the Markov
+    drafter and for its sham, 17 for the parallel drafter, 29 for the AR drafter (one pass per drafted token); the
+    saved full run's calibration rounds (the Markov drafter, about 2,400 rounds in 44 s) agree. A prompt takes
+    about 128/τ rounds of each; at the saved full run's τ on the corpus prompts (Markov 6.8, sham 2.6, parallel
+    3.0, AR 7.2) that is 0.34 + 0.87 + 0.74 + 0.52 ≈ 2.5 s per prompt and training, so full's 32 prompts add
+    32 × 3 × 2.5 ≈ 240 s of one core (about 300 s were every drafter's τ a fifth lower on HumanEval), about half
+    of it in wall time with the trainings side by side on two cores."""
 
 
 PLANS = {
     "smoke": Plan(target="markov", gammas=(4, 8), g_main=4, rnn_every_gamma=True, drafter_steps=3, drafter_batch=2,
                   rank=8, regen_sequences=16, prompts=2, max_new=10, calib_prompts=2, sps_batch_sizes=(1, 4, 16),
                   sps_repeats=1, synthetic_flat_until=8, loads=(2,), sweep_max_new=6, sweep_repeats=2,
-                  exact_problems=2, drafter_trainings=3),
+                  exact_problems=2, drafter_trainings=3, public_prompts=2),
     # quick drafts blocks of 4 and 8 only (a third of the drafter training) and sweeps 16 requests per load
     # (evaluation size only) to stay inside its 3-minute cold budget; training every drafter three times does
     # not fit it (the training is most of the run), so quick trains each once and leaves the drafter
@@ -111,22 +135,28 @@ PLANS = {
     "quick": Plan(target="small", gammas=(4, 8), g_main=8, rnn_every_gamma=False, drafter_steps=110, drafter_batch=8,
                   rank=32, regen_sequences=512, prompts=12, max_new=48, calib_prompts=36,
                   sps_batch_sizes=(1, 2, 4, 8, 16, 32, 64), sps_repeats=5, synthetic_flat_until=32, loads=(1, 2, 4, 8),
-                  sweep_max_new=16, sweep_repeats=1, exact_problems=6, drafter_trainings=1),
+                  sweep_max_new=16, sweep_repeats=1, exact_problems=6, drafter_trainings=1,
+                  public_prompts=0),
     "full": Plan(target="quick", gammas=(4, 8, 16), g_main=8, rnn_every_gamma=False, drafter_steps=250,
                  drafter_batch=16, rank=64, regen_sequences=4096, prompts=64, max_new=128, calib_prompts=128,
                  sps_batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128), sps_repeats=7, synthetic_flat_until=64,
                  loads=(1, 2, 4, 8, 16, 32), sweep_max_new=64, sweep_repeats=4, exact_problems=20,
-                 drafter_trainings=3),
+                 drafter_trainings=3, public_prompts=32),
 }
 
 # Stage weights (divelab.stages): shares of a full run's time, from the saved full run's stage times on one core
 # (a unit is about 10 s: regeneration 218 s, one training with its τ rounds 1,140 s, the load sweep 135 s).
 W_REGEN, W_TRAINING, W_TAU_ROUNDS, W_CALIB, W_SPS, W_SWEEP, W_EXACT = 22.0, 114.0, 4.0, 3.0, 0.2, 14.0, 0.3
-STAGE_WEIGHT = (W_REGEN + PLANS["full"].drafter_trainings * W_TRAINING + W_CALIB + W_SPS
-                + W_SWEEP * PLANS["full"].sweep_repeats + W_EXACT)
+W_PUBLIC_PROMPT = 0.25  # one HumanEval prompt's τ rounds in one training (about 2.5 s at full: Plan.public_prompts)
+STAGE_WEIGHT = (W_REGEN + PLANS["full"].drafter_trainings * (W_TRAINING + W_PUBLIC_PROMPT * PLANS["full"].public_prompts)
+                + W_CALIB + W_SPS + W_SWEEP * PLANS["full"].sweep_repeats + W_EXACT)
 
 # a drafter comparison replicates the drafter's training: at least this many trainings per kind
 MIN_TRAININGS = 3
+# tokens of every τ prompt, held-out corpus windows and HumanEval prompts alike
+PROMPT_LEN = 16
+# the drafters the τ gain compares: the Markov head and both baselines (its sham comes with it)
+GAIN_KINDS = ("parallel", "markov", "ar")
 # training seed of training r: seed + r * stride (r = 0 is the run's seed, so its drafters are the single-training
 # ones); the stride keeps clear of the +i / +1000·i offsets drafter initialisation and anchors add within a group
 TRAINING_SEED_STRIDE = 101
@@ -164,11 +194,13 @@ def _smoke_target(seed: int) -> tuple[torch.nn.Module, np.ndarray, str]:
 
 
 def _setup(plan: Plan, seed: int):
+    """The target, the corpus's train/val/test token streams, the target's cache key and description, and its
+    tokenizer (None for the smoke target, which has no text)."""
     if plan.target == "markov":
         model, stream, key = _smoke_target(seed)
         cut = int(len(stream) * 0.8)
         return model, stream[:cut], stream[cut: cut + 3000], stream[cut + 3000:], key, \
-            "a tiny-100k Llama (V=64) trained 40 steps on a synthetic peaked Markov chain"
+            "a tiny-100k Llama (V=64) trained 40 steps on a synthetic peaked Markov chain", None
     from divelab.lm import encode_split, pretrained
     from divelab.lm.zoo import recipe, recipe_key
 
@@ -178,7 +210,7 @@ def _setup(plan: Plan, seed: int):
     return (model, encode_split(tok, "train"), encode_split(tok, "val"), encode_split(tok, "test"),
             f"zoo-{recipe_key(recipe(name))}",
             f"the divelab zoo '{name}' target ({recipe(name).model}, BPE vocab {model.config.vocab_size}) "
-            "trained on the CPython stdlib corpus")
+            "trained on the CPython stdlib corpus", tok)
 
 
 def _prompts(stream: np.ndarray, n: int, length: int, seed: int) -> list[list[int]]:
@@ -375,11 +407,12 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep = Reproduction("dspark", "DSpark: confidence-scheduled speculative decoding", "", seed)
     # lists, as the claims and the set-up print them
     gammas, loads = list(plan.gammas), list(plan.loads)
-    target, train_tok, val_tok, test_tok, tkey, tdesc = _setup(plan, seed)
+    target, train_tok, val_tok, test_tok, tkey, tdesc, tok = _setup(plan, seed)
     tcfg = DrafterTrainConfig(steps=plan.drafter_steps, seed=seed, lr=5e-3, batch_size=plan.drafter_batch)
     dcfg = {"window": 16, "rank": plan.rank}
-    test_prompts = _prompts(test_tok, plan.prompts, 16, seed + 1)
-    val_prompts = _prompts(val_tok, plan.calib_prompts, 16, seed + 2)  # STS fit set
+    test_prompts = _prompts(test_tok, plan.prompts, PROMPT_LEN, seed + 1)
+    val_prompts = _prompts(val_tok, plan.calib_prompts, PROMPT_LEN, seed + 2)  # STS fit set
+    public = _public_section(plan, target, tok, seed)  # HumanEval prompts: read before any stage, so errors come first
 
     # --- E2: τ per drafter and γ; per-position acceptance; sequential-head overhead ----------------
     rnn_gammas = gammas if plan.rnn_every_gamma else [plan.g_main]
@@ -392,14 +425,21 @@ def run(plan: Plan, seed: int) -> Reproduction:
         data = stage("regenerate the drafters' training data", lambda: regenerate_training_data(
             target, train_tok, seed, tcfg, plan.regen_sequences), weight=W_REGEN)
 
-        def one_training(r: int) -> tuple[dict, dict]:
+        def one_training(r: int) -> tuple[dict, dict, dict]:
             drafters_r = build_drafters(target, tkey, train_tok, seed, tcfg, dcfg, gammas, rnn_gammas,
                                         plan.regen_sequences, first_training=r, data=data)[0]
-            return drafters_r, _tau_rounds(target, drafters_r, test_prompts, gammas, plan.max_new, seed, sham=True)
+            corpus_r = _tau_rounds(target, drafters_r, test_prompts, gammas, plan.max_new, seed, sham=True)
+            # the same drafters on the HumanEval prompts, at the main γ, for the τ gain's drafters only: inside this
+            # stage, so nothing is retrained and a killed run resumes with them
+            public_r = (_tau_rounds(target, drafters_r, public["prompts"], [plan.g_main], plan.max_new, seed,
+                                    sham=True, kinds=GAIN_KINDS) if public["status"] == "ran" else {})
+            return drafters_r, corpus_r, public_r
 
+        weight = W_TRAINING + (W_PUBLIC_PROMPT * plan.public_prompts if public["status"] == "ran" else 0.0)
         both = parallel_stages([(f"drafter training {r + 1}/{plan.drafter_trainings}: train, then τ rounds",
-                                 lambda r=r: one_training(r), W_TRAINING) for r in range(plan.drafter_trainings)])
+                                 lambda r=r: one_training(r), weight) for r in range(plan.drafter_trainings)])
         trained, per_training = [b[0] for b in both], [b[1] for b in both]
+        public["per_training"] = [b[2] for b in both]
         phases = {"setup+train+tau_rounds_s": time.perf_counter() - t0}
     else:  # the comparisons are not checkable: only the drafter calibration, the head timing and the sweep use
         trained = stage("train the Markov drafter", lambda: build_drafters(
@@ -423,6 +463,13 @@ def run(plan: Plan, seed: int) -> Reproduction:
     # the τ ordering is the same measurement as the per-γ comparisons below (one claim each), kept as a detail
     rep.details["tau_ordering_holds"] = {str(g): bool(ok) for g, ok in order_ok.items()}
     rep.claims += _claims_tau_gain(tu, gammas, seed)
+    rep.claims += _claims_public_tau(public, plan.g_main, plan.drafter_trainings, seed)
+    if public["status"] == "ran":
+        rep.details["tau_by_domain"] = tau_by_domain.table({HOME_LABEL: per_training, LABEL: public["per_training"]},
+                                                           plan.g_main, (*GAIN_KINDS, SHAM))
+        rep.details["tau_by_domain"].update(prompts={HOME_LABEL: plan.prompts, LABEL: len(public["prompts"])},
+                                            humaneval_problems=public["ids"],
+                                            paper_table1_humaneval=tau_by_domain.TABLE1_HUMANEVAL)
     rep.claims += _claims_heads(tu, per_training, plan.g_main, seed)
     rep.claims += _claims_head_overhead(rounds[("markov", plan.g_main)], seed)
 
@@ -461,6 +508,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
     rep.claims += _claims_out_of_reach()
     rep.figures.extend(_figures(cond, gammas, plan.g_main, raw, sts, test_r, cal, sweep, synthetic.label,
                                 measured.label))
+    if public["status"] == "ran":
+        rep.figures.append(tau_by_domain.figure(rep.details["tau_by_domain"]))
     rep.setup = (f"Target: {tdesc}; it stands in for Qwen3 / DeepSeek-V4. Drafters (parallel DFlash-style 2-layer "
                  f"backbone; + Markov head; + RNN head; 1-layer EAGLE-style AR) read fused hidden states of target "
                  f"layers {drafters[('markov', plan.g_main)].config.target_layers} over a {dcfg['window']}-position "
@@ -474,7 +523,8 @@ def run(plan: Plan, seed: int) -> Reproduction:
                  "drafters; calibration, the head timing and the load sweep use the first training's. STS fitted on val-split rounds, evaluated on test-split rounds. The load "
                  f"sweep runs the real engine with continuous batching (loads {loads}) twice: on this CPU's wall clock "
                  f"with the SPS curve profiled at start-up, and on a virtual clock driven by a {synthetic.label}. "
-                 "Losslessness is checked by exact enumeration (the paper's argument at every instance).")
+                 "Losslessness is checked by exact enumeration (the paper's argument at every instance)."
+                 + _public_setup(public, plan))
     rep.planted = (f"The {synthetic.label} is a clock we wrote: verification costs the same up to a batch size we "
                    "chose and grows after it, so Algorithm 1's advantage on it, the verify budget shrinking with "
                    "load, and the STS-vs-raw comparison on that clock follow from our curve; the engine's decisions "
@@ -485,13 +535,13 @@ def run(plan: Plan, seed: int) -> Reproduction:
 
 
 def _tau_rounds(target, drafters: dict, prompts: list[list[int]], gammas: list[int], max_new: int,
-                seed: int, sham: bool = False) -> dict:
-    """Speculation rounds of every drafter at every γ (the AR drafter, trained at the largest γ, serves all);
-    with ``sham``, also of each Markov drafter's negative control (:data:`SHAM`)."""
-    ar = drafters.get(("ar", max(gammas)))
+                seed: int, sham: bool = False, kinds: tuple[str, ...] = KINDS) -> dict:
+    """Speculation rounds of every drafter of ``kinds`` at every γ (the one AR drafter, trained at the largest γ,
+    serves all); with ``sham``, also of each Markov drafter's negative control (:data:`SHAM`)."""
+    ar = next((d for (k, _), d in drafters.items() if k == "ar"), None)
     rounds: dict = {}
     for g in gammas:
-        for kind in KINDS:
+        for kind in kinds:
             d = ar if kind == "ar" else drafters.get((kind, g))
             if d is None:
                 continue
@@ -563,48 +613,27 @@ TAU_FALSIFIER = ("Had the Markov-head drafter's blocks been accepted no further,
                  "drafter is trained by the same recipe on the same target-regenerated data.")
 
 
-def _tau_replication(tu: TauUnits, n_units: int) -> dict:
-    return {"unit": "held-out prompts x drafter trainings", "n": n_units, "clustered_by": "drafter training"}
+def _tau_replication(tu: TauUnits, n_units: int, prompts: str = "held-out prompts") -> dict:
+    return {"unit": f"{prompts} x drafter trainings", "n": n_units, "clustered_by": "drafter training"}
+
+
+# the paper's gap over each baseline drafter, by γ (our γ is the paper's block + 1): the Qwen3 targets' macro means
+PAPER_GAP = {("parallel", 8): (16.0, 18.0), ("parallel", 16): (22.0, 30.0), ("ar", 8): (27.0, 31.0)}
+PAPER_GAP_TEXT = ("+16–18 % over DFlash at block 7, +22–30 % at block 15, +27–31 % over Eagle3 at block 7; "
+                  "the gap is smaller at short blocks")
+BASELINE_NAMES = {"parallel": "parallel (DFlash-style)", "ar": "AR (EAGLE-style)"}
+TAU_GAIN_SOURCE = f"{SOURCE}, Table 1 and ablations"
+
+
+def tau_gain_statement(gamma: int, label: str) -> str:
+    """The statement of the semi-AR drafter's τ gain at ``gamma`` on the prompts named by ``label``."""
+    return f"semi-AR (Markov head) τ gain over the stronger baseline drafter at γ={gamma} ({label})"
 
 
 def _claims_tau_gain(tu: TauUnits, gammas: list[int], seed: int) -> list[Claim]:
     """The semi-AR (Markov head) drafter's τ over the stronger baseline drafter per γ, and its trend in γ."""
-    out = []
-    # the paper's gap over each baseline drafter, by γ (our γ is the paper's block + 1)
-    paper_gap = {("parallel", 8): (16.0, 18.0), ("parallel", 16): (22.0, 30.0), ("ar", 8): (27.0, 31.0)}
-    paper_text = ("+16–18 % over DFlash at block 7, +22–30 % at block 15, +27–31 % over Eagle3 at block 7; "
-                  "the gap is smaller at short blocks")
-    names = {"parallel": "parallel (DFlash-style)", "ar": "AR (EAGLE-style)"}
-    src = f"{SOURCE}, Table 1 and ablations"
-    for g in gammas:
-        stmt = f"semi-AR (Markov head) τ gain over the stronger baseline drafter at γ={g}"
-        if tu.trainings < MIN_TRAININGS:
-            out.append(not_checkable(stmt, paper_text, _too_few_trainings(tu), src))
-            continue
-        (m, sh, *bs), clusters = tu.paired(tu.of("markov", g), tu.of(SHAM, g), *(tu.of(k, g) for k in names))
-        # judged against the stronger baseline drafter measured at this γ, clustered by training
-        cmp = against_strongest(m, {names[k]: b for k, b in zip(names, bs, strict=True)}, clusters=clusters,
-                                seed=seed + g)
-        base = next(k for k in names if names[k] == cmp.strongest)
-        strong = bs[list(names).index(base)]
-        mb = float(strong.mean())
-        gain, ci = 100 * cmp.effect / mb, (100 * cmp.ci[0] / mb, 100 * cmp.ci[1] / mb)
-        _, c_lo, c_hi = stats.cluster_diff_ci(sh, strong, clusters, seed=seed + g + 1)
-        paper = paper_gap.get((base, g))
-        out.append(Claim(stmt, paper_text, gain, unit="%", source=src, ci=ci, kind=Kind.EMPIRICAL,
-                         **cmp.claim_fields(),
-                         ruling=verdicts.direction(gain, ci, paper=paper, tol=0.5, tol_kind="rel",
-                                                   training_runs=tu.trainings,
-                                                   why="" if paper else f"the paper gives no gap over the {base} "
-                                                                        f"drafter at this block",
-                                                   control=verdicts.control(
-                                                       f"{SHAM_NAME}, over the same baseline",
-                                                       _point_gain(sh, strong), (100 * c_lo / mb, 100 * c_hi / mb))),
-                         falsifier=TAU_FALSIFIER, replication=_tau_replication(tu, len(m)),
-                         note="baselines in mean per-prompt τ; " + TAU_HOW.format(n=tu.trainings, p=len(m) // max(
-                             tu.trainings, 1)) + "; size within ±50% of the paper's range for that baseline. "
-                              "Markov τ per training: " + ", ".join(
-                             f"{float(np.nanmean(x)):.2f}" for x in tu.of("markov", g))))
+    out = [_tau_gain_claim(tu, g, seed, HOME_LABEL, {k: PAPER_GAP.get((k, g)) for k in BASELINE_NAMES},
+                           PAPER_GAP_TEXT) for g in gammas]
     if len(gammas) > 1:
         stmt = "the semi-AR gain over the parallel drafter grows with γ"
         paper_text = "+16–18 % over DFlash at block 7 → +22–30 % at block 15"
@@ -641,6 +670,100 @@ def _claims_tau_gain(tu: TauUnits, gammas: list[int], seed: int) -> list[Claim]:
                               + "; " + TAU_HOW.format(n=tu.trainings, p=len(g_lo) // max(tu.trainings, 1))
                               + " (here the baseline is the gain at the smallest γ, in points)"))
     return out
+
+
+def _tau_gain_claim(tu: TauUnits, g: int, seed: int, label: str, paper_gap: dict[str, tuple[float, float] | None],
+                    paper_text: str, prompts_note: str = "", uninformative_why: str = "") -> Claim:
+    """The semi-AR drafter's τ gain at ``g`` over the stronger baseline drafter measured there, on the prompts ``tu``
+    holds (named by ``label``): the interval over prompts clustered by training, the anchor-fed sham as negative
+    control, the paper's gap over whichever baseline is the stronger (``paper_gap``, None where it gives none).
+    The held-out corpus prompts and the public ones go through this one function. Uninformative (measured values
+    kept) for ``uninformative_why`` or at a floor: no drafted token of the Markov drafter or of either baseline
+    ever accepted, so there is no gap to measure."""
+    stmt = tau_gain_statement(g, label)
+    if tu.trainings < MIN_TRAININGS:
+        return not_checkable(stmt, paper_text, _too_few_trainings(tu), TAU_GAIN_SOURCE)
+    (m, sh, *bs), clusters = tu.paired(tu.of("markov", g), tu.of(SHAM, g), *(tu.of(k, g) for k in BASELINE_NAMES))
+    if not m.size:
+        return Claim(stmt, paper_text, None, kind=Kind.EMPIRICAL, source=TAU_GAIN_SOURCE,
+                     ruling=verdicts.uninformative(f"no prompt had a full-γ round of every drafter at γ={g}"))
+    if not uninformative_why and all(np.all(x == 1.0) for x in (m, *bs)):
+        uninformative_why = (f"a floor: no drafted token of the Markov drafter or of either baseline was accepted on "
+                             f"these prompts at γ={g} (τ = 1 in every unit), so there is no gap to measure")
+    # judged against the stronger baseline drafter measured at this γ, clustered by training
+    cmp = against_strongest(m, {BASELINE_NAMES[k]: b for k, b in zip(BASELINE_NAMES, bs, strict=True)},
+                            clusters=clusters, seed=seed + g)
+    base = next(k for k in BASELINE_NAMES if BASELINE_NAMES[k] == cmp.strongest)
+    strong = bs[list(BASELINE_NAMES).index(base)]
+    mb = float(strong.mean())
+    gain, ci = 100 * cmp.effect / mb, (100 * cmp.ci[0] / mb, 100 * cmp.ci[1] / mb)
+    _, c_lo, c_hi = stats.cluster_diff_ci(sh, strong, clusters, seed=seed + g + 1)
+    paper = paper_gap.get(base)
+    ruling = (verdicts.uninformative(uninformative_why) if uninformative_why else
+              verdicts.direction(gain, ci, paper=paper, tol=0.5, tol_kind="rel", training_runs=tu.trainings,
+                                 why="" if paper else f"the paper gives no gap over the {base} drafter at this block",
+                                 control=verdicts.control(f"{SHAM_NAME}, over the same baseline",
+                                                          _point_gain(sh, strong),
+                                                          (100 * c_lo / mb, 100 * c_hi / mb))))
+    return Claim(stmt, paper_text, gain, unit="%", source=TAU_GAIN_SOURCE, ci=ci, kind=Kind.EMPIRICAL,
+                 **cmp.claim_fields(), ruling=ruling, falsifier=TAU_FALSIFIER,
+                 replication=_tau_replication(tu, len(m), label),
+                 note=prompts_note + "baselines in mean per-prompt τ; " + TAU_HOW.format(
+                     n=tu.trainings, p=len(m) // max(tu.trainings, 1)) + "; size within ±50% of the paper's range "
+                      "for that baseline. Markov τ per training: " + ", ".join(
+                     f"{float(np.nanmean(x)):.2f}" for x in tu.of("markov", g)))
+
+
+def _public_section(plan: Plan, target, tok, seed: int) -> dict:
+    """The HumanEval prompts the τ rounds decode (:mod:`~divelab.serving.dspark.humaneval_prompts`), or why there
+    are none: ``status`` is "ran", "not planned" (no prompts at this scale), "too few trainings" or "unavailable"."""
+    if not plan.public_prompts:
+        return {"status": "not planned"}
+    if plan.drafter_trainings < MIN_TRAININGS:
+        return {"status": "too few trainings"}
+    folded = tok is None
+    encode = (fold_chars(target.config.vocab_size) if folded
+              else lambda text: tok.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+    try:
+        prompts, ids = humaneval_prompts(encode, plan.public_prompts, PROMPT_LEN, seed + 3)
+    except ImportError as exc:
+        return {"status": "unavailable", "why": f"the HumanEval prompts could not be read: {exc}"}
+    return {"status": "ran", "prompts": prompts, "ids": ids, "folded": folded}
+
+
+def _claims_public_tau(public: dict, g: int, trainings: int, seed: int) -> list[Claim]:
+    """The semi-AR drafter's τ gain at the main γ on HumanEval prompts, by the held-out corpus prompts' rule
+    (:func:`_tau_gain_claim`); the paper's gap is its Table 1 HumanEval column at block 7 (our γ = 8)."""
+    stmt = tau_gain_statement(g, LABEL)
+    paper_text = tau_by_domain.paper_text()
+    status = public["status"]
+    if status == "not planned":
+        return [not_checkable(stmt, paper_text, tau_by_domain.NOT_PLANNED, TAU_GAIN_SOURCE)]
+    if status == "too few trainings":
+        return [not_checkable(stmt, paper_text, _too_few_trainings(TauUnits([{}] * trainings, 0)), TAU_GAIN_SOURCE)]
+    if status == "unavailable":
+        return [not_checkable(stmt, paper_text, public["why"], TAU_GAIN_SOURCE)]
+    if status != "ran":
+        raise ValueError(f"unknown public-section status {status!r}")
+    n = len(public["prompts"])
+    paper_gap = {k: tau_by_domain.paper_gain(k) for k in BASELINE_NAMES} if g == tau_by_domain.PAPER_GAMMA else {}
+    # its own bootstrap seeds (seed + 1000): the interval's draws do not repeat the corpus prompts' claim's
+    return [_tau_gain_claim(TauUnits(public["per_training"], n), g, seed + 1000, LABEL, paper_gap, paper_text,
+                            prompts_note=f"prompts: the last {PROMPT_LEN} tokens of {n} HumanEval prompts (a "
+                                         "seeded sample), where the function body begins; ",
+                            uninformative_why=FOLDED_WHY if public["folded"] else "")]
+
+
+def _public_setup(public: dict, plan: Plan) -> str:
+    """The public section's sentence of the set-up text ("" when it did not run)."""
+    if public["status"] != "ran":
+        return ""
+    encoded = (f"{FOLDED_WHY}: its claim is uninformative" if public["folded"] else
+               "tokenized whole by the target's tokenizer, so the continuation is the function body")
+    return (f" τ by domain: every training's Markov drafter, its sham and both baseline drafters also decode "
+            f"{len(public['prompts'])} HumanEval prompts at γ={plan.g_main} ({plan.max_new} tokens, T=1), the last "
+            f"{PROMPT_LEN} tokens of a seeded sample of its 164 problems' prompts ({encoded}); their τ gain is judged by "
+            "the same rule as on the held-out corpus prompts.")
 
 
 def _claims_heads(tu: TauUnits, per_training: list[dict], g_main: int, seed: int) -> list[Claim]:
