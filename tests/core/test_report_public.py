@@ -22,15 +22,18 @@ CLAIMS = [measured("Success (TextWorldExpress coin collector, held-out games): t
           not_checkable("accuracy on BFCL v4 questions", "9 points", "bfcl-eval is not installed"),
           measured("rho (with P(win|h), TextWorldExpress coin collector) at the end", 0.2),
           measured("rho (with P(win|h), TextWorld deterministic) at the end", 0.1),
-          measured("rho (with P(win|h)) and (TextWorld) at the end", 0.1)]
+          measured("rho (with P(win|h)) and (TextWorld) at the end", 0.1),
+          measured("G2PO wins, on public games (TextWorldExpress coin collector)", 2.0),
+          measured("G2PO wins (TextWorld games, over warm starts)", 1.0)]
 
 
 def test_public_claims_pair_with_their_home_grown_comparison() -> None:
     got = public.pairs(CLAIMS)
-    assert [c.statement for c, _ in got] == [CLAIMS[0].statement, CLAIMS[4].statement, CLAIMS[6].statement]
+    assert [c.statement for c, _ in got] == [CLAIMS[i].statement for i in (0, 4, 6, 9)]
     assert got[0][1] is CLAIMS[2]  # TextWorld preferred over the mazes; a longer label is another comparison
     assert got[1][1] is None
     assert got[2][1] is CLAIMS[7]  # a label with brackets of its own; two labels are not one swapped label
+    assert got[3][1] is CLAIMS[10]  # ", on public games" before the label names the substrate too
     assert not public.is_public(CLAIMS[5])  # a benchmark it could not run is not a measurement on it
     assert public.pairs(CLAIMS[1:4]) == [] and public.side_by_side_md(CLAIMS[1:4]) == []
 

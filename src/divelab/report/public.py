@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from divelab.claims import Claim
 from divelab.report.text import md_cell
 
+_ON_PUBLIC = ", on public games"  # a phrase some statements put before their public label
 PUBLIC_SUBSTRATES = ("TextWorldExpress", "ScienceWorld", "public games", "BFCL v4", "HumanEval")
 
 
@@ -44,6 +45,8 @@ def home_grown(c: Claim, claims: Sequence[Claim]) -> Claim | None:
     if m is None:
         return None
     head, tail = c.statement[:m[0]], c.statement[m[1]:]
+    if head.endswith(_ON_PUBLIC + " "):  # "..., on public games (X)" is the same comparison as "... (ours)"
+        head = head[:-len(_ON_PUBLIC) - 1] + " "
 
     def swapped(o: Claim) -> bool:  # o is c with that one label replaced by another whole label
         s = o.statement
