@@ -58,8 +58,9 @@ def held_out_prompts(tokenizer, n: int) -> list[list[int]]:
     return [chat_prompts(tokenizer, [t], (tpl,))[0] for t, tpl in pairs]
 
 
-def llama_cpp_peer(threads: int, n_ctx: int, eos: int) -> tuple[Callable | None, str | None]:
-    """A generate function on the shipped GGUF, or (None, why not)."""
+def llama_cpp_peer(threads: int, n_ctx: int, eos: int, lookup: int = 0) -> tuple[Callable | None, str | None]:
+    """A generate function on the shipped GGUF, or (None, why not). ``lookup`` > 0: llama.cpp's own
+    speculative mode with prompt-lookup drafts of that many tokens (``LlamaPromptLookupDecoding``)."""
     try:
         import llama_cpp
         from llama_cpp import llama as llama_module
@@ -77,8 +78,13 @@ def llama_cpp_peer(threads: int, n_ctx: int, eos: int) -> tuple[Callable | None,
             p.use_extra_bufts = False
             return p
         llama_module.llama_cpp.llama_model_default_params = params
+    draft = {}
+    if lookup > 0:
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        draft = {"draft_model": LlamaPromptLookupDecoding(num_pred_tokens=lookup)}
     llm = llama_cpp.Llama(model_path=str(gguf_path()), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                          verbose=False, seed=0)
+                          verbose=False, seed=0, **draft)
 
     def run(prompt: list[int], temp: float, seed: int, max_new: int) -> list[int]:
         llm.reset()

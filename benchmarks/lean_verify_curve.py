@@ -25,17 +25,19 @@ import torch
 
 from divelab.lm.lean import LeanLM
 
+LEAN_SOURCES = ("src/divelab/lm/lean", "benchmarks/lean_verify_curve.py", "benchmarks/lean_decoding.py")
 
-def code_state() -> dict:
-    """The commit measured, and whether the lean path's source differed from it."""
+
+def code_state(extra: tuple[str, ...] = ()) -> dict:
+    """The commit measured, and whether the lean path's source (and ``extra`` paths) differed from it."""
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
     git = ["git", "-C", str(root)]
     head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src/divelab/lm/lean", "benchmarks/lean_verify_curve.py",
-                            "benchmarks/lean_decoding.py"], capture_output=True, text=True).stdout.strip()
-    return {"commit": head, "lean_source_dirty": bool(dirty)}
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", *LEAN_SOURCES, *extra],
+                           capture_output=True, text=True).stdout.strip()
+    return {"commit": head, "lean_source_dirty": bool(dirty)} | ({"source_dirty": bool(dirty)} if extra else {})
 
 
 def curve(lean: LeanLM, context: int, ks: list[int], repeats: int) -> dict:

@@ -11,7 +11,9 @@ target says little about the drafter.
 Peers at batch 1 (each prompt runs every peer before the next prompt: interleaved, so a burst of
 machine load hits all peers alike): transformers ``generate``; prompt-lookup decoding and assisted
 generation with a tiny same-vocabulary LM trained on the target's own responses, each with its
-token count tuned over {2, 4, 8} on a warm-up prompt; divelab plain decoding; the drafters at fixed
+token count tuned over {2, 4, 8} on a warm-up prompt; ``generate`` with a static cache; on SmolLM2,
+llama.cpp (``llama-cpp-python``) on the shipped Q4_1 GGUF, plain and in its own prompt-lookup
+speculative mode (tuned alike; skipped with the reason recorded where it is not installed); divelab plain decoding; the drafters at fixed
 γ and DSpark with Algorithm 1 (SPS profiled at start-up, STS-calibrated confidences). Speed-ups carry
 a 95 % interval over prompts; DSpark rows carry a profile (drafting / verification / other). Greedy
 outputs are checked token-identical to plain greedy. Under load: HF static batched ``generate`` vs
@@ -119,6 +121,20 @@ def bench_target(name: str, args, log=print) -> dict:
             return hf(p, temp, assistant_model=assistant)
         return f
 
+    # llama.cpp on the GGUF SmolLM2 ships as (SmolLM2 only; skipped with a reason where it is not installed)
+    llama_plain, llama_lookup = None, {}
+    if name == "smollm2" and args.device == "cpu" and not args.no_llama:
+        from lean_decoding import llama_cpp_peer
+
+        n_ctx = max(len(p) for p in a["prompts"]) + m + 16
+        llama_plain, why = llama_cpp_peer(args.threads, n_ctx, eos)
+        if llama_plain is None:
+            out["peers_failed"] = {"llama.cpp Q4_1 GGUF": why}
+        else:
+            from lean_decoding import LLAMA_INFO
+
+            llama_lookup = {k: llama_cpp_peer(args.threads, n_ctx, eos, lookup=k)[0] for k in (2, 4, 8)}
+            out["llama_cpp"] = dict(LLAMA_INFO)
     results: dict = {}
     for temp in args.temps:
         engines, greedy_ref = {}, {}
@@ -133,9 +149,10 @@ def bench_target(name: str, args, log=print) -> dict:
                 target, mk, "dspark", sps=curve, gamma=g, calibration=a.get("calibration"), temperature=temp,
                 eos_token_id=eos, seed=args.seed, engine=eng_arg)
             greedy_ref.update({nm: kref for nm in engines if nm not in greedy_ref})
-        peers = {"transformers generate": lambda p, t: hf(p, t)}
+        peers = {"transformers generate": lambda p, t: hf(p, t),
+                 "transformers generate, static cache": lambda p, t: hf(p, t, cache_implementation="static")}
         # the peers' own knobs are tuned on the warm-up prompt (not timed in the table): each gets its best
-        tune: dict = {"prompt lookup": {}, "assisted": {}}
+        tune: dict = {"prompt lookup": {}, "assisted": {}, "llama.cpp lookup": {}}
         for k in (2, 4, 8):
             t1 = time.perf_counter()
             hf(warm, temp, prompt_lookup_num_tokens=k)
@@ -143,10 +160,20 @@ def bench_target(name: str, args, log=print) -> dict:
             t1 = time.perf_counter()
             assisted(k)(warm, temp)
             tune["assisted"][k] = time.perf_counter() - t1
+            if llama_lookup.get(k) is not None:
+                t1 = time.perf_counter()
+                llama_lookup[k](warm, temp, args.seed, m)
+                tune["llama.cpp lookup"][k] = time.perf_counter() - t1
         best_pld = min(tune["prompt lookup"], key=tune["prompt lookup"].get)
         best_k = min(tune["assisted"], key=tune["assisted"].get)
         peers[f"prompt lookup ({best_pld} tokens, tuned)"] = (lambda p, t, k=best_pld: hf(p, t, prompt_lookup_num_tokens=k))
         peers[f"assisted generation (tiny-1m assistant, k={best_k} tuned)"] = assisted(best_k)
+        if llama_plain is not None:  # the shipped Q4_1 GGUF on llama.cpp's own kernels, seeded per prompt
+            peers["llama.cpp Q4_1 GGUF"] = (lambda p, t: llama_plain(p, t, args.seed + len(p), m))
+        if tune["llama.cpp lookup"]:
+            best_l = min(tune["llama.cpp lookup"], key=tune["llama.cpp lookup"].get)
+            peers[f"llama.cpp Q4_1 GGUF, prompt lookup ({best_l} tokens, tuned)"] = (
+                lambda p, t, f=llama_lookup[best_l]: f(p, t, args.seed + len(p), m))
         for nm, e in engines.items():
             peers[nm] = (lambda p, t, e=e: e.generate(p, m))
         rec: dict = {nm: {"seconds": 0.0, "tokens": 0, "outs": [], "steps": [], "per_prompt": []} for nm in peers}
@@ -186,6 +213,17 @@ def bench_target(name: str, args, log=print) -> dict:
                    "speedup_per_prompt_mean": float(ratio.mean()),
                    "speedup_per_prompt_ci95": list(stats.mean_ci(ratio)) if len(ratio) > 1 else None,
                    "tokens": r["tokens"], "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
+            # the same per-prompt ratio against the strongest references a CPU user has: the same engine's
+            # plain decoding (what speculation must beat) and llama.cpp on the shipped GGUF
+            sfx = next((k[0] for k in kinds.values() if k[0] and nm.endswith(k[0])), "")
+            for key, ref_nm in (("speedup_vs_plain_same_engine", f"divelab plain{sfx}"),
+                                ("speedup_vs_llama_cpp", "llama.cpp Q4_1 GGUF")):
+                if ref_nm in rec and ref_nm != nm:
+                    rr = np.array([n / t for n, t in r["per_prompt"]]) / np.array(
+                        [n / t for n, t in rec[ref_nm]["per_prompt"]])
+                    row[key] = {"peer": ref_nm, "mean": float(rr.mean()),
+                                "ci95": list(stats.mean_ci(rr)) if len(rr) > 1 else None}
+            row["tok_s_per_prompt"] = [round(n / t, 3) for n, t in r["per_prompt"]]
             if temp == 0:  # a lean row against the lean engine's own plain greedy decoding
                 row["identical_to_greedy"] = r["outs"] == greedy_ref.get(nm, ref)
             if r["steps"]:
@@ -259,6 +297,7 @@ def main() -> None:
     ap.add_argument("--engines", nargs="+", default=["hf"], choices=["hf", "lean"],
                     help="target engines of the divelab rows (lean: CPU, Llama-family targets)")
     ap.add_argument("--fmt", default="fp32", choices=["fp32", "bf16", "int8"], help="the lean engine's weight format")
+    ap.add_argument("--no-llama", action="store_true", help="skip the llama.cpp peers (llama-cpp-python)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="serving_dspark.json")
     args = ap.parse_args()
@@ -266,8 +305,13 @@ def main() -> None:
         args.prompts, args.max_new_tokens, args.repeats, args.loads, args.sps_repeats = 2, 24, 1, [4], 3
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
+    from divelab.machine import numerics_facts
+    from lean_verify_curve import code_state
+
     out = {"command": "python benchmarks/serving_dspark.py " + " ".join(sys.argv[1:]), "device": args.device,
-           "threads": torch.get_num_threads(), "machine_before": machine_state(), "args": vars(args), "targets": {}}
+           "threads": torch.get_num_threads(), "machine_before": machine_state(), "args": vars(args),
+           "code": code_state(("src/divelab/serving", "benchmarks/serving_dspark.py", "benchmarks/dspark_assets.py")),
+           "machine": numerics_facts(), "targets": {}}
     if "lean" in args.engines and args.device != "cpu":
         ap.error("the lean engine runs on the CPU: drop lean from --engines with --device cuda")
     for name in args.targets:

@@ -155,6 +155,28 @@ def scrape(base: str, name: str) -> float:
     return float("nan")
 
 
+MEANS = ("per_user_tok_s_mean", "total_throughput_tok_s", "ttft_s_p50", "itl_s_p50", "itl_s_p99", "tau")
+
+
+def summarise_repeats(by_mode: dict[str, list[dict]]) -> dict:
+    """One load point over its repeats: each mode's metrics averaged over repeats (each repeat kept), and
+    DSpark's per-user speed-up and throughput ratio to plain, paired by repeat, with a 95 % t-interval
+    over repeats (None with one repeat)."""
+    from divelab import stats
+
+    res: dict = {mode: {**{k: float(np.mean([r[k] for r in rs])) for k in MEANS},
+                        "completion_tokens": int(sum(r["completion_tokens"] for r in rs)),
+                        "ok": int(sum(r["ok"] for r in rs)), "requests": int(sum(r["requests"] for r in rs)),
+                        "repeats": rs} for mode, rs in by_mode.items()}
+    if "dspark" in by_mode:
+        for key, metric in (("per_user_speedup", "per_user_tok_s_mean"), ("throughput_ratio", "total_throughput_tok_s")):
+            ratio = np.array([d[metric] / p[metric] for d, p in zip(by_mode["dspark"], by_mode["plain"], strict=True)])
+            res[key] = float(ratio.mean())
+            res[key + "_ci95"] = list(stats.mean_ci(ratio)) if len(ratio) > 1 else None
+            res[key + "_per_repeat"] = ratio.round(4).tolist()
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="small", help="zoo name or HF checkpoint dir")
@@ -165,6 +187,8 @@ def main() -> None:
     ap.add_argument("--users", default=None,
                     help="closed-loop concurrent users, comma separated (e.g. 1,4,16); replaces --rates")
     ap.add_argument("--requests-per-user", type=int, default=3, help="requests each user sends (with --users)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="sweeps over every load point (ratios get a t-interval over repeats)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--time-limit", type=float, default=30.0, help="arrival window per rate, seconds")
     ap.add_argument("--max-tokens", type=int, default=48)
@@ -177,6 +201,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/serving_load.json"))
     a = ap.parse_args()
+    if a.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {a.repeats}")
 
     import torch
 
@@ -206,7 +232,7 @@ def main() -> None:
     out: dict = {"command": "python benchmarks/serving_load.py " + " ".join(sys.argv[1:]),
                  "load_average_before": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
                  "model": a.model, "drafter": str(dpath) if dpath else None, "scheduler": a.scheduler,
-                 "engine": a.engine or "default", "fmt": a.fmt,
+                 "engine": a.engine or "default", "fmt": a.fmt, "repeats": a.repeats,
                  "device": a.device, "host": platform.node(), "max_tokens": a.max_tokens, "max_batch": a.max_batch,
                  "threads": torch.get_num_threads(), "endpoint": "chat" if a.chat else "completions",
                  **({"users": users, "requests_per_user": a.requests_per_user} if users
@@ -218,8 +244,10 @@ def main() -> None:
                          engine=a.engine, fmt=a.fmt)
         servers[mode] = BackgroundServer(app).start()
         asyncio.run(run_rate(servers[mode].base_url, "m", prompts[:1], 100.0, 4, a.chat, a.seed, 1.0))  # warm-up
+    reps: dict[str, dict[str, list[dict]]] = {}
     try:
-        for point in points:  # modes interleaved per load point, so machine-load drift hits both alike
+        for rep, point in ((r, pt) for r in range(a.repeats) for pt in points):
+            # modes interleaved per load point (and whole sweeps repeated), so machine-load drift hits both alike
             for mode, srv in servers.items():
                 r0 = scrape(srv.base_url, "divelab_verify_rounds_total")
                 c0 = scrape(srv.base_url, "divelab_committed_tokens_total")
@@ -233,21 +261,23 @@ def main() -> None:
                 r1 = scrape(srv.base_url, "divelab_verify_rounds_total")
                 c1 = scrape(srv.base_url, "divelab_committed_tokens_total")
                 summary["tau"] = (c1 - c0) / (r1 - r0) if r1 > r0 else float("nan")
-                out["results"].setdefault(point, {})[mode] = summary
-                texts.setdefault(point, {})[mode] = tx
-                print(f"{mode:6s} {point:>9s}: per-user {summary['per_user_tok_s_mean']:7.1f} tok/s, "
+                reps.setdefault(point, {}).setdefault(mode, []).append(summary)
+                if rep == 0:
+                    texts.setdefault(point, {})[mode] = tx
+                elif tx != texts[point][mode]:
+                    texts[point][mode] = None  # greedy texts that change between repeats: recorded as not identical
+                print(f"[repeat {rep + 1}/{a.repeats}] {mode:6s} {point:>9s}: per-user {summary['per_user_tok_s_mean']:7.1f} tok/s, "
                       f"TTFT p50 {summary['ttft_s_p50']:.3f}s, ITL p50/p99 {summary['itl_s_p50'] * 1e3:.1f}/"
                       f"{summary['itl_s_p99'] * 1e3:.1f} ms, total {summary['total_throughput_tok_s']:.1f} tok/s, "
                       f"τ {summary['tau']:.2f}", flush=True)
     finally:
         for srv in servers.values():
             srv.stop()
+    out["results"] = {point: summarise_repeats(by_mode) for point, by_mode in reps.items()}
     for rate, res in out["results"].items():
         if "dspark" in res:
-            res["per_user_speedup"] = res["dspark"]["per_user_tok_s_mean"] / res["plain"]["per_user_tok_s_mean"]
-            res["throughput_ratio"] = (res["dspark"]["total_throughput_tok_s"]
-                                       / res["plain"]["total_throughput_tok_s"])
-            res["identical_outputs"] = texts[rate]["dspark"] == texts[rate]["plain"]
+            res["identical_outputs"] = (texts[rate]["dspark"] is not None
+                                        and texts[rate]["dspark"] == texts[rate]["plain"])
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_suffix(".tmp")

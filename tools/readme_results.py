@@ -115,17 +115,25 @@ def dspark_speed(b: dict) -> str:
              f"on {meta['response_tokens']} response tokens of SmolLM2's own; expected greedy τ on held-out topics "
              f"{curve[0]['tau_greedy']:.2f} untrained → {curve[-1]['tau_greedy']:.2f} after "
              f"{curve[-1]['step']} steps.", ""]
+    if "machine" in b:  # what changes the numbers: the CPU and the kernels torch ran
+        m = b["machine"]
+        lines[0] = lines[0].replace(f"{mb['cpus']} CPUs,", f"{mb['cpus']} CPUs ({m['cpu_model']}, torch kernels "
+                                    f"{m['torch_cpu_capability']}),")
     for temp, rows in t["batch_size_1"].items():
-        lines += [f"**{temp}**", "", "| decoder | tok/s | × generate [95% CI over prompts] | τ | output |",
-                  "|---|---|---|---|---|"]
+        lines += [f"**{temp}**", "", "| decoder | tok/s | × generate | × same engine's plain | × llama.cpp | τ | output |",
+                  "|---|---|---|---|---|---|---|"]
         for name, r in rows.items():
             ci = r.get("speedup_per_prompt_ci95")
             sp = (f"{r['speedup_per_prompt_mean']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci
                   else f"{r['speedup_vs_generate']:.2f}")
+            vs = [_ratio_ci(r.get(k)) for k in ("speedup_vs_plain_same_engine", "speedup_vs_llama_cpp")]
             tau = f"{r['tau']:.2f}" if "tau" in r else "—"
             same = ("identical to greedy" if r.get("identical_to_greedy") else "differs from greedy") \
                 if "identical_to_greedy" in r else "sampled (exactness: χ² tests in the suite)"
-            lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {sp} | {tau} | {same} |")
+            lines.append(f"| {name} | {r['tokens_per_s']:.1f} | {sp} | {vs[0]} | {vs[1]} | {tau} | {same} |")
+        lines += ["", "Ratios are means of per-prompt ratios with a 95% t-interval over prompts. \"Identical to greedy\": "
+                  "the output equals HF greedy decoding, or for a lean-engine row the lean engine's own plain greedy "
+                  "decoding in its weight format."] if temp == "T=0" else []
         lines.append("")
     fixed = next(r for n, r in t["batch_size_1"]["T=0"].items() if n.startswith("DSpark Markov, fixed"))
     sps = dict(zip(t["sps"]["B"], t["sps"]["steps_per_s"], strict=True))
@@ -137,6 +145,12 @@ def dspark_speed(b: dict) -> str:
     return "\n".join(lines)
 
 
+def _ratio_ci(r: dict | None) -> str:
+    if not r:
+        return "—"
+    return f"{r['mean']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else f"{r['mean']:.2f}"
+
+
 def dspark_served(b: dict) -> str:
     """`divelab serve` on SmolLM2 with and without the drafter, closed-loop users (serving_load_smollm2.json)."""
     lines = [f"`{b['command']}`: {b['requests_per_user']} requests per user, {b['max_tokens']} tokens each, "
@@ -144,12 +158,17 @@ def dspark_served(b: dict) -> str:
              f"before and {b['load_average_after'][0]:.2f} after.", "",
              "| users | per-user tok/s DSpark / plain | × | total tok/s DSpark / plain | × | τ | same texts |",
              "|---|---|---|---|---|---|---|"]
+    if b.get("repeats", 1) > 1:
+        lines[0] = lines[0].replace(" requests per user,", f" requests per user, {b['repeats']} interleaved repeats "
+                                    "of the whole sweep (mean over repeats; × with a 95% t-interval over repeats),")
+        lines[0] = lines[0].replace(" after.", f" after; engine {b.get('engine', 'default')}, weights {b.get('fmt')}.")
     for point, r in b["results"].items():
         d, p = r["dspark"], r["plain"]
+        pu = _ratio_ci({"mean": r["per_user_speedup"], "ci95": r.get("per_user_speedup_ci95")})
+        tp = _ratio_ci({"mean": r["throughput_ratio"], "ci95": r.get("throughput_ratio_ci95")})
         lines.append(f"| {point.split()[0]} | {d['per_user_tok_s_mean']:.1f} / {p['per_user_tok_s_mean']:.1f} | "
-                     f"{r['per_user_speedup']:.2f} | {d['total_throughput_tok_s']:.1f} / "
-                     f"{p['total_throughput_tok_s']:.1f} | {r['throughput_ratio']:.2f} | {d['tau']:.2f} | "
-                     f"{'yes' if r['identical_outputs'] else 'no'} |")
+                     f"{pu} | {d['total_throughput_tok_s']:.1f} / {p['total_throughput_tok_s']:.1f} | {tp} | "
+                     f"{d['tau']:.2f} | {'yes' if r['identical_outputs'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -177,12 +196,16 @@ def dspark_headline(b: dict, served: dict) -> str:
         r = rows[name]
         best = max((n for n in rows if n != name), key=lambda n: rows[n]["tokens_per_s"])
         ci = r["speedup_per_prompt_ci95"]
-        parts.append(f"{r['speedup_per_prompt_mean']:.2f}× `generate` [{ci[0]:.2f}, {ci[1]:.2f}] at {temp} "
+        vs = "".join(f", {_ratio_ci(r[k])}× {r[k]['peer']}" for k in ("speedup_vs_plain_same_engine",
+                                                                      "speedup_vs_llama_cpp") if k in r)
+        parts.append(f"{r['speedup_per_prompt_mean']:.2f}× `generate` [{ci[0]:.2f}, {ci[1]:.2f}]{vs} at {temp} "
                      f"(τ {r['tau']:.2f}; fastest other decoder: {best}, {rows[best]['speedup_vs_generate']:.2f}×)")
-    users = ", ".join(f"{r['per_user_speedup']:.2f}× with {p.split()[0]}" for p, r in served["results"].items())
+    users = ", ".join(f"{_ratio_ci({'mean': r['per_user_speedup'], 'ci95': r.get('per_user_speedup_ci95')})}× "
+                      f"with {p.split()[0]}" for p, r in served["results"].items())
+    runs = f"{served['repeats']} repeats each" if served.get("repeats", 1) > 1 else "one run each"
     return ("DSpark on SmolLM2-135M-Instruct with its trained drafter, batch 1, this 2-core CPU: "
             + "; ".join(parts) + f". Served by `divelab serve`, per-user speed against the same server without "
-            f"speculation (closed-loop users, one run each): {users} users.\n")
+            f"speculation (closed-loop users, {runs}): {users} users.\n")
 
 
 def _not_counted_text(reps: list, shifted: dict[str, set[str]]) -> str:
