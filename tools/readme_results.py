@@ -114,7 +114,9 @@ def dspark_speed(b: dict) -> str:
              f"{t['draft_vocab']} tokens ({meta['draft_vocab_coverage']:.1%} of held-out response tokens), trained "
              f"on {meta['response_tokens']} response tokens of SmolLM2's own; expected greedy τ on held-out topics "
              f"{curve[0]['tau_greedy']:.2f} untrained → {curve[-1]['tau_greedy']:.2f} after "
-             f"{curve[-1]['step']} steps.", ""]
+             f"{curve[-1]['step']} steps" + (f"; on held-out HumanEval requests (code) {curve[0]['tau_greedy_code']:.2f}"
+                                             f" → {curve[-1]['tau_greedy_code']:.2f}" if "tau_greedy_code" in curve[-1]
+                                             else "") + ".", ""]
     if "machine" in b:  # what changes the numbers: the CPU and the kernels torch ran
         m = b["machine"]
         lines[0] = lines[0].replace(f"{mb['cpus']} CPUs,", f"{mb['cpus']} CPUs ({m['cpu_model']}, torch kernels "

@@ -20,7 +20,8 @@ from divelab.serving.dspark.training import DrafterTrainConfig, dspark_loss, pos
 
 TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}>{% endif %}"
 RECIPE = ChatDrafterRecipe(target="smoke", n_prompts=8, max_new_tokens=12, gen_batch=4, gamma=3, window=4, rank=4,
-                           draft_vocab=64, steps=6, blocks_per_step=16, warmup=2, eval_every=3, eval_prompts=4)
+                           draft_vocab=64, steps=6, blocks_per_step=16, warmup=2, eval_every=3, eval_prompts=4,
+                           code_eval_prompts=2)
 
 
 @pytest.fixture
@@ -46,8 +47,11 @@ def test_recipe_builds_once_records_a_learning_curve_and_loads(chat_smoke):
     assert default_drafter_dir("smoke", RECIPE) == path
     meta = json.loads((path / "meta.json").read_text())
     assert [p["step"] for p in meta["learning_curve"]] == [0, 3, 6]
-    assert all(1.0 <= p["tau_greedy"] <= 1 + RECIPE.gamma for p in meta["learning_curve"])
+    assert all(1.0 <= p[k] <= 1 + RECIPE.gamma for p in meta["learning_curve"] for k in ("tau_greedy", "tau_greedy_code"))
+    assert all(len(p["survive_greedy_code"]) == RECIPE.gamma for p in meta["learning_curve"])
+    assert meta["learning_curve"][-1]["drafted_tokens_seen"] == 6 * 16 * RECIPE.gamma
     assert meta["response_tokens"] > 0 and 0 < meta["draft_vocab_coverage"] <= 1
+    assert 0 < meta["draft_vocab_coverage_code"] <= 1 and meta["responses"] == RECIPE.n_prompts
     target, _ = chat_smoke("smoke")
     drafter, cal = load_drafter(path, target)
     assert drafter.reduced and len(drafter.vocab_ids) == 64 and cal is not None
@@ -75,13 +79,49 @@ def test_train_drafter_command_builds_the_chat_drafter(chat_smoke, tmp_path):
     assert (tmp_path / "copy" / "drafter_config.json").exists() and default_drafter_dir("smoke") is not None
     res = CliRunner().invoke(app, ["dspark", "train-drafter", "--target", "smoke", "--corpus", str(tmp_path),
                                    "--prompts", "4"], env={"COLUMNS": "200"})
-    assert res.exit_code == 2 and "--prompts and --draft-vocab apply to a chat model" in res.output
+    assert res.exit_code == 2 and "--prompts apply to a chat model" in res.output
+
+
+def test_more_responses_per_prompt_extend_the_one_pass_data(chat_smoke):
+    """A second pass of (sampled) responses to the same prompts: the first pass is the one-pass recipe's own
+    cached data, the rows double, and the stacked features are the per-row features of both passes."""
+    from divelab.cache import entry_path
+    from divelab.serving.dspark.chat_drafter import training_rows
+
+    target, tok = chat_smoke("smoke")
+    one = ChatDrafterRecipe(**{**RECIPE.__dict__, "seed": 3})
+    two = ChatDrafterRecipe(**{**one.__dict__, "samples_per_prompt": 2})
+    assert two.data_key() == one.data_key() and two.key() != one.key()
+    rows1, starts1 = training_rows(target, tok, one)
+    rows2, starts2 = training_rows(target, tok, two)
+    assert rows2[: len(rows1)] == rows1 and len(rows2) == 2 * len(rows1) and starts2 == starts1 * 2
+    assert [r[:s] for r, s in zip(rows2[len(rows1):], starts1, strict=True)] == [r[:s] for r, s in zip(rows1, starts1, strict=True)]
+    data_dir = entry_path("dspark-responses", two.data_key())
+    both = chat_data.build_features(target, rows2, (1, 2), 4, data_dir / "test-features", shard_rows=3,
+                                    breaks=(len(rows1),))
+    assert (data_dir / "test-features" / "pass-1-shard-00000").is_dir()  # the second pass starts its own shards
+    assert isinstance(both["feats"], np.memmap) and len(both["feats"]) == len(both["tokens"]) == both["offsets"][-1]
+    first = chat_data.build_features(target, rows1, (1, 2), 4, data_dir / "test-features", shard_rows=3)
+    np.testing.assert_array_equal(first["feats"], both["feats"][: len(first["feats"])])  # the first pass's shards reused
+    again = chat_data.build_features(target, rows2, (1, 2), 4, data_dir / "test-other", shard_rows=len(rows2))
+    np.testing.assert_allclose(np.asarray(again["feats"], dtype=np.float32), np.asarray(both["feats"], dtype=np.float32),
+                               atol=2e-2)  # features of a row do not depend on how rows are sharded
+
+
+def test_code_prompts_are_humaneval_requests_in_the_chat_template(chat_smoke):
+    _, tok = chat_smoke("smoke")
+    a, b = chat_data.code_prompts(tok, 3, seed=0), chat_data.code_prompts(tok, 3, seed=0)
+    assert a == b and len(a) == 3 and "def " in tok.decode(a[0]) and tok.decode(a[0]).endswith(">")
+    with pytest.raises(ValueError, match="n must be in 1..164"):
+        chat_data.code_prompts(tok, 0, seed=0)
+    with pytest.raises(ValueError, match="samples_per_prompt must be >= 1"):
+        ChatDrafterRecipe(samples_per_prompt=0)
 
 
 def test_a_killed_build_resumes_to_the_same_drafter(chat_smoke, monkeypatch, tmp_path):
     from divelab.serving.dspark import chat_drafter
 
-    recipe = ChatDrafterRecipe(**{**RECIPE.__dict__, "seed": 1, "steps": 9})
+    recipe = ChatDrafterRecipe(**{**RECIPE.__dict__, "seed": 1, "steps": 9, "code_eval_prompts": 0})
     calls = {"n": 0}
     real_point = chat_drafter.expected_tau
 

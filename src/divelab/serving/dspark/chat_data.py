@@ -51,17 +51,36 @@ TEST_TOPICS = ("penguins", "clocks", "jazz", "glaciers", "honey", "lighthouses",
 def chat_prompts(tokenizer, topics: tuple[str, ...] | list[str], templates: tuple[str, ...] = TEMPLATES
                  ) -> list[list[int]]:
     """Token ids of each template × topic as a one-turn chat with the generation prompt appended."""
+    _check_template(tokenizer)
+    return [_one_turn(tokenizer, tpl.format(t=t)) for t in topics for tpl in templates]
+
+
+CODE_REQUEST = "Complete this Python function. Reply with the code only.\n\n```python\n{prompt}```"
+
+
+def code_prompts(tokenizer, n: int, seed: int) -> list[list[int]]:
+    """``n`` HumanEval problems (drawn by ``seed``, in their order) asked as one-turn chat requests: the
+    code domain, which no training prompt (templates × topics) is drawn from."""
+    from divelab.codetasks.humaneval import load_tasks
+
+    _check_template(tokenizer)
+    tasks = load_tasks()
+    if not 1 <= n <= len(tasks):
+        raise ValueError(f"code prompts: n must be in 1..{len(tasks)}, got {n}")
+    picked = sorted(np.random.default_rng(seed).choice(len(tasks), size=n, replace=False).tolist())
+    return [_one_turn(tokenizer, CODE_REQUEST.format(prompt=tasks[i].prompt)) for i in picked]
+
+
+def _check_template(tokenizer) -> None:
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("the tokenizer has no chat template: chat prompts need a chat (instruct) model")
-    out = []
-    for t in topics:
-        for tpl in templates:
-            ids = tokenizer.apply_chat_template([{"role": "user", "content": tpl.format(t=t)}],
-                                                add_generation_prompt=True, tokenize=True)
-            if hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            out.append([int(x) for x in ids])
-    return out
+
+
+def _one_turn(tokenizer, text: str) -> list[int]:
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return [int(x) for x in ids]
 
 
 @torch.no_grad()
@@ -86,9 +105,11 @@ def batched_generate(target, prompts: list[list[int]], max_new_tokens: int, pad_
 
 
 def build_responses(target, tokenizer, prompts: list[list[int]], directory: Path, max_new_tokens: int = 128,
-                    batch: int = 32, seed: int = 0, description: str = "target responses") -> list[list[int]]:
-    """Rows of prompt + the target's response for every prompt (even shards greedy, odd shards sampled),
-    cached per shard under ``directory``: a second call, or one after an interrupt, reuses what exists."""
+                    batch: int = 32, seed: int = 0, description: str = "target responses",
+                    sample: bool | None = None) -> list[list[int]]:
+    """Rows of prompt + the target's response for every prompt (``sample`` None: even shards greedy, odd
+    shards sampled at T=1; True / False: every shard sampled / greedy), cached per shard under
+    ``directory``: a second call, or one after an interrupt, reuses what exists."""
     if batch < 1 or max_new_tokens < 1:
         raise ValueError(f"batch and max_new_tokens must be >= 1, got {batch} and {max_new_tokens}")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -102,8 +123,8 @@ def build_responses(target, tokenizer, prompts: list[list[int]], directory: Path
         for i, shard in enumerate(shards):
             path = directory / f"shard-{i:05d}"
             if not (path / "rows.json").exists():
-                resp = batched_generate(target, shard, max_new_tokens, int(pad), eos, sample=i % 2 == 1,
-                                        seed=seed + i)
+                resp = batched_generate(target, shard, max_new_tokens, int(pad), eos,
+                                        sample=i % 2 == 1 if sample is None else sample, seed=seed + i)
                 with atomic_dir(path) as tmp:
                     (tmp / "rows.json").write_text(json.dumps([p + r for p, r in zip(shard, resp, strict=True)]))
             rows.extend(json.loads((path / "rows.json").read_text()))
@@ -140,9 +161,13 @@ def coverage(rows: list[list[int]], ids: np.ndarray, start: list[int] | None = N
     return float(inside[toks].mean()) if len(toks) else 0.0
 
 
+FEATURE_ARRAYS = ("feats", "top_ids", "top_p")
+
+
 @torch.no_grad()
 def build_features(target, rows: list[list[int]], layers: tuple[int, ...], top_k: int, directory: Path,
-                   shard_rows: int = 32, batch: int = 8, description: str = "target features") -> dict:
+                   shard_rows: int = 32, batch: int = 8, description: str = "target features",
+                   breaks: tuple[int, ...] = ()) -> dict:
     """The target's view of every token of ``rows``, computed once (teacher-forced) and cached per shard:
 
     * ``feats`` (T, m·d) float16: hidden states of ``layers`` concatenated (the drafter's input),
@@ -152,14 +177,24 @@ def build_features(target, rows: list[list[int]], layers: tuple[int, ...], top_k
     * ``offsets`` (len(rows) + 1,): where each row starts in the concatenation.
 
     Training then never runs the target: on a CPU its forward is the cost that bounds how many
-    tokens a drafter can learn from."""
+    tokens a drafter can learn from.
+
+    ``breaks`` are row indices where a new run of shards starts (each later pass of responses to the
+    same prompts): adding a pass never changes an earlier pass's shards. The three arrays come back
+    memory-mapped from one file each, stacked once from the shards, so memory stays flat at any data
+    size (three layers of SmolLM2 are 3.5 kB a token: 10 GB for 20,000 responses)."""
     directory.mkdir(parents=True, exist_ok=True)
-    chunks = [rows[i: i + shard_rows] for i in range(0, len(rows), shard_rows)]
-    parts: dict[str, list[np.ndarray]] = {"feats": [], "top_ids": [], "top_p": []}
+    edges = [0, *sorted(b for b in set(breaks) if 0 < b < len(rows)), len(rows)]
+    named: list[tuple[str, list[list[int]]]] = []
+    for run, (lo_row, hi_row) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        prefix = "shard" if run == 0 else f"pass-{run}-shard"
+        named += [(f"{prefix}-{(i - lo_row) // shard_rows:05d}", rows[i: min(i + shard_rows, hi_row)])
+                  for i in range(lo_row, hi_row, shard_rows)]
     with make_progress() as prog:
-        task = prog.add_task(description, total=len(chunks), info="")
-        for i, chunk in enumerate(chunks):
-            path = directory / f"shard-{i:05d}"
+        task = prog.add_task(description, total=len(named), info="")
+        done_tokens = 0
+        for name, chunk in named:
+            path = directory / name
             if not (path / "feats.npy").exists():
                 out: dict[str, list[np.ndarray]] = {"feats": [], "top_ids": [], "top_p": []}
                 for lo in range(0, len(chunk), batch):
@@ -182,10 +217,35 @@ def build_features(target, rows: list[list[int]], layers: tuple[int, ...], top_k
                 with atomic_dir(path) as tmp:
                     for k, v in out.items():
                         np.save(tmp / f"{k}.npy", np.concatenate(v))
-            for k in parts:
-                parts[k].append(np.load(path / f"{k}.npy"))
-            prog.update(task, advance=1, info=f"{sum(len(x) for x in parts['feats'])} tokens")
+            done_tokens += sum(len(r) for r in chunk)
+            prog.update(task, advance=1, info=f"{done_tokens} tokens")
     lengths = np.array([len(r) for r in rows])
-    return {**{k: np.concatenate(v) for k, v in parts.items()},
+    return {**stacked(directory, [n for n, _ in named]),
             "tokens": np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]),
             "offsets": np.concatenate([[0], np.cumsum(lengths)])}
+
+
+def stacked(directory: Path, shards: list[str]) -> dict[str, np.ndarray]:
+    """The shards' arrays concatenated in order, one memory-mapped ``.npy`` per array (written once,
+    whole, under a key of the shard list; a stack of another shard list is removed)."""
+    import shutil
+
+    from divelab.cache import stable_hash
+
+    path = directory / f"stacked-{stable_hash({'shards': shards})}"
+    if not (path / "feats.npy").exists():
+        with atomic_dir(path) as tmp:
+            for k in FEATURE_ARRAYS:
+                parts = [np.load(directory / s / f"{k}.npy", mmap_mode="r") for s in shards]
+                out = np.lib.format.open_memmap(tmp / f"{k}.npy", mode="w+", dtype=parts[0].dtype,
+                                                shape=(sum(len(x) for x in parts), *parts[0].shape[1:]))
+                at = 0
+                for x in parts:  # shard by shard: never more than one shard in memory
+                    out[at: at + len(x)] = x
+                    at += len(x)
+                out.flush()
+                del out
+        for old in directory.glob("stacked-*"):
+            if old != path and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+    return {k: np.load(path / f"{k}.npy", mmap_mode="r") for k in FEATURE_ARRAYS}

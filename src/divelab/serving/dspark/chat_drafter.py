@@ -36,6 +36,9 @@ class ChatDrafterRecipe:
     """the target: a zoo name or a local HF checkpoint directory of a chat model."""
     n_prompts: int = 2000
     """training prompts (request templates × training topics) the target answers."""
+    samples_per_prompt: int = 1
+    """responses per training prompt: the first pass half greedy, half sampled at T=1 (by shard); each
+    further pass sampled at T=1 with its own seed (more on-policy data than there are prompts)."""
     max_new_tokens: int = 128
     """the longest response generated per prompt."""
     gen_batch: int = 64
@@ -66,14 +69,18 @@ class ChatDrafterRecipe:
     """steps between learning-curve points."""
     eval_prompts: int = 32
     """held-out prompts (topics no training prompt uses) for the learning curve and calibration."""
+    code_eval_prompts: int = 32
+    """held-out HumanEval problems asked as chat requests (0 = none): τ on code beside τ on chat."""
     seed: int = 0
     """seed of prompt order, sampling, initialisation and batches."""
 
     def __post_init__(self) -> None:
-        for name in ("n_prompts", "max_new_tokens", "gen_batch", "gamma", "steps", "blocks_per_step", "eval_every",
-                     "eval_prompts"):
+        for name in ("n_prompts", "samples_per_prompt", "max_new_tokens", "gen_batch", "gamma", "steps",
+                     "blocks_per_step", "eval_every", "eval_prompts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.code_eval_prompts < 0:
+            raise ValueError(f"code_eval_prompts must be >= 0, got {self.code_eval_prompts}")
 
     def key(self) -> str:
         return stable_hash({"recipe": asdict(self), "version": 1})
@@ -117,12 +124,19 @@ def recipe_prompts(tok, recipe: ChatDrafterRecipe) -> tuple[list[list[int]], lis
 
 
 def training_rows(target, tok, recipe: ChatDrafterRecipe) -> tuple[list[list[int]], list[int]]:
-    """The recipe's training rows (prompt + the target's response; cached) and each prompt's length."""
+    """The recipe's training rows (prompt + the target's response; cached), pass after pass of responses
+    to the same prompts, and each row's prompt length. The first pass is the one-sample recipe's (same
+    cache), so a larger recipe extends a smaller one's data instead of regenerating it."""
     train_prompts, _, _ = recipe_prompts(tok, recipe)
     data_dir = entry_path("dspark-responses", recipe.data_key())
     rows = chat_data.build_responses(target, tok, train_prompts, data_dir / "train", recipe.max_new_tokens,
                                      recipe.gen_batch, recipe.seed)
-    return rows, [len(p) for p in train_prompts]
+    for j in range(1, recipe.samples_per_prompt):
+        rows += chat_data.build_responses(target, tok, train_prompts, data_dir / f"train-pass-{j}",
+                                          recipe.max_new_tokens, recipe.gen_batch, recipe.seed + 100_000 * j,
+                                          f"target responses, pass {j + 1}/{recipe.samples_per_prompt}",
+                                          sample=True)
+    return rows, [len(p) for p in train_prompts] * recipe.samples_per_prompt
 
 
 def anchor_index(offsets: np.ndarray, starts: list[int], gamma: int) -> np.ndarray:
@@ -220,8 +234,19 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
         # held-out: greedy only (one shard per batch, even shards are greedy), so τ is exact
         held_rows = chat_data.build_responses(target, tok, held_prompts, data_dir / "held", recipe.max_new_tokens,
                                               len(held_prompts), recipe.seed + 10_000, "held-out responses")
+        code = None
+        if recipe.code_eval_prompts:  # the code domain: held-out HumanEval requests, greedy like held_rows
+            code_prompts = chat_data.code_prompts(tok, recipe.code_eval_prompts, recipe.seed)
+            code_rows = chat_data.build_responses(target, tok, code_prompts, data_dir / "code",
+                                                  recipe.max_new_tokens, len(code_prompts), recipe.seed + 20_000,
+                                                  "held-out code responses", sample=False)
+            code = chat_data.build_features(target, code_rows, layers, TOP_K, data_dir / "code-features",
+                                            description="held-out code features")
+            code_anchors = anchor_index(code["offsets"], [len(p) for p in code_prompts], recipe.gamma)
         gen_s = time.perf_counter() - t0
-        train = chat_data.build_features(target, rows, layers, TOP_K, data_dir / "train-features")
+        n_first = len(rows) // recipe.samples_per_prompt
+        train = chat_data.build_features(target, rows, layers, TOP_K, data_dir / "train-features",
+                                         breaks=tuple(n_first * j for j in range(1, recipe.samples_per_prompt)))
         held = chat_data.build_features(target, held_rows, layers, TOP_K, data_dir / "held-features",
                                         description="held-out features")
         data_s = time.perf_counter() - t0
@@ -235,11 +260,14 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
                            rank=recipe.rank, n_heads=int(target.config.num_attention_heads),
                            target_layers=layers, draft_vocab=recipe.draft_vocab, target_name=recipe.target)
         drafter = Drafter.for_target(target, dc)
-        cover = None
+        cover = cover_code = None
         if drafter.reduced:
             resp = [r[s:] for r, s in zip(rows, starts, strict=True)]
             drafter.set_draft_vocab(torch.from_numpy(chat_data.most_frequent(resp, recipe.draft_vocab, (eos,))))
             cover = chat_data.coverage(held_rows, drafter.vocab_ids.numpy(), held_starts)
+            if code is not None:
+                cover_code = chat_data.coverage(code_rows, drafter.vocab_ids.numpy(),
+                                                [len(p) for p in code_prompts])
             log(f"[drafter] a draft vocabulary of {recipe.draft_vocab} tokens covers {cover:.1%} of held-out "
                 "response tokens")
         train_anchors = anchor_index(train["offsets"], starts, recipe.gamma)
@@ -260,9 +288,15 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
         def point(step: int) -> None:
             drafter.eval()
             est = expected_tau(drafter, held, held_anchors)
-            curve.append({"step": step, "blocks_seen": step * per_step, "tau_greedy": est["tau"],
-                          "survive_greedy": est["survive"]})
-            log(f"[drafter] step {step}: expected τ at γ={recipe.gamma} (greedy, held-out topics) {est['tau']:.2f}")
+            pt = {"step": step, "blocks_seen": step * per_step, "drafted_tokens_seen": step * per_step * recipe.gamma,
+                  "tau_greedy": est["tau"], "survive_greedy": est["survive"]}
+            line = f"[drafter] step {step}: expected τ at γ={recipe.gamma} (greedy) held-out chat {est['tau']:.2f}"
+            if code is not None:
+                est_code = expected_tau(drafter, code, code_anchors)
+                pt |= {"tau_greedy_code": est_code["tau"], "survive_greedy_code": est_code["survive"]}
+                line += f", held-out code {est_code['tau']:.2f}"
+            curve.append(pt)
+            log(line)
             drafter.train()
 
         def after_step(step: int, loss: float | None) -> None:
@@ -281,10 +315,12 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
         log("[drafter] calibrating the confidence head (STS) on held-out prompts ...")
         cal = calibrate(target, drafter, held_prompts[: min(8, len(held_prompts))], max_new_tokens=48,
                         seed=recipe.seed)
-        meta = {"recipe": asdict(recipe), "response_tokens": n_resp, "tokens_with_prompts": int(len(train["tokens"])),
+        meta = {"recipe": asdict(recipe), "responses": len(rows), "response_tokens": n_resp,
+                "tokens_with_prompts": int(len(train["tokens"])),
                 "held_out_prompts": len(held_prompts), "target_layers": list(layers), "top_k": TOP_K,
                 "data_s": data_s, "generation_s": gen_s, "train_s": res.wall_time_s,
                 "build_s": time.perf_counter() - t0, "final_loss": res.losses[-1], "draft_vocab_coverage": cover,
+                "draft_vocab_coverage_code": cover_code,
                 "learning_curve": curve, "resumed_from": res.resumed_from}
         save_drafter(drafter, path, cal, meta=meta)
         shutil.rmtree(ckpt, ignore_errors=True)

@@ -24,6 +24,11 @@ def register(app: typer.Typer) -> None:
                                                "on it (default for a model without a chat template: stdlib source)"),
         prompts: int = typer.Option(None, help="chat model: training prompts it answers (default 2000)"),
         draft_vocab: int = typer.Option(None, help="chat model: tokens the draft head scores (default 8192; 0 = all)"),
+        samples_per_prompt: int = typer.Option(None, help="chat model: responses per training prompt (default 1; "
+                                                          "later ones sampled at T=1)"),
+        layers: int = typer.Option(None, help="chat model: drafter transformer layers (default 1)"),
+        code_eval_prompts: int = typer.Option(None, help="chat model: held-out HumanEval requests for τ on code "
+                                                         "(default 32; 0 = none)"),
         calibrate_prompts: int = typer.Option(8, help="text drafter: held-out prompts for STS calibration (0 = skip)"),
         seed: int = typer.Option(0),
     ) -> None:
@@ -41,15 +46,20 @@ def register(app: typer.Typer) -> None:
                 from divelab.serving.dspark.chat_drafter import ChatDrafterRecipe, build_chat_drafter
 
                 recipe = ChatDrafterRecipe(target=target, kind=kind, seed=seed)
-                given = {"gamma": gamma, "steps": steps, "lr": lr, "n_prompts": prompts, "draft_vocab": draft_vocab}
+                given = {"gamma": gamma, "steps": steps, "lr": lr, "n_prompts": prompts, "draft_vocab": draft_vocab,
+                         "samples_per_prompt": samples_per_prompt, "n_layers": layers,
+                         "code_eval_prompts": code_eval_prompts}
                 recipe = replace(recipe, **{k: v for k, v in given.items() if v is not None})
                 path = build_chat_drafter(recipe, log=lambda line: typer.echo(line, err=True))
                 if out is not None:
                     shutil.copytree(path, out, dirs_exist_ok=True)
                 typer.echo(f"drafter for {target}: {out or path}")
                 return
-            if prompts is not None or draft_vocab is not None:
-                raise ValueError("--prompts and --draft-vocab apply to a chat model's drafter (no --corpus)")
+            chat_only = {"--prompts": prompts, "--draft-vocab": draft_vocab, "--samples-per-prompt": samples_per_prompt,
+                         "--layers": layers, "--code-eval-prompts": code_eval_prompts}
+            if any(v is not None for v in chat_only.values()):
+                raise ValueError(f"{', '.join(k for k, v in chat_only.items() if v is not None)} apply to a chat "
+                                 "model's drafter (no --corpus)")
             _train_text_drafter(target, out or Path("dspark-drafter"), kind, 8 if gamma is None else gamma,
                                 200 if steps is None else steps, regenerate, 5e-3 if lr is None else lr, corpus,
                                 calibrate_prompts, seed)
