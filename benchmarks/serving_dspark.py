@@ -22,13 +22,13 @@ machine's load average before and after is recorded: near 0 before means an idle
 
     python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --out benchmarks/serving_dspark.json
     python benchmarks/serving_dspark.py --quick --targets tiny --out /tmp/tiny.json
-    python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --engines hf lean --fmt bf16 --out FILE
+    python benchmarks/serving_dspark.py --targets smollm2 --threads 2 --engines lean --fmt fp32 bf16 --out FILE
 
 ``--engines`` picks the target engines the divelab rows run on (default ``hf``, the HF model's batched
-forward, as the saved results were measured): ``lean`` adds the same rows on the lean engine (static
+forward): ``lean`` adds the same rows on the lean engine (static
 cache, k-token verification, in-place rollback; weights in ``--fmt``), named ``... [lean FMT]``, with
 their SPS profiled on the lean forward and their greedy identity checked against the lean engine's own
-plain greedy decoding.
+plain greedy decoding; several formats (``--fmt fp32 bf16``) each get their rows.
 
 CPU here; ``--device cuda`` runs the same code on a GPU.
 """
@@ -91,11 +91,11 @@ def bench_target(name: str, args, log=print) -> dict:
     kinds: dict = {}
     if "hf" in args.engines:
         kinds["hf"] = ("", "hf", sps, ref)
-    if "lean" in args.engines:
-        lt = LeanTarget(target, args.fmt)  # one set of converted weights for every lean row
+    for fmt in args.fmt if "lean" in args.engines else ():
+        lt = LeanTarget(target, fmt)  # one set of converted weights for every lean row of this format
         lean_sps = measure_lean_sps(lt, batch_sizes=[1, 2, 4, 8, 16, 32], repeats=args.sps_repeats)
         lean_plain = SpecEngine(target, None, sps=lean_sps, eos_token_id=eos, engine=lt)
-        kinds["lean"] = (f" [lean {args.fmt}]", lt, lean_sps, [lean_plain.generate(p, m) for p in prompts])
+        kinds[f"lean {fmt}"] = (f" [lean {fmt}]", lt, lean_sps, [lean_plain.generate(p, m) for p in prompts])
     out: dict = {"target": name, "parameters": sum(p.numel() for p in target.parameters()),
                  "drafter_parameters": sum(p.numel() for n_, p in mk.named_parameters()),
                  "draft_vocab": int(len(mk.vocab_ids)), "gamma": g, "prompts": len(prompts),
@@ -213,12 +213,12 @@ def bench_target(name: str, args, log=print) -> dict:
                    "speedup_per_prompt_mean": float(ratio.mean()),
                    "speedup_per_prompt_ci95": list(stats.mean_ci(ratio)) if len(ratio) > 1 else None,
                    "tokens": r["tokens"], "distinct_2": distinct_n(r["outs"], 2), "distinct_4": distinct_n(r["outs"], 4)}
-            # the same per-prompt ratio against the strongest references a CPU user has: the same engine's
-            # plain decoding (what speculation must beat) and llama.cpp on the shipped GGUF
+            # a divelab row's per-prompt ratio against the strongest references a CPU user has: the same
+            # engine's plain decoding (what speculation must beat) and llama.cpp on the shipped GGUF
             sfx = next((k[0] for k in kinds.values() if k[0] and nm.endswith(k[0])), "")
             for key, ref_nm in (("speedup_vs_plain_same_engine", f"divelab plain{sfx}"),
                                 ("speedup_vs_llama_cpp", "llama.cpp Q4_1 GGUF")):
-                if ref_nm in rec and ref_nm != nm:
+                if nm in engines and ref_nm in rec and ref_nm != nm:
                     rr = np.array([n / t for n, t in r["per_prompt"]]) / np.array(
                         [n / t for n, t in rec[ref_nm]["per_prompt"]])
                     row[key] = {"peer": ref_nm, "mean": float(rr.mean()),
@@ -296,7 +296,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--engines", nargs="+", default=["hf"], choices=["hf", "lean"],
                     help="target engines of the divelab rows (lean: CPU, Llama-family targets)")
-    ap.add_argument("--fmt", default="fp32", choices=["fp32", "bf16", "int8"], help="the lean engine's weight format")
+    ap.add_argument("--fmt", nargs="+", default=["fp32"], choices=["fp32", "bf16", "int8"],
+                    help="the lean engine's weight formats (each gets its own rows)")
     ap.add_argument("--no-llama", action="store_true", help="skip the llama.cpp peers (llama-cpp-python)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="serving_dspark.json")

@@ -65,16 +65,13 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, row_invar
         return Int8Linear(weight, bias, dtype).forward  # bound method: skips nn.Module hook dispatch
     w = weight.detach().to(dtype).contiguous()
     b = None if bias is None else bias.detach().to(dtype)
-    if fmt == "fp32" and row_invariant and torch.backends.mkldnn.is_available():
-        # F.linear's fp32 kernels block the reduction by the number of rows on small matrices, so a row's
-        # result depends on how many rows come with it; oneDNN's pre-packed fp32 product does not, for two
-        # rows or more (the model pads a single row to two)
-        packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
-        return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
-    if fmt == "bf16" and _mkldnn_bf16():
-        # oneDNN with the weight pre-packed into its blocked layout (what inductor's CPU freezing pass
-        # does): on this AVX-512 bf16 machine a decode step measured faster than with F.linear, whose bf16 path
-        # repacks per call; fp32 measured the other way round, so fp32 keeps F.linear
+    if (fmt == "fp32" and torch.backends.mkldnn.is_available()) or (fmt == "bf16" and _mkldnn_bf16()):
+        # oneDNN with the weight pre-packed into its blocked layout (what inductor's CPU freezing pass does).
+        # bf16: F.linear's bf16 path repacks the weight on every call. fp32: on an AMD Zen 4 (AVX-512) the
+        # pre-packed product measured 1.6x F.linear's for one row and 2.7x for a verifier's k rows (F.linear
+        # also blocks the reduction by the number of rows on small matrices, so a row's result depends on how
+        # many rows come with it; oneDNN's does not, from two rows on: a row-invariant model pads one row to
+        # two). One kernel on every machine, not a timed pick, so a machine's numbers repeat run to run.
         packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
         return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
     return partial(F.linear, weight=w, bias=b)
