@@ -68,10 +68,10 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, row_invar
     if (fmt == "fp32" and torch.backends.mkldnn.is_available()) or (fmt == "bf16" and _mkldnn_bf16()):
         # oneDNN with the weight pre-packed into its blocked layout (what inductor's CPU freezing pass does).
         # bf16: F.linear's bf16 path repacks the weight on every call. fp32: on an AMD Zen 4 (AVX-512) the
-        # pre-packed product measured 1.6x F.linear's for one row and 2.7x for a verifier's k rows (F.linear
-        # also blocks the reduction by the number of rows on small matrices, so a row's result depends on how
-        # many rows come with it; oneDNN's does not, from two rows on: a row-invariant model pads one row to
-        # two). One kernel on every machine, not a timed pick, so a machine's numbers repeat run to run.
+        # pre-packed product measured faster than F.linear's for one row and far faster for a verifier's k
+        # rows (F.linear also blocks the reduction by the number of rows on small matrices, so a row's result
+        # depends on how many rows come with it; oneDNN's does not, from two rows on: a row-invariant model
+        # pads one row to two). One kernel on every machine, not a timed pick, so numbers repeat run to run.
         packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
         return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
     return partial(F.linear, weight=w, bias=b)
