@@ -11,7 +11,7 @@ target says little about the drafter.
 Peers at batch 1 (each prompt runs every peer before the next prompt: interleaved, so a burst of
 machine load hits all peers alike): transformers ``generate``; prompt-lookup decoding and assisted
 generation with a tiny same-vocabulary LM trained on the target's own responses, each with its
-token count tuned over {2, 4, 8} on a warm-up prompt; ``generate`` with a static cache; on SmolLM2,
+token count tuned over {2, 4, 8} on a warm-up prompt; on SmolLM2,
 llama.cpp (``llama-cpp-python``) on the shipped Q4_1 GGUF, plain and in its own prompt-lookup
 speculative mode (tuned alike; skipped with the reason recorded where it is not installed); divelab plain decoding; the drafters at fixed
 γ and DSpark with Algorithm 1 (SPS profiled at start-up, STS-calibrated confidences). Speed-ups carry
@@ -149,8 +149,7 @@ def bench_target(name: str, args, log=print) -> dict:
                 target, mk, "dspark", sps=curve, gamma=g, calibration=a.get("calibration"), temperature=temp,
                 eos_token_id=eos, seed=args.seed, engine=eng_arg)
             greedy_ref.update({nm: kref for nm in engines if nm not in greedy_ref})
-        peers = {"transformers generate": lambda p, t: hf(p, t),
-                 "transformers generate, static cache": lambda p, t: hf(p, t, cache_implementation="static")}
+        peers = {"transformers generate": lambda p, t: hf(p, t)}
         # the peers' own knobs are tuned on the warm-up prompt (not timed in the table): each gets its best
         tune: dict = {"prompt lookup": {}, "assisted": {}, "llama.cpp lookup": {}}
         for k in (2, 4, 8):
@@ -289,7 +288,9 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=8)
     ap.add_argument("--pld", type=int, default=4, help="prompt_lookup_num_tokens")
     ap.add_argument("--temps", type=float, nargs="+", default=[0.0, 1.0])
-    ap.add_argument("--loads", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--loads", type=int, nargs="*", default=[1, 2, 4, 8],
+                    help="concurrent requests of the under-load section (none: skip it; benchmarks/serving_load.py "
+                         "measures the served engine)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--sps-repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
