@@ -205,6 +205,8 @@ def dspark_headline(b: dict, served: dict) -> str:
     users = ", ".join(f"{_ratio_ci({'mean': r['per_user_speedup'], 'ci95': r.get('per_user_speedup_ci95')})}× "
                       f"with {p.split()[0]}" for p, r in served["results"].items())
     runs = f"{served['repeats']} repeats each" if served.get("repeats", 1) > 1 else "one run each"
+    # a served run saved before the server had engines ran the HF engine
+    runs += f", {served.get('engine', 'HF')} engine" if served.get("engine") != "default" else ", its default engine"
     return ("DSpark on SmolLM2-135M-Instruct with its trained drafter, batch 1, this 2-core CPU: "
             + "; ".join(parts) + f". Served by `divelab serve`, per-user speed against the same server without "
             f"speculation (closed-loop users, {runs}): {users} users.\n")
