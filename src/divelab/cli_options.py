@@ -105,6 +105,7 @@ RANGES: dict[str | tuple[str, str], AnyRange] = {
     "vocab_size": ConstantsRange("divelab.lm.tokenizer", "MIN_VOCAB", "MAX_VOCAB",
                                  what="the tokenizer's 256 bytes, special tokens and merges"),
     "draft_vocab": Range(0, MAX_COUNT, what="0 scores the whole vocabulary"),
+    "samples_per_prompt": COUNT, "layers": Range(1, 64), "code_eval_prompts": Range(0, 164, what="0 skips the code domain"),
     "layer": Range(-1, 4096, what="-1 picks the middle layer"),
     ("budget", "int"): COUNT,
     ("budget", "float"): FRACTION,
