@@ -7,9 +7,9 @@ builds one boolean causal mask; a 1-token step needs none).
 
 ``row_invariant=True`` makes a k-token forward give every row bit for bit the logits k one-token
 forwards give: attention runs once per new token, exactly as a one-token step does, and the matrix
-products are ones whose rows do not depend on how many rows come together (the bf16 and int8
-kernels as they are; in fp32 oneDNN's pre-packed product, a one-token step multiplying two copies
-of its row). A greedy speculative decoder verifying k drafts in one forward then commits the very
+products are ones whose rows do not depend on how many rows come together (int8's kernel as it
+is; in fp32 and bf16 oneDNN's pre-packed product, a one-token step multiplying two copies of its
+row). A greedy speculative decoder verifying k drafts in one forward then commits the very
 tokens plain one-token decoding by the same model would, in every format.
 """
 
@@ -117,10 +117,11 @@ class LeanLM:
     __call__ = forward
 
     def _pad_single(self, k: int) -> bool:
-        # fp32 matrix products take a different kernel (a matrix-vector one) for a single row than for
-        # two or more, whose rows agree bit for bit whatever their number: a row-invariant one-token
-        # step therefore multiplies two copies of its row
-        return self.row_invariant and k == 1 and self.fmt == "fp32"
+        # oneDNN's fp32 and bf16 products take another kernel for a single row than for two or more, whose
+        # rows agree bit for bit whatever their number: a row-invariant one-token step therefore multiplies
+        # two copies of its row. (On an AMD Zen 4 the bf16 one-row kernel rounds the 1536-wide down
+        # projection differently in about one row in ten; int8's kernel has no one-row path.)
+        return self.row_invariant and k == 1 and self.fmt in ("fp32", "bf16")
 
     def _hidden_eager(self, ids: torch.Tensor, start: int, taps: tuple[int, ...] = ()
                       ) -> tuple[torch.Tensor, list[torch.Tensor]]:
