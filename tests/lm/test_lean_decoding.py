@@ -8,7 +8,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from divelab.lm import generate as hf_sampling_generate
-from divelab.lm.lean import FORMATS, LeanLM, lean_generate
+from divelab.lm.lean import FORMATS, LeanLM, forward_many, lean_generate
 
 VOCAB = 300
 
@@ -176,3 +176,51 @@ def test_fork_shares_the_weights_and_has_its_own_cache() -> None:
     a = lean.forward(_ids(10))
     assert other.length == 0
     assert torch.equal(other.forward(_ids(10)), a)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_forward_many_rows_equal_each_sequence_alone(fmt: str) -> None:
+    """Several sequences stepped together give each one, bit for bit, what its own forwards give (row-invariant
+    products), and leave every cache where its own forward would: serving requests together changes no token."""
+    model = _llama(kv_heads=1, hidden=192, heads=3, intermediate=1536)
+    base = LeanLM.from_hf(model, fmt, max_len=64, row_invariant=True)
+    prompts = [_ids(n, seed) for n, seed in ((9, 1), (14, 2), (5, 3))]
+    steps = [[_ids(1, 10 + i), _ids(3, 20 + i), _ids(1, 30 + i)] for i in range(3)]
+    alone, together = [base.fork() for _ in prompts], [base.fork() for _ in prompts]
+    for s, p in zip(alone + together, prompts + prompts, strict=True):
+        s.forward(p)
+    for step in range(3):  # mixed widths in one forward: 1-, 3- and 1-token appends
+        tokens = [steps[i][(step + i) % 3] for i in range(3)]
+        want = [s.forward_hidden(t, [0, 2]) for s, t in zip(alone, tokens, strict=True)]
+        got = forward_many(together, tokens, [0, 2])
+        for (wl, wh), (gl, gh) in zip(want, got, strict=True):
+            assert torch.equal(wl, gl)
+            assert all(torch.equal(a, b) for a, b in zip(wh, gh, strict=True))
+    assert [s.length for s in together] == [s.length for s in alone]
+    last = forward_many(together, [_ids(1, 40), _ids(2, 41), _ids(1, 42)], last_only=True)
+    assert [lg.shape[0] for lg, _ in last] == [1, 1, 1]
+
+
+def test_forward_many_without_row_invariance_matches_within_rounding() -> None:
+    model = _llama(init=0.02)
+    base = LeanLM.from_hf(model, "fp32", max_len=64)
+    a, b, a2, b2 = base.fork(), base.fork(), base.fork(), base.fork()
+    for s, p in ((a, _ids(7, 1)), (b, _ids(11, 2)), (a2, _ids(7, 1)), (b2, _ids(11, 2))):
+        s.forward(p)
+    got = forward_many([a, b], [_ids(4, 3), _ids(2, 4)])
+    assert torch.allclose(got[0][0], a2.forward(_ids(4, 3)), atol=1e-5)
+    assert torch.allclose(got[1][0], b2.forward(_ids(2, 4)), atol=1e-5)
+
+
+def test_forward_many_rejects_bad_input() -> None:
+    base = LeanLM.from_hf(_llama(), "fp32", max_len=16)
+    other = LeanLM.from_hf(_llama(), "fp32", max_len=16)
+    s = base.fork()
+    with pytest.raises(ValueError, match="one token list per sequence"):
+        forward_many([s], [[1], [2]])
+    with pytest.raises(ValueError, match="forked from one model"):
+        forward_many([s, other], [[1], [2]])
+    with pytest.raises(ValueError, match="forked from one model"):
+        forward_many([s, s], [[1], [2]])
+    with pytest.raises(ValueError, match="at least one token"):
+        forward_many([s, base.fork()], [[1], []])

@@ -40,9 +40,10 @@ def test_page_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     except ModelNotInstalledError as exc:
         pytest.skip(str(exc))
     examples = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
-    assert len(examples) == 3
+    assert len(examples) == 4
     for code in examples:
         exec(compile(code, str(PAGE), "exec"), {})
     out = capsys.readouterr().out
     assert "draft tokens accepted; cache holds" in out
     assert "identical to plain greedy: True" in out
+    assert re.search(r"^\[\d+, \d+, \d+\]$", out, re.M), out  # the three sequences' cache lengths

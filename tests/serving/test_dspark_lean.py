@@ -15,7 +15,9 @@ from scipy.stats import chisquare
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from typer.testing import CliRunner
 
-from divelab.lm.lean import FORMATS, LeanLM, lean_generate
+import divelab.lm.lean.model as lean_model
+import divelab.serving.dspark.engine as engine_module
+from divelab.lm.lean import FORMATS, LeanLM, forward_many, lean_generate
 from divelab.serving.dspark import Drafter, DrafterConfig, Request, SpecEngine
 from divelab.serving.dspark.lean_target import LeanTarget, measure_lean_sps
 from divelab.serving.dspark.sps import SPSCurve
@@ -72,27 +74,29 @@ def test_greedy_dspark_is_the_same_engines_plain_greedy(target, fmt):
 
 
 def test_one_forward_per_verification_and_rollback_in_place(target, monkeypatch):
-    """Each step is one (1 + ℓ)-token forward of the request's own static cache; the rejected drafts are
-    dropped by shortening that cache (same tensors, no second prefill)."""
-    calls: list[int] = []
-    forward = LeanLM.forward_hidden
+    """Each step is one forward in which every request appends its 1 + ℓ tokens to its own static cache;
+    the rejected drafts are dropped by shortening that cache (same tensors, no second prefill)."""
+    calls: list[list[int]] = []
 
-    def counted(seq, tokens, *a, **kw):
-        calls.append(len(tokens))
-        return forward(seq, tokens, *a, **kw)
+    def counted(seqs, tokens, *a, **kw):
+        calls.append([len(t) for t in tokens])
+        return forward_many(seqs, tokens, *a, **kw)
 
-    monkeypatch.setattr(LeanLM, "forward_hidden", counted)
+    monkeypatch.setattr(engine_module, "forward_many", counted)
     eng = SpecEngine(target, _drafter(target, "markov"), "fixed", sps=SPS, fmt="bf16")
-    prompt = PROMPTS[4]
-    st = eng.prefill(Request(prompt, 20))
-    seq, keys = st.seq, st.seq.cache.keys.data_ptr()
-    assert calls == [len(prompt)] and seq.length == len(prompt)
-    while not st.done:
+    prompts = PROMPTS[4:6]
+    states = eng.prefill_many([Request(p, 20, rid=i) for i, p in enumerate(prompts)])
+    seqs, keys = [s.seq for s in states], [s.seq.cache.keys.data_ptr() for s in states]
+    assert calls == [[len(p) for p in prompts]]  # one prefill forward for both prompts
+    assert [s.length for s in seqs] == [len(p) for p in prompts]
+    while not all(s.done for s in states):
+        live = [s for s in states if not s.done]
         calls.clear()
-        rec = eng.step([st])
-        assert calls == [1 + int(rec.ell[0])]  # one forward verifies the anchor and every sent draft
-        assert st.seq is seq and seq.cache.keys.data_ptr() == keys
-        assert seq.length == st.n_cached == len(prompt) + len(st.out) - 1  # the anchor is not cached yet
+        rec = eng.step(live)
+        assert calls == [[1 + int(e) for e in rec.ell]]  # one forward verifies every request's anchor and drafts
+        for st, seq, key in zip(states, seqs, keys, strict=True):
+            assert st.seq is seq and seq.cache.keys.data_ptr() == key
+            assert seq.length == st.n_cached == len(st.req.prompt) + len(st.out) - 1  # the anchor is not cached yet
 
 
 def test_rollback_after_a_failed_step_keeps_every_request_exact(target, monkeypatch):
@@ -100,16 +104,14 @@ def test_rollback_after_a_failed_step_keeps_every_request_exact(target, monkeypa
     eng = SpecEngine(target, _drafter(target, "markov"), "fixed", sps=SPS)
     states = eng.prefill_many([Request(p, 12, rid=i) for i, p in enumerate(PROMPTS[:3])])
     eng.step(states)
-    forward = LeanLM.forward_hidden
-    seen: list[LeanLM] = []
+    attend = lean_model._attend
 
-    def fail_third(seq, tokens, *a, **kw):  # the third request fails after the first two wrote their caches
-        seen.append(seq)
-        if len(seen) == 3:
+    def fail_third(seq, *a, **kw):  # the third request's attention fails after the first two wrote their caches
+        if seq is states[2].seq:
             raise RuntimeError("injected")
-        return forward(seq, tokens, *a, **kw)
+        return attend(seq, *a, **kw)
 
-    monkeypatch.setattr(LeanLM, "forward_hidden", fail_third)
+    monkeypatch.setattr(lean_model, "_attend", fail_third)
     with pytest.raises(RuntimeError, match="injected"):
         eng.step(states)
     monkeypatch.undo()

@@ -18,7 +18,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from divelab.lm.lean import LeanLM
+import divelab.lm.lean.model as lean_model
 from divelab.serving.dspark import plain_greedy
 from divelab.serving.server import BackgroundServer, build_app, create_app
 
@@ -116,18 +116,18 @@ def test_a_request_whose_decoding_fails_fails_alone(model, server, monkeypatch):
         if pos is not None and ids.shape[1] <= 8 and int(pos.max()) >= 150:
             raise RuntimeError("injected fault")
 
-    lean_forward = LeanLM.forward_hidden
+    lean_attend = lean_model._attend
 
-    def lean_fault(seq, tokens, *a, **kw):  # the lean engine: the same fault inside a request's own forward,
-        # after the step's earlier requests have written their caches (rolled back by the retry)
-        if len(tokens) <= 8 and seq.length + len(tokens) > 150:
+    def lean_fault(seq, q, keys, values, start, k, *a, **kw):  # the lean engine: the same fault inside the
+        # step's one forward, at that request's attention, after earlier requests wrote their caches
+        if k <= 8 and start + k > 150:
             raise RuntimeError("injected fault")
-        return lean_forward(seq, tokens, *a, **kw)
+        return lean_attend(seq, q, keys, values, start, k, *a, **kw)
 
     if server.app.state.engine.lean is None:
         hook = target.register_forward_pre_hook(fault, with_kwargs=True)
     else:
-        monkeypatch.setattr(LeanLM, "forward_hidden", lean_fault)
+        monkeypatch.setattr(lean_model, "_attend", lean_fault)
         hook = None
     try:
         refs = [ref_text(model, p, 30) for p in PROMPTS]

@@ -93,26 +93,7 @@ class LeanLM:
         (k, hidden) in the activation dtype, indexed as HF's ``output_hidden_states`` tuple: 0 is the
         embeddings, i the output of layer i, and ``n_layers`` the final normed output (what a
         drafter reading the target's features needs)."""
-        ids = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        k = int(ids.numel())
-        if k == 0:
-            raise ValueError("forward needs at least one token")
-        n = self.config.n_layers
-        bad = [i for i in layers if not 0 <= i <= n]
-        if bad:
-            raise ValueError(f"hidden-state indices must be in 0..{n}, got {bad}")
-        start = self.cache.reserve(k)
-        taps = tuple(sorted({int(i) for i in layers if i < n}))
-        x, tapped = self._hidden(ids, start, taps)
-        self.cache.length = start + k
-        lin = _two_rows if self._pad_single(k) else _as_is
-        normed = F.rms_norm(x, (self.config.hidden_size,), self.w.norm, self.config.rms_eps)
-        found = dict(zip(taps, tapped, strict=True))
-        found[n] = normed
-        hidden = [found[int(i)] for i in layers]
-        if last_only:
-            normed = normed[-1:]
-        return lin(self.w.lm_head, normed).float(), hidden
+        return forward_many([self], [tokens], layers, last_only=last_only)[0]
 
     __call__ = forward
 
@@ -125,44 +106,118 @@ class LeanLM:
 
     def _hidden_eager(self, ids: torch.Tensor, start: int, taps: tuple[int, ...] = ()
                       ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        cfg, w, cache = self.config, self.w, self.cache
-        k, end = ids.shape[0], start + ids.shape[0]
-        heads, kv_heads, hd, group = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.group
-        q_dim, kv_dim = heads * hd, kv_heads * hd
-        cos, sin = self.cos[start:end], self.sin[start:end]
+        return _hidden_rows(ids, [(self, start, int(ids.shape[0]))], taps)
+
+
+def _hidden_rows(ids: torch.Tensor, segments: list[tuple[LeanLM, int, int]], taps: tuple[int, ...]
+                 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The layers over the new tokens of several sequences at once: ``ids`` holds each segment's ``k``
+    tokens in turn, a segment ``(sequence, start, k)`` writing its own cache at ``start``. Every matrix
+    product runs once over all rows (one read of the weights for every sequence); attention runs per
+    segment over its own cache."""
+    lead = segments[0][0]
+    cfg, w = lead.config, lead.w
+    rows = ids.shape[0]
+    heads, kv_heads, hd, group = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.group
+    q_dim, kv_dim = heads * hd, kv_heads * hd
+    if len(segments) == 1:
+        seq, start, k = segments[0]
+        cos, sin = seq.cos[start:start + k], seq.sin[start:start + k]
+    else:
+        cos = torch.cat([seq.cos[start:start + k] for seq, start, k in segments])
+        sin = torch.cat([seq.sin[start:start + k] for seq, start, k in segments])
+    bounds, masks, r = [], [], 0
+    for seq, start, k in segments:
+        bounds.append((r, r + k))
+        r += k
         mask = None
-        per_row = self.row_invariant and k > 1
-        lin = _two_rows if self._pad_single(k) else _as_is
-        if k > 1 and not per_row:  # new token i sees the cache and new tokens up to itself; rows are ordered (group, token)
-            mask = torch.arange(end)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
-        x = F.embedding(ids, w.embed)
-        tapped = [x] if 0 in taps else []
-        d = (cfg.hidden_size,)
-        for li, lw in enumerate(w.layers):
-            h = F.rms_norm(x, d, lw.attn_norm, cfg.rms_eps)
-            qkv = lin(lw.qkv, h)
-            # queries and keys rotate together: one rotary application per layer instead of two
-            qk = apply_rope(qkv[:, :q_dim + kv_dim].view(k, heads + kv_heads, hd).transpose(0, 1), cos, sin)
-            q = qk[:heads]
-            v = qkv[:, q_dim + kv_dim:].view(k, kv_heads, hd).transpose(0, 1)
-            keys, values = cache.write(li, start, qk[heads:], v)
-            # grouped-query attention without repeating keys: the `group` query heads that share a
-            # key/value head are stacked as extra query rows of that head
-            if per_row:  # each new token alone over the prefix it sees: the one-token step's very call
-                a = torch.cat([F.scaled_dot_product_attention(
-                    q[:, i].reshape(kv_heads, group, hd), keys[:, :start + i + 1], values[:, :start + i + 1],
-                    scale=self.scale).reshape(1, q_dim) for i in range(k)])
-            else:
-                qg = q.reshape(kv_heads, group * k, hd)
-                a = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=self.scale)
-                a = a.view(heads, k, hd).transpose(0, 1).reshape(k, q_dim)
-            x = x + lin(lw.o, a)
-            h = F.rms_norm(x, d, lw.mlp_norm, cfg.rms_eps)
-            gate, up = lin(lw.gate_up, h).chunk(2, dim=-1)
-            x = x + lin(lw.down, F.silu(gate) * up)
-            if li + 1 in taps:
-                tapped.append(x)
-        return x, tapped
+        if k > 1 and not seq.row_invariant:  # token i sees the cache and new tokens up to itself; rows (group, token)
+            mask = torch.arange(start + k)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
+        masks.append(mask)
+    lin = _two_rows if lead._pad_single(rows) else _as_is
+    x = F.embedding(ids, w.embed)
+    tapped = [x] if 0 in taps else []
+    d = (cfg.hidden_size,)
+    for li, lw in enumerate(w.layers):
+        h = F.rms_norm(x, d, lw.attn_norm, cfg.rms_eps)
+        qkv = lin(lw.qkv, h)
+        # queries and keys rotate together: one rotary application per layer instead of two
+        qk = apply_rope(qkv[:, :q_dim + kv_dim].view(rows, heads + kv_heads, hd).transpose(0, 1), cos, sin)
+        v = qkv[:, q_dim + kv_dim:].view(rows, kv_heads, hd).transpose(0, 1)
+        parts = []
+        for (seq, start, k), (r0, r1), mask in zip(segments, bounds, masks, strict=True):
+            q = qk[:heads, r0:r1]
+            keys, values = seq.cache.write(li, start, qk[heads:, r0:r1], v[:, r0:r1])
+            parts.append(_attend(seq, q, keys, values, start, k, mask))
+        a = parts[0] if len(parts) == 1 else torch.cat(parts)
+        x = x + lin(lw.o, a)
+        h = F.rms_norm(x, d, lw.mlp_norm, cfg.rms_eps)
+        gate, up = lin(lw.gate_up, h).chunk(2, dim=-1)
+        x = x + lin(lw.down, F.silu(gate) * up)
+        if li + 1 in taps:
+            tapped.append(x)
+    return x, tapped
+
+
+def _attend(seq: LeanLM, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int, k: int,
+            mask: torch.Tensor | None) -> torch.Tensor:
+    """One sequence's attention output (k, q_dim) for its queries q (heads, k, hd) over its cache.
+    Grouped-query attention without repeating keys: the ``group`` query heads that share a key/value
+    head are stacked as extra query rows of that head."""
+    cfg = seq.config
+    kv_heads, group, hd = cfg.n_kv_heads, cfg.group, cfg.head_dim
+    q_dim = cfg.n_heads * hd
+    if seq.row_invariant and k > 1:  # each new token alone over the prefix it sees: the one-token step's very call
+        return torch.cat([F.scaled_dot_product_attention(
+            q[:, i].reshape(kv_heads, group, hd), keys[:, :start + i + 1], values[:, :start + i + 1],
+            scale=seq.scale).reshape(1, q_dim) for i in range(k)])
+    qg = q.reshape(kv_heads, group * k, hd)
+    a = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=seq.scale)
+    return a.view(cfg.n_heads, k, hd).transpose(0, 1).reshape(k, q_dim)
+
+
+@torch.inference_mode()
+def forward_many(seqs: Sequence[LeanLM], tokens: Sequence[Sequence[int] | torch.Tensor], layers: Sequence[int] = (),
+                 *, last_only: bool = False) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """:meth:`LeanLM.forward_hidden` for several sequences over the same weights in one forward: sequence
+    i appends ``tokens[i]``; returns per sequence its (k_i, vocab) float32 logits and its ``layers``'
+    hidden states. The matrix products run once over every sequence's rows (the weights are read once
+    per step, not once per sequence), and with ``row_invariant`` sequences each row is bit for bit what
+    that sequence's own forward gives, so serving requests together changes no token."""
+    if len(seqs) == 0 or len(seqs) != len(tokens):
+        raise ValueError(f"forward_many needs one token list per sequence, got {len(seqs)} sequences and "
+                         f"{len(tokens)} token lists")
+    lead = seqs[0]
+    if any(s.w is not lead.w for s in seqs) or len({id(s) for s in seqs}) != len(seqs):
+        raise ValueError("forward_many runs distinct sequences forked from one model (LeanLM.fork)")
+    ids = [torch.as_tensor(t, dtype=torch.long).reshape(-1) for t in tokens]
+    if any(int(t.numel()) == 0 for t in ids):
+        raise ValueError("forward needs at least one token")
+    n = lead.config.n_layers
+    bad = [i for i in layers if not 0 <= i <= n]
+    if bad:
+        raise ValueError(f"hidden-state indices must be in 0..{n}, got {bad}")
+    segments = [(s, s.cache.reserve(int(t.numel())), int(t.numel())) for s, t in zip(seqs, ids, strict=True)]
+    taps = tuple(sorted({int(i) for i in layers if i < n}))
+    flat = ids[0] if len(ids) == 1 else torch.cat(ids)
+    x, tapped = lead._hidden(flat, segments[0][1], taps) if len(seqs) == 1 else _hidden_rows(flat, segments, taps)
+    for s, start, k in segments:
+        s.cache.length = start + k
+    normed = F.rms_norm(x, (lead.config.hidden_size,), lead.w.norm, lead.config.rms_eps)
+    found = dict(zip(taps, tapped, strict=True))
+    found[n] = normed
+    out, r = [], 0
+    picks = []
+    for _, _, k in segments:
+        picks.append((r, r + k))
+        r += k
+    heads_in = torch.cat([normed[r1 - 1:r1] for _, r1 in picks]) if last_only else normed
+    lin = _two_rows if lead._pad_single(heads_in.shape[0]) else _as_is
+    logits = lin(lead.w.lm_head, heads_in).float()
+    for i, (r0, r1) in enumerate(picks):
+        rows = logits[i:i + 1] if last_only else logits[r0:r1]
+        out.append((rows, [found[int(j)][r0:r1] for j in layers]))
+    return out
 
 
 def _as_is(f, x: torch.Tensor) -> torch.Tensor:

@@ -13,8 +13,9 @@ for the confidences the scheduler reads). With no drafter the engine is plain ba
 
 That is the ``engine="hf"`` target. The default, ``engine="lean"``, runs a HF Llama-family target
 through :mod:`divelab.lm.lean` instead (:mod:`.lean_target`): per request a static cache, one
-(1 + ℓ)-token forward verifies its drafts, rejected drafts are rolled back in place; requests of a
-step are verified one after another and share the drafting pass and the acceptance computation.
+(1 + ℓ)-token forward verifies its drafts, rejected drafts are rolled back in place; the requests of a
+step are verified in one forward (:func:`divelab.lm.lean.forward_many`: every matrix product once over
+all their rows, attention per request) and share the drafting pass and the acceptance computation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from divelab.lm.lean import forward_many
 from divelab.serving.dspark.drafter import Drafter
 from divelab.serving.dspark.lean_target import LeanTarget, lean_target, measure_lean_sps
 from divelab.serving.dspark.sampling import probs_at, verify_batch
@@ -454,18 +456,15 @@ class SpecEngine:
     # ------------------------------------------------------------------------------------ the lean engine
     @torch.inference_mode()
     def _lean_prefill(self, reqs: list[Request], now: float) -> list[RequestState]:
-        """One lean forward per request into a new static cache sized for its prompt and budget."""
+        """One lean forward over every request's prompt, each into a new static cache sized for its prompt and
+        budget."""
         layers = self.drafter.config.target_layers if self.drafter is not None else ()
         full = self.full_prompt_logits
         lens = [len(r.prompt) for r in reqs]
         p = max(lens)
-        seqs, rows, hidden = [], [], []
-        for r in reqs:
-            seq = self.lean.sequence(len(r.prompt) + r.max_new_tokens + 1)
-            lg, hs = seq.forward_hidden(r.prompt, layers, last_only=not full)
-            seqs.append(seq)
-            rows.append(lg)
-            hidden.append(hs)
+        seqs = [self.lean.sequence(len(r.prompt) + r.max_new_tokens + 1) for r in reqs]
+        rows, hidden = map(list, zip(*forward_many(seqs, [r.prompt for r in reqs], layers, last_only=not full),
+                                     strict=True))
         ids = torch.zeros(len(reqs), p, dtype=torch.long)  # left-padded, as a batched HF prefill sees them
         for i, r in enumerate(reqs):
             ids[i, p - lens[i]:] = torch.tensor(r.prompt, dtype=torch.long)
@@ -509,11 +508,10 @@ class SpecEngine:
         t = 1 + int(ell.max())
         ids = anchor[:, None] if t == 1 else torch.cat([anchor[:, None], drafts.tokens[:, : t - 1]], 1)
         layers = self.drafter.config.target_layers if self.drafter is not None else ()
-        rows, hidden = [], []
-        for i, s in enumerate(states):  # one (1 + ℓ_r)-token forward per request, into its own cache
-            lg, hs = s.seq.forward_hidden(ids[i, : 1 + int(ell[i])], layers)
-            rows.append(lg)
-            hidden.append(hs)
+        # one forward for every request's 1 + ℓ_r tokens, each into its own cache: the weights are read once
+        rows, hidden = map(list, zip(*forward_many([s.seq for s in states],
+                                                   [ids[i, : 1 + int(ell[i])] for i in range(n)], layers),
+                                     strict=True))
         if n == 1:
             logits = rows[0][None]
         else:

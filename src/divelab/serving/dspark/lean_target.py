@@ -7,8 +7,10 @@
   its ℓ drafts with one (1 + ℓ)-token forward and rolls the rejected drafts back in that cache in
   place (no re-prefill, no copy). The forwards are row-invariant (see
   :class:`divelab.lm.lean.LeanLM`), so greedy speculative decoding commits exactly the tokens the
-  same engine's plain greedy decoding does, in every format. Requests are verified one after
-  another (the lean path is batch 1); CPU only; ``LlamaForCausalLM`` models (e.g. SmolLM2).
+  same engine's plain greedy decoding does, in every format. The requests of a step run in one
+  forward (every matrix product once over all their rows, attention per request in its own cache),
+  and each request's rows are bit for bit what it would get alone; CPU only; ``LlamaForCausalLM``
+  models (e.g. SmolLM2).
 * ``"hf"``: the HF model's own forward over a persistent batched cache (any causal LM, any
   device, batched verification).
 * ``"auto"``: lean where the lean path runs the model (a Llama-family model on the CPU), else hf.
@@ -111,8 +113,9 @@ def measure_lean_sps(target: LeanTarget, batch_sizes: list[int] | None = None, c
                      repeats: int = 7, seed: int = 0) -> SPSCurve:
     """SPS(B) of the lean engine: one B-token forward over a ``context``-token cache, then rolled back
     (what verifying B tokens of one request costs), ``repeats`` timed forwards per B after a warm-up,
-    interleaved across B, fitted by :func:`~divelab.serving.dspark.sps.fit_sps`. The lean engine
-    verifies requests one after another, so for R requests a step costs about R such forwards."""
+    interleaved across B, fitted by :func:`~divelab.serving.dspark.sps.fit_sps`. The lean engine runs a
+    step's requests in one forward, so B tokens spread over R requests cost about the same plus R - 1
+    more attention calls."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     batch_sizes = batch_sizes or [1, 2, 4, 8, 16, 32, 64]
