@@ -6,10 +6,11 @@ test_docs_prose_numbers.py leaves to generated text) and must read exactly what
 also hold the example the page shows now, so an edited example without a new run fails here.
 """
 
-import importlib.util
 import json
 import re
 from pathlib import Path
+
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "systems" / "g2po.md"
@@ -17,15 +18,8 @@ RECORD = ROOT / "benchmarks" / "g2po_smollm2_lora.json"
 TAG = "timing:g2po-smollm2-lora"
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load(ROOT / "benchmarks" / "g2po_smollm2_lora.py", "g2po_smollm2_lora_bench")
-prose_scan = _load(Path(__file__).with_name("test_docs_prose_numbers.py"), "docs_prose_numbers_scan")
+bench = load_script("benchmarks/g2po_smollm2_lora.py", "g2po_smollm2_lora_bench")
+prose_scan = load_script("tests/core/test_docs_prose_numbers.py", "docs_prose_numbers_scan")
 
 
 def blocks(text: str) -> list[str]:

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 from divelab import registry
+from script_modules import load_script
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -40,11 +41,7 @@ def test_readme_first_python_example_runs(capsys):
 
 def test_measured_tables_are_generated_from_saved_results():
     """The README's measured tables are rendered from docs/results/*.json, never copied by hand."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("readme_results", README.parent / "tools" / "readme_results.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script("tools/readme_results.py")
     assert README.read_text().count("<!-- results:tally -->") == 1, "README has no generated tally"
     for page in tool.pages():
         text = page.read_text()
@@ -150,13 +147,10 @@ def test_readme_links_point_at_files_that_exist():
 def test_screenshots_are_current():
     """docs/img/report-top.png shows the saved results' tally (tools/screenshots.py regenerates it and
     records what it shows); the docs home and a system page are there at 1280 px."""
-    import importlib.util
     import json
     import struct
 
-    spec = importlib.util.spec_from_file_location("screenshots", README.parent / "tools" / "screenshots.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script("tools/screenshots.py")
     stamp = json.loads((DOCS / "img" / "report-top.json").read_text())
     assert stamp == json.loads(json.dumps(tool.what_the_report_shows(tool.saved_reps()))), \
         "docs/img/report-top.png no longer shows the saved results: run tools/screenshots.py report"
@@ -168,14 +162,10 @@ def test_screenshots_are_current():
 def test_claims_on_public_games_are_listed_and_a_benchmark_merely_named_is_not():
     """The README's "Measured on public games" table lists every saved full-scale claim measured on a public
     substrate, and none that only names a benchmark it could not run."""
-    import importlib.util
-
     from divelab.claims import Claim, Kind, Reproduction, not_checkable
     from divelab.verdicts import direction
 
-    spec = importlib.util.spec_from_file_location("readme_results", README.parent / "tools" / "readme_results.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script("tools/readme_results.py")
     rep = Reproduction(system="infotree", title="t", scale="full", seed=0)
 
     def measured(statement: str, x: float) -> Claim:

@@ -4,7 +4,6 @@ papers table are generated from it (tools/registry_docs.py), and what it derives
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -14,15 +13,13 @@ from pathlib import Path
 import pytest
 
 from divelab import registry
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("registry_docs", ROOT / "tools" / "registry_docs.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_script("tools/registry_docs.py")
 
 
 @pytest.fixture

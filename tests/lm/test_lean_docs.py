@@ -3,11 +3,12 @@ and its code examples run as pasted."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "lean-decoding.md"
@@ -15,10 +16,7 @@ KEYS = ("lean-verify-curve", "lean-decoding")
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "tools" / "readme_results.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load_script("tools/readme_results.py")
 
 
 def test_measured_blocks_match_the_saved_benchmarks() -> None:

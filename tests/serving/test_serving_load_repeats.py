@@ -1,19 +1,13 @@
 """benchmarks/serving_load.py: a load point over repeated sweeps — each mode's metrics averaged, DSpark's ratios to
 plain paired by repeat with a t-interval over repeats."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from script_modules import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("serving_load", ROOT / "benchmarks" / "serving_load.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/serving_load.py")
 
 
 def _summary(per_user: float, total: float) -> dict:

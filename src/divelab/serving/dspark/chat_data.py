@@ -61,14 +61,10 @@ CODE_REQUEST = "Complete this Python function. Reply with the code only.\n\n```p
 def code_prompts(tokenizer, n: int, seed: int) -> list[list[int]]:
     """``n`` HumanEval problems (drawn by ``seed``, in their order) asked as one-turn chat requests: the
     code domain, which no training prompt (templates × topics) is drawn from."""
-    from divelab.codetasks.humaneval import load_tasks
+    from divelab.codetasks.humaneval import pick_tasks
 
     _check_template(tokenizer)
-    tasks = load_tasks()
-    if not 1 <= n <= len(tasks):
-        raise ValueError(f"code prompts: n must be in 1..{len(tasks)}, got {n}")
-    picked = sorted(np.random.default_rng(seed).choice(len(tasks), size=n, replace=False).tolist())
-    return [_one_turn(tokenizer, CODE_REQUEST.format(prompt=tasks[i].prompt)) for i in picked]
+    return [_one_turn(tokenizer, CODE_REQUEST.format(prompt=t.prompt)) for t in pick_tasks(n, seed, "code prompts")]
 
 
 def _check_template(tokenizer) -> None:

@@ -242,7 +242,8 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
                                                   "held-out code responses", sample=False)
             code = chat_data.build_features(target, code_rows, layers, TOP_K, data_dir / "code-features",
                                             description="held-out code features")
-            code_anchors = anchor_index(code["offsets"], [len(p) for p in code_prompts], recipe.gamma)
+            code_starts = [len(p) for p in code_prompts]
+            code_anchors = anchor_index(code["offsets"], code_starts, recipe.gamma)
         gen_s = time.perf_counter() - t0
         n_first = len(rows) // recipe.samples_per_prompt
         train = chat_data.build_features(target, rows, layers, TOP_K, data_dir / "train-features",
@@ -266,8 +267,7 @@ def build_chat_drafter(recipe: ChatDrafterRecipe | None = None, log=print) -> Pa
             drafter.set_draft_vocab(torch.from_numpy(chat_data.most_frequent(resp, recipe.draft_vocab, (eos,))))
             cover = chat_data.coverage(held_rows, drafter.vocab_ids.numpy(), held_starts)
             if code is not None:
-                cover_code = chat_data.coverage(code_rows, drafter.vocab_ids.numpy(),
-                                                [len(p) for p in code_prompts])
+                cover_code = chat_data.coverage(code_rows, drafter.vocab_ids.numpy(), code_starts)
             log(f"[drafter] a draft vocabulary of {recipe.draft_vocab} tokens covers {cover:.1%} of held-out "
                 "response tokens")
         train_anchors = anchor_index(train["offsets"], starts, recipe.gamma)

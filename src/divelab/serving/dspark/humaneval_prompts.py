@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 LABEL = "HumanEval prompts"
 """The substrate label of the claims measured on these prompts (``divelab.report.public`` pairs it with
 :data:`HOME_LABEL`)."""
@@ -30,21 +28,17 @@ def humaneval_prompts(encode: Callable[[str], list[int]], n: int, length: int,
     lines in many problems. The prompt is encoded whole before the cut, so the kept tokens are those the tokenizer
     gives the text in context, not a re-tokenized fragment.
     """
-    from divelab.codetasks.humaneval import load_tasks
+    from divelab.codetasks.humaneval import pick_tasks
 
-    tasks = load_tasks()
-    if not 1 <= n <= len(tasks):
-        raise ValueError(f"HumanEval prompts: n must be in 1..{len(tasks)}, got {n}")
     if length < 1:
         raise ValueError(f"HumanEval prompts: length must be >= 1, got {length}")
-    picked = sorted(np.random.default_rng(seed).choice(len(tasks), size=n, replace=False).tolist())
     prompts, ids = [], []
-    for i in picked:
-        ids_i = [int(t) for t in encode(tasks[i].prompt)]
+    for task in pick_tasks(n, seed, LABEL):
+        ids_i = [int(t) for t in encode(task.prompt)]
         if len(ids_i) < length:
-            raise ValueError(f"HumanEval prompt {tasks[i].task_id} has {len(ids_i)} tokens, fewer than {length}")
+            raise ValueError(f"HumanEval prompt {task.task_id} has {len(ids_i)} tokens, fewer than {length}")
         prompts.append(ids_i[-length:])
-        ids.append(tasks[i].task_id)
+        ids.append(task.task_id)
     return prompts, ids
 
 

@@ -582,8 +582,8 @@ class TauUnits:
         return [a[ok] for a in arrays], clusters.tolist()
 
 
-def _too_few_trainings(tu: TauUnits) -> str:
-    return (f"{tu.trainings} training(s) per drafter at this scale; a drafter comparison replicates the drafters' "
+def _too_few_trainings(trainings: int) -> str:
+    return (f"{trainings} training(s) per drafter at this scale; a drafter comparison replicates the drafters' "
             f"training (at least {MIN_TRAININGS} per kind, intervals over held-out prompts clustered by training), "
             "which does not fit this scale's budget, so only the Markov head at the main γ is trained here (for "
             "calibration, the head timing and the load sweep); full measures the comparison")
@@ -641,7 +641,7 @@ def _claims_tau_gain(tu: TauUnits, gammas: list[int], seed: int) -> list[Claim]:
         lo_g, hi_g = (8, 16) if {8, 16} <= set(gammas) else (min(gammas), max(gammas))
         paper = (4.0, 14.0) if (lo_g, hi_g) == (8, 16) else None
         if tu.trainings < MIN_TRAININGS:
-            out.append(not_checkable(stmt, paper_text, _too_few_trainings(tu), f"{SOURCE}, ablations (proposal length)"))
+            out.append(not_checkable(stmt, paper_text, _too_few_trainings(tu.trainings), f"{SOURCE}, ablations (proposal length)"))
             return out
         # per unit, the Markov − parallel τ difference as % of the parallel drafter's mean τ at that γ (a constant
         # per γ, so the difference of the two γ's gains stays a difference of means); the same for the sham
@@ -682,7 +682,7 @@ def _tau_gain_claim(tu: TauUnits, g: int, seed: int, label: str, paper_gap: dict
     ever accepted, so there is no gap to measure."""
     stmt = tau_gain_statement(g, label)
     if tu.trainings < MIN_TRAININGS:
-        return not_checkable(stmt, paper_text, _too_few_trainings(tu), TAU_GAIN_SOURCE)
+        return not_checkable(stmt, paper_text, _too_few_trainings(tu.trainings), TAU_GAIN_SOURCE)
     (m, sh, *bs), clusters = tu.paired(tu.of("markov", g), tu.of(SHAM, g), *(tu.of(k, g) for k in BASELINE_NAMES))
     if not m.size:
         return Claim(stmt, paper_text, None, kind=Kind.EMPIRICAL, source=TAU_GAIN_SOURCE,
@@ -740,7 +740,7 @@ def _claims_public_tau(public: dict, g: int, trainings: int, seed: int) -> list[
     if status == "not planned":
         return [not_checkable(stmt, paper_text, tau_by_domain.NOT_PLANNED, TAU_GAIN_SOURCE)]
     if status == "too few trainings":
-        return [not_checkable(stmt, paper_text, _too_few_trainings(TauUnits([{}] * trainings, 0)), TAU_GAIN_SOURCE)]
+        return [not_checkable(stmt, paper_text, _too_few_trainings(trainings), TAU_GAIN_SOURCE)]
     if status == "unavailable":
         return [not_checkable(stmt, paper_text, public["why"], TAU_GAIN_SOURCE)]
     if status != "ran":
@@ -773,7 +773,7 @@ def _claims_heads(tu: TauUnits, per_training: list[dict], g_main: int, seed: int
     paper = "RNN marginally better, mainly at long γ"
     src = f"{SOURCE}, ablations (proposal length)"
     if tu.trainings < MIN_TRAININGS:
-        out.append(not_checkable(stmt, paper, _too_few_trainings(tu), src))
+        out.append(not_checkable(stmt, paper, _too_few_trainings(tu.trainings), src))
     else:
         (rn, mk), clusters = tu.paired(tu.of("rnn", g_main), tu.of("markov", g_main))
         gain, ci = _rel_cluster_gain(rn, mk, clusters, seed + 101)
@@ -793,7 +793,7 @@ def _claims_heads(tu: TauUnits, per_training: list[dict], g_main: int, seed: int
     paper = "DFlash decays (code 0.87→0.78, chat 0.72→0.63); DSpark roughly flat"
     src = f"{SOURCE}, Fig. 2"
     if tu.trainings < MIN_TRAININGS:
-        out.append(not_checkable(stmt, paper, _too_few_trainings(tu), src))
+        out.append(not_checkable(stmt, paper, _too_few_trainings(tu.trainings), src))
         return out
     def decay(r: dict, kind: str) -> float:
         return _tail_minus_first(_cond_accept(r[(kind, g_main)]["accepted"], g_main))
