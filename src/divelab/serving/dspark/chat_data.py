@@ -61,7 +61,7 @@ CODE_REQUEST = "Complete this Python function. Reply with the code only.\n\n```p
 def code_prompts(tokenizer, n: int, seed: int) -> list[list[int]]:
     """``n`` HumanEval problems (drawn by ``seed``, in their order) asked as one-turn chat requests: the
     code domain, which no training prompt (templates × topics) is drawn from."""
-    from divelab.codetasks.humaneval import pick_tasks
+    from divelab.codetasks.draw import pick_tasks
 
     _check_template(tokenizer)
     return [_one_turn(tokenizer, CODE_REQUEST.format(prompt=t.prompt)) for t in pick_tasks(n, seed, "code prompts")]

@@ -28,7 +28,7 @@ def humaneval_prompts(encode: Callable[[str], list[int]], n: int, length: int,
     lines in many problems. The prompt is encoded whole before the cut, so the kept tokens are those the tokenizer
     gives the text in context, not a re-tokenized fragment.
     """
-    from divelab.codetasks.humaneval import pick_tasks
+    from divelab.codetasks.draw import pick_tasks
 
     if length < 1:
         raise ValueError(f"HumanEval prompts: length must be >= 1, got {length}")
