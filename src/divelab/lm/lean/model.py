@@ -15,6 +15,7 @@ tokens plain one-token decoding by the same model would, in every format.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,14 +127,10 @@ def _hidden_rows(ids: torch.Tensor, segments: list[tuple[LeanLM, int, int]], tap
     else:
         cos = torch.cat([seq.cos[start:start + k] for seq, start, k in segments])
         sin = torch.cat([seq.sin[start:start + k] for seq, start, k in segments])
-    bounds, masks, r = [], [], 0
-    for seq, start, k in segments:
-        bounds.append((r, r + k))
-        r += k
-        mask = None
-        if k > 1 and not seq.row_invariant:  # token i sees the cache and new tokens up to itself; rows (group, token)
-            mask = torch.arange(start + k)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
-        masks.append(mask)
+    bounds = _row_bounds(segments)
+    # built once per forward, not per layer: token i sees the cache and new tokens up to itself; rows (group, token)
+    masks = [torch.arange(start + k)[None, :] <= (start + torch.arange(k)).repeat(group)[:, None]
+             if k > 1 and not seq.row_invariant else None for seq, start, k in segments]
     lin = _two_rows if lead._pad_single(rows) else _as_is
     x = F.embedding(ids, w.embed)
     tapped = [x] if 0 in taps else []
@@ -157,6 +154,12 @@ def _hidden_rows(ids: torch.Tensor, segments: list[tuple[LeanLM, int, int]], tap
         if li + 1 in taps:
             tapped.append(x)
     return x, tapped
+
+
+def _row_bounds(segments: list[tuple[LeanLM, int, int]]) -> list[tuple[int, int]]:
+    """Each segment's rows ``[r0, r1)`` in the flat batch of new tokens."""
+    ends = list(itertools.accumulate(k for _, _, k in segments))
+    return [(end - k, end) for (_, _, k), end in zip(segments, ends, strict=True)]
 
 
 def _attend(seq: LeanLM, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int, k: int,
@@ -206,11 +209,7 @@ def forward_many(seqs: Sequence[LeanLM], tokens: Sequence[Sequence[int] | torch.
     normed = F.rms_norm(x, (lead.config.hidden_size,), lead.w.norm, lead.config.rms_eps)
     found = dict(zip(taps, tapped, strict=True))
     found[n] = normed
-    out, r = [], 0
-    picks = []
-    for _, _, k in segments:
-        picks.append((r, r + k))
-        r += k
+    out, picks = [], _row_bounds(segments)
     heads_in = torch.cat([normed[r1 - 1:r1] for _, r1 in picks]) if last_only else normed
     lin = _two_rows if lead._pad_single(heads_in.shape[0]) else _as_is
     logits = lin(lead.w.lm_head, heads_in).float()
