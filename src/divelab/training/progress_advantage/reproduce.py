@@ -231,12 +231,13 @@ def run(plan: Plan, seed: int) -> Reproduction:
     ex = exact_check(plan.exact, seed)
     lm = lm_check(plan, seed)
     pub = public_check(plan.public, seed)
+    trained = "runs" in pub  # the public section trained its pairs (not unplanned, unavailable or inexact)
     rep.details = {"exact": ex, "lm": {name: [_strip(r) for r in runs] for name, runs in lm.items()},
-                   "public": {**pub, "runs": [_strip(r) for r in pub["runs"]]} if "runs" in pub else pub}
+                   "public": {**pub, "runs": [_strip(r) for r in pub["runs"]]} if trained else pub}
     rep.claims += _exact_claims(ex)
     rep.claims += _lm_claims(lm, seed)
     rep.claims += public_claims(pub, seed)
-    rep.figures += _figures(ex, {**lm, LABEL: pub["runs"]} if "runs" in pub else lm)
+    rep.figures += _figures(ex, {**lm, LABEL: pub["runs"]} if trained else lm)
     rep.setup = _setup(ex, lm, plan) + public_setup(pub)
     if plan.real_llm is not None:  # SmolLM2-135M-Instruct and a KL-RL LoRA policy over it
         from divelab.training.progress_advantage import real_llm
