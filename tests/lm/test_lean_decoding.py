@@ -224,3 +224,19 @@ def test_forward_many_rejects_bad_input() -> None:
         forward_many([s, s], [[1], [2]])
     with pytest.raises(ValueError, match="at least one token"):
         forward_many([s, base.fork()], [[1], []])
+
+
+def test_compiled_forward_matches_eager_and_refuses_row_invariance() -> None:
+    # one layer and one compiled forward keep inductor's compile to seconds; the pre-packed oneDNN products
+    # must pass through it as opaque calls (inductor cannot lower them itself: it raised before they were)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=128, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).eval()
+    ids = _ids(6)
+    compiled = LeanLM.from_hf(model, "fp32", max_len=32, compile=True)
+    got = compiled.forward(ids)
+    assert compiled.compiled and compiled.length == 6
+    torch.testing.assert_close(got, LeanLM.from_hf(model, "fp32", max_len=32).forward(ids), atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="row_invariant"):
+        LeanLM.from_hf(model, "fp32", compile=True, row_invariant=True)

@@ -48,6 +48,12 @@ class LeanLM:
         self.cache = StaticKVCache(config.n_layers, config.n_kv_heads, config.head_dim, max_len, weights.act_dtype)
         self.cos, self.sin = rope_tables(weights.inv_freq, max_len, weights.attention_scaling, weights.act_dtype)
         self.scale = config.head_dim ** -0.5
+        if compile and self.row_invariant:
+            # inductor fuses the elementwise work around the products into kernels of its own, whose rows are
+            # not shown to be independent of how many rows come together: a speculative decoder's
+            # losslessness would rest on an unchecked property
+            raise ValueError("compile=True cannot be combined with row_invariant=True (a compiled forward's rows "
+                             "are not checked to equal one-token forwards bit for bit); pick one")
         self._hidden = torch.compile(self._hidden_eager, dynamic=True) if compile else self._hidden_eager
         self.compiled = compile
 

@@ -73,8 +73,29 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str, row_invar
         # depends on how many rows come with it; oneDNN's does not, from two rows on: a row-invariant model
         # pads one row to two). One kernel on every machine, not a timed pick, so numbers repeat run to run.
         packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
-        return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
+        out = int(w.shape[0])
+
+        def prepacked(x: torch.Tensor) -> torch.Tensor:
+            if torch.compiler.is_compiling():  # inductor cannot lower the oneDNN op itself: an opaque call
+                return packed_linear(x, packed, b, out)
+            return torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
+
+        return prepacked
     return partial(F.linear, weight=w, bias=b)
+
+
+@torch.library.custom_op("divelab::packed_linear", mutates_args=())
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int
+                  ) -> torch.Tensor:
+    """oneDNN's product with a pre-packed weight, as an operator ``torch.compile`` calls as it is (inductor
+    fuses the elementwise work around it)."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+@packed_linear.register_fake
+def _packed_linear_shape(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int
+                         ) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], out_features))
 
 
 def _bias(linear: torch.nn.Linear) -> torch.Tensor | None:

@@ -53,7 +53,7 @@ class LeanTarget:
     run (pass ``engine="hf"`` for those) and for a model off the CPU.
     """
 
-    def __init__(self, model: torch.nn.Module, fmt: str = "fp32", compile: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, fmt: str = "fp32") -> None:
         if fmt not in FORMATS:
             raise ValueError(f"unknown weight format {fmt!r} for the lean engine; allowed: {', '.join(FORMATS)}")
         dev = next(model.parameters()).device
@@ -64,7 +64,7 @@ class LeanTarget:
             raise ValueError(f"the lean engine runs {', '.join(SUPPORTED_CLASSES)} models (e.g. SmolLM2), not {cls} "
                              f"(model_type {kind!r}); use the HF engine for it: engine='hf' (CLI: --engine hf)")
         try:
-            self.base = LeanLM.from_hf(model, fmt, max_len=1, compile=compile, row_invariant=True)
+            self.base = LeanLM.from_hf(model, fmt, max_len=1, row_invariant=True)
         except ValueError as exc:
             raise ValueError(f"{exc}; use the HF engine for this model: engine='hf' (CLI: --engine hf)") from None
         self.model, self.fmt = model, fmt
