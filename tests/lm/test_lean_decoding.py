@@ -16,9 +16,9 @@ VOCAB = 300
 # init: a wide initialisation (HF's is 0.02) makes every token depend strongly on its context, so a
 # cache bug changes the argmax; rounding tests use HF's, where bf16 error does not compound chaotically
 def _llama(tie: bool = True, kv_heads: int = 2, bias: bool = False, seed: int = 0, init: float = 0.2,
-           hidden: int = 64, heads: int = 4, intermediate: int = 128) -> LlamaForCausalLM:
+           hidden: int = 64, heads: int = 4, intermediate: int = 128, layers: int = 3) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=3, num_attention_heads=heads,
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                       num_key_value_heads=kv_heads, intermediate_size=intermediate, max_position_embeddings=256,
                       tie_word_embeddings=tie, attention_bias=bias, initializer_range=init, eos_token_id=VOCAB - 1, bos_token_id=0)
     model = LlamaForCausalLM(cfg).eval()
@@ -229,10 +229,7 @@ def test_forward_many_rejects_bad_input() -> None:
 def test_compiled_forward_matches_eager_and_refuses_row_invariance() -> None:
     # one layer and one compiled forward keep inductor's compile to seconds; the pre-packed oneDNN products
     # must pass through it as opaque calls (inductor cannot lower them itself: it raised before they were)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=128, max_position_embeddings=64)
-    model = LlamaForCausalLM(cfg).eval()
+    model = _llama(layers=1)
     ids = _ids(6)
     compiled = LeanLM.from_hf(model, "fp32", max_len=32, compile=True)
     got = compiled.forward(ids)
